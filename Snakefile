@@ -1,0 +1,31 @@
+# bugimpact: does a bug fixed in an ML framework change the models trained with it?
+#
+# Paths (see README "Where results go"):
+#   results/mined/bugs.csv, releases.csv        step 1: mined release-note entries, per-release counts
+#   results/resolved/commits.csv                step 2: buggy and corrected commit per PR
+#   data/filter/<framework>.csv                 step 3: the sheet a person edits (merged, never replaced)
+#   results/artifacts/<artifact>/manifest.json  step 4: framework builds, keyed by commit or version
+#   results/runs/<bug>/<key>/<arm>/<run>.json   step 5: one record per run, keyed by the experiment
+#   results/stats/, results/figures/, results/report.html   step 6
+from snakemake.utils import min_version
+
+min_version("8.0")
+
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/mine.smk"
+include: "rules/resolve.smk"
+include: "rules/sheet.smk"
+include: "rules/data.smk"
+include: "rules/artifacts.smk"
+include: "rules/train.smk"
+include: "rules/stats.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        PLAN.targets(),

@@ -1,0 +1,50 @@
+# Parse-time helpers: validated config, the plan (bugs, artifacts, experiment key), input functions.
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+
+from bugimpact.config import SHEET_SCHEMA, validate_config
+from bugimpact.experiment import ARMS
+from bugimpact.plan import Plan
+
+config.update(validate_config(dict(config), source="config (config.yaml and --config)"))
+PLAN = Plan(config, SHEET_SCHEMA)
+FRAMEWORK = config["framework"]
+BUGS = sorted(PLAN.bugs) or ["__none__"]
+
+
+wildcard_constraints:
+    bug="|".join(BUGS),
+    arm="buggy|corrected",
+    run=r"\d+",
+    key=r"[A-Za-z0-9_.-]+",
+    challenge="digits|cifar10|mnist",
+    runtime="local|venv|docker",
+
+
+def seeds_json(wildcards):
+    return f"results/seeds/{wildcards.bug}.json"
+
+
+def train_inputs(wildcards):
+    bug, arm, run = wildcards.bug, wildcards.arm, int(wildcards.run)
+    inputs = {
+        "seeds": seeds_json(wildcards),
+        "data": f"results/data/{config['train']['challenge']}.npz",
+        "meta": f"results/data/{config['train']['challenge']}.json",
+        "runtime": PLAN.runtime_json(bug, arm),
+    }
+    k = PLAN.early_runs()
+    if k and run >= k:
+        inputs["early"] = f"results/early/{bug}/{PLAN.key}.json"
+    return inputs
+
+
+def arm_json(wildcards):
+    return json.dumps(PLAN.arm(wildcards.bug, wildcards.arm), sort_keys=True)
+
+
+def artifact_manifest(wildcards):
+    return f"results/artifacts/{wildcards.artifact}/manifest.json"

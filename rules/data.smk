@@ -1,0 +1,24 @@
+rule prepare_data:
+    output:
+        npz="results/data/{challenge}.npz",
+        meta="results/data/{challenge}.json",
+    params:
+        data=config["data"],
+    log:
+        "logs/data/{challenge}.log",
+    script:
+        "../scripts/prepare_data.py"
+
+
+# Seeds are archived before the first run of a bug and read by every run; they depend only on the
+# study seed, the policy and the bug id, so changing the run count never changes them.
+rule seeds:
+    output:
+        "results/seeds/{bug}.json",
+    params:
+        study_seed=config["train"]["study_seed"],
+        policy=config["train"]["seed_policy"],
+    log:
+        "logs/seeds/{bug}.log",
+    script:
+        "../scripts/seeds.py"

@@ -1,0 +1,6 @@
+"""Snakemake shim: step 6, one bug's statistics."""
+from bugimpact import steps
+
+steps.run_script(snakemake, steps.bug_stats, config=snakemake.config, bug=snakemake.wildcards.bug,
+                 records=list(snakemake.input), out_csv=snakemake.output.csv,
+                 out_json=snakemake.output.json)

@@ -1,0 +1,5 @@
+"""Snakemake shim: the early decision after the first k paired runs."""
+from bugimpact import steps
+
+steps.run_script(snakemake, steps.early, config=snakemake.config, bug=snakemake.wildcards.bug,
+                 records=list(snakemake.input), out=snakemake.output[0])

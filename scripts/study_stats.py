@@ -1,0 +1,7 @@
+"""Snakemake shim: step 6, study-wide corrections, Table IV, verdicts and summary."""
+from bugimpact import steps
+
+steps.run_script(snakemake, steps.study_stats, config=snakemake.config, bugs=snakemake.params.bugs,
+                 bug_jsons=list(snakemake.input.bugs), funnel_csv=snakemake.input.funnel,
+                 out_pvalues=snakemake.output.pvalues, out_verdicts=snakemake.output.verdicts,
+                 out_summary=snakemake.output.summary)

@@ -1,0 +1,110 @@
+"""How the harness runs against an artifact: ``local`` (the host interpreter), ``venv`` (a virtual
+environment per artifact holding its wheel and numpy) or ``docker`` (a runtime image per artifact).
+
+The harness is started as ``python -m bugimpact.harness`` with only this package's ``src`` on its
+path; the spec goes in on standard input and the record comes back as a file.
+"""
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ..io import InputError, write_json
+from .sources import PROBE
+
+SRC = Path(__file__).resolve().parents[2]
+
+
+def _probe(python, env=None):
+    out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"{python}: torch does not import: {out.stderr.strip()[-800:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def prepare_local(artifact):
+    if artifact["source"] != "installed":
+        raise InputError("config.yaml", f"the local runtime can only run the installed torch, not "
+                         f"a {artifact['source']} artifact; use runtime.kind venv or docker",
+                         field="runtime.kind")
+    return {"kind": "local", "python": sys.executable, "probe": _probe(sys.executable)}
+
+
+def prepare_venv(artifact, folder, base_python="python3"):
+    """A venv per artifact: its wheel plus numpy (the installed torch: the host's site-packages)."""
+    venv = Path(folder) / "venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        cmd = [base_python, "-m", "venv", str(venv)]
+        if artifact["source"] == "installed":
+            cmd.insert(3, "--system-site-packages")
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        if artifact.get("wheel"):
+            install = [str(python), "-m", "pip", "install", "--quiet", artifact["wheel"], "numpy"]
+            out = subprocess.run(install, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"pip install {artifact['wheel']} failed: {out.stderr[-800:]}")
+    return {"kind": "venv", "python": str(python), "probe": _probe(str(python))}
+
+
+def write_runtime(path, runtime):
+    write_json(path, runtime)
+
+
+class GpuLock:
+    """Snakemake does not hand local jobs a GPU id: each job claims a free device by a lock file."""
+
+    def __init__(self, count, folder="/tmp"):
+        self.count, self.folder, self.handle, self.device = count, folder, None, None
+
+    def __enter__(self):
+        import time
+        while self.count:
+            for device in range(self.count):
+                handle = open(os.path.join(self.folder, f"bugimpact-gpu-{device}.lock"), "w")
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    handle.close()
+                    continue
+                self.handle, self.device = handle, device
+                return self
+            time.sleep(1.0)
+        return self
+
+    def __exit__(self, *exc):
+        if self.handle is not None:
+            fcntl.flock(self.handle, fcntl.LOCK_UN)
+            self.handle.close()
+
+
+def harness_env(threads, device=None):
+    env = dict(os.environ)
+    env.update({"PYTHONHASHSEED": "0", "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+                "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+                "PYTHONPATH": str(SRC), "PYTHONDONTWRITEBYTECODE": "1"})
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(device)
+    return env
+
+
+def harness_command(runtime, out, env):
+    """The command line that runs the harness in this runtime, and the environment to give it."""
+    if runtime["kind"] in ("local", "venv"):
+        return [runtime["python"], "-m", "bugimpact.harness", "--spec", "-", "--out", str(out)], env
+    if runtime["kind"] == "docker":
+        from .docker import run_command
+        return run_command(runtime, out, env), None
+    raise ValueError(f"unknown runtime {runtime['kind']!r}")
+
+
+def launch(runtime, spec, out, log_handle, threads=1, gpus=0):
+    """Run the harness once; returns its exit code. Progress goes to the rule's log."""
+    with GpuLock(gpus if spec.get("device") == "cuda" else 0) as lock:
+        env = harness_env(threads, lock.device)
+        cmd, env = harness_command(runtime, out, env)
+        proc = subprocess.run(cmd, input=json.dumps(spec), text=True, env=env,
+                              stdout=log_handle, stderr=log_handle)
+    return proc.returncode

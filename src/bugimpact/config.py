@@ -1,0 +1,64 @@
+"""Load and validate ``config.yaml`` against ``schemas/config.schema.yaml``, filling defaults."""
+import copy
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from .io import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG_SCHEMA = ROOT / "schemas" / "config.schema.yaml"
+SHEET_SCHEMA = ROOT / "schemas" / "sheet.schema.yaml"
+
+
+def _describe(error):
+    path = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        return f"key '{path}': unknown key(s) {', '.join(map(repr, extra))}; allowed: {', '.join(allowed)}"
+    if error.validator == "required":
+        return f"key '{path}': {error.message}"
+    expected = error.schema.get("description")
+    hint = f" (expected: {expected})" if expected else ""
+    return f"key '{path}': {error.message}{hint}"
+
+
+def _fill_defaults(schema, instance, root):
+    """Insert ``default`` values of the schema's properties into the instance, recursively."""
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].split("/")[-1]]
+    if not isinstance(instance, dict):
+        return
+    for key, sub in schema.get("properties", {}).items():
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if key in instance:
+            _fill_defaults(sub, instance[key], root)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key, value in instance.items():
+            if key not in schema.get("properties", {}):
+                _fill_defaults(extra, value, root)
+
+
+def validate_config(config, source="config.yaml", schema_path=CONFIG_SCHEMA):
+    with open(schema_path, encoding="utf-8") as handle:
+        schema = yaml.safe_load(handle)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), e.message))
+    if errors:
+        raise InputError(source, "; ".join(_describe(e) for e in errors[:5]))
+    config = copy.deepcopy(config)
+    _fill_defaults(schema, config, schema)
+    return config
+
+
+def load_config(path):
+    path = Path(path)
+    try:
+        config = yaml.safe_load(path.read_text("utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(path, f"not valid YAML: {exc}") from None
+    return validate_config(config, source=path)

@@ -1,0 +1,87 @@
+"""Experiments (the paper's Table I attributes), their keys, the bug list, and the archived seeds.
+
+A run record lives at ``results/runs/<bug>/<experiment-key>/<arm>/<run>.json``. The key hashes
+every attribute that can change what a run computes (model, challenge, epochs, seed policy and
+study seed, hyper-parameters, threads, device, harness version), so changing one yields new runs
+that never mix with old ones, and editing unrelated code retrains nothing.
+"""
+import hashlib
+import json
+
+from .harness import HARNESS_VERSION
+from .io import write_json
+
+KEY_FIELDS = ("model", "challenge", "epochs", "batch_size", "test_batch_size", "optimizer", "lr",
+              "momentum", "seed_policy", "study_seed", "threads", "device", "allow_tf32", "augment",
+              "test_fraction")
+MAX_RUNS = 1000
+ARMS = ("buggy", "corrected")
+
+
+def experiment(train):
+    attrs = {k: train.get(k) for k in KEY_FIELDS}
+    if attrs["challenge"] != "digits":
+        attrs["test_fraction"] = None  # official test splits: the fraction plays no part
+    attrs["harness_version"] = HARNESS_VERSION
+    return attrs
+
+
+def experiment_key(train):
+    attrs = experiment(train)
+    digest = hashlib.sha256(json.dumps(attrs, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{attrs['model']}-{attrs['challenge']}-e{attrs['epochs']}-{attrs['seed_policy']}-{digest}"
+
+
+def derive_seeds(study_seed, bug, policy, count=MAX_RUNS):
+    """Seeds from the study seed and the bug id: reproducible, and the same whatever the run count.
+
+    ``paired``: run i uses seed_i in both arms. ``fixed`` (the paper): every run uses seed_0.
+    """
+    def seed(i):
+        digest = hashlib.sha256(f"{study_seed}:{bug}:{i}".encode()).hexdigest()
+        return int(digest[:8], 16) % (2 ** 31 - 1)
+    if policy == "fixed":
+        return [seed(0)] * count
+    return [seed(i) for i in range(count)]
+
+
+def write_seeds(path, study_seed, bug, policy):
+    write_json(path, {"bug": bug, "study_seed": study_seed, "policy": policy,
+                      "seeds": derive_seeds(study_seed, bug, policy)})
+
+
+def artifact_id(arm):
+    """Artifacts are keyed by what they are, never by the bug that uses them."""
+    source = arm["source"]
+    if source == "installed":
+        return "installed"
+    if source == "pypi":
+        return f"pypi-{arm['version']}"
+    if source == "wheel":
+        ident = arm.get("sha256") or hashlib.sha256(arm["wheel"].encode()).hexdigest()
+        return f"wheel-{ident[:16]}"
+    if source == "docker":
+        return f"docker-{arm['commit'][:12]}"
+    raise ValueError(f"unknown artifact source {source!r}")
+
+
+def study_bugs(config, sheet_rows):
+    """Bug id -> {label, arms: {arm: {source..., fault}}}: the sheet's accepted rows and the controls."""
+    bugs = {}
+    default_source = config["artifacts"]["source"]
+    overrides = config["bugs"].get("overrides", {})
+    if config["bugs"].get("from_sheet", True):
+        for row in sheet_rows:
+            if row.get("decision") != "accept":
+                continue
+            arms = {"buggy": {"source": default_source, "commit": row["buggy_sha"]},
+                    "corrected": {"source": default_source, "commit": row["corrected_sha"]}}
+            for arm, spec in overrides.get(row["id"], {}).items():
+                arms[arm] = dict(spec)
+            bugs[row["id"]] = {"label": row.get("text", ""), "kind": "bug", "arms": arms}
+    for control_id, spec in config["bugs"].get("controls", {}).items():
+        if control_id in bugs:
+            raise ValueError(f"config.yaml: control id {control_id!r} is also a sheet id")
+        bugs[control_id] = {"label": spec.get("label", control_id), "kind": "control",
+                            "arms": {arm: dict(spec[arm]) for arm in ARMS}}
+    return bugs

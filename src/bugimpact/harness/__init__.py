@@ -1,0 +1,8 @@
+"""The training harness: trains one run inside the framework build under study.
+
+Runs inside old runtimes (Python 3.6, PyTorch 1.1): standard library, numpy and torch only, Python
+3.6 syntax, and every torch API newer than 1.1 feature-detected. Bump HARNESS_VERSION whenever a
+change could alter what a run computes: it is part of the experiment key, so old records never mix
+with new ones, while edits that change nothing computed retrain nothing.
+"""
+HARNESS_VERSION = "1"

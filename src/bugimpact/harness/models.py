@@ -1,0 +1,103 @@
+"""Models: the paper's VGG-X, AlexNet adapted to 32x32, and a small CNN for small inputs.
+
+Every model ends in LogSoftmax (trained with NLL loss, as in the paper). A user model is given as a
+dotted path ``package.module:Class`` (or ``package.module.Class``) whose constructor takes
+``in_channels, num_classes, size``.
+"""
+import importlib
+
+import torch
+import torch.nn as nn
+
+
+def _flat_size(features, in_channels, size):
+    with torch.no_grad():  # a shape probe: consumes no random numbers
+        return int(features(torch.zeros(1, in_channels, size, size)).numel())
+
+
+class VGGX(nn.Module):
+    """VGG-11 adapted to 32x32 inputs, no batch norm, ~15M parameters (ReproduceML's VGG-X):
+    conv 64, conv 256, maxpool, conv 512 (3x3, ReLU), adaptive average pool to 5x5, then
+    12800-1024-1024-classes with ReLU and dropout 0.5 after each hidden layer."""
+
+    def __init__(self, in_channels=3, num_classes=10, size=32):
+        super(VGGX, self).__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 64, 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(64, 256, 3, padding=1), nn.ReLU(inplace=True),
+            nn.MaxPool2d(2, 2),
+            nn.Conv2d(256, 512, 3, padding=1), nn.ReLU(inplace=True),
+        )
+        self.avgpool = nn.AdaptiveAvgPool2d((5, 5))
+        self.classifier = nn.Sequential(
+            nn.Linear(512 * 5 * 5, 1024), nn.ReLU(inplace=True), nn.Dropout(0.5),
+            nn.Linear(1024, 1024), nn.ReLU(inplace=True), nn.Dropout(0.5),
+            nn.Linear(1024, num_classes), nn.LogSoftmax(dim=1),
+        )
+
+    def forward(self, x):
+        x = self.avgpool(self.features(x))
+        return self.classifier(x.view(x.size(0), -1))
+
+
+class AlexNet32(nn.Module):
+    """AlexNet's layer plan (5 convolutions, 3 fully connected) resized for 32x32 inputs."""
+
+    def __init__(self, in_channels=3, num_classes=10, size=32):
+        super(AlexNet32, self).__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 64, 3, stride=2, padding=1), nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+            nn.Conv2d(64, 192, 3, padding=1), nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+            nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+        )
+        flat = _flat_size(self.features, in_channels, size)
+        self.classifier = nn.Sequential(
+            nn.Dropout(0.5), nn.Linear(flat, 1024), nn.ReLU(inplace=True),
+            nn.Dropout(0.5), nn.Linear(1024, 1024), nn.ReLU(inplace=True),
+            nn.Linear(1024, num_classes), nn.LogSoftmax(dim=1),
+        )
+
+    def forward(self, x):
+        x = self.features(x)
+        return self.classifier(x.view(x.size(0), -1))
+
+
+class SmallCNN(nn.Module):
+    """Two convolutions and two dense layers: seconds per run on 8x8 digits on one CPU thread."""
+
+    def __init__(self, in_channels=1, num_classes=10, size=8):
+        super(SmallCNN, self).__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 16, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        flat = _flat_size(self.features, in_channels, size)
+        self.classifier = nn.Sequential(
+            nn.Linear(flat, 64), nn.ReLU(), nn.Dropout(0.25),
+            nn.Linear(64, num_classes), nn.LogSoftmax(dim=1),
+        )
+
+    def forward(self, x):
+        x = self.features(x)
+        return self.classifier(x.view(x.size(0), -1))
+
+
+BUILTIN = {"vggx": VGGX, "alexnet": AlexNet32, "smallcnn": SmallCNN}
+
+
+def build(name, in_channels, num_classes, size):
+    if name in BUILTIN:
+        cls = BUILTIN[name]
+    else:
+        module, _, attr = name.replace(":", ".").rpartition(".")
+        if not module:
+            raise ValueError("unknown model %r: use one of %s or a dotted path module:Class"
+                             % (name, ", ".join(sorted(BUILTIN))))
+        cls = getattr(importlib.import_module(module), attr)
+    return cls(in_channels=in_channels, num_classes=num_classes, size=size)

@@ -1,0 +1,78 @@
+"""Atomic file writes and CSV helpers shared by every host-side step.
+
+Every output is written to a temporary file in the destination folder and renamed into place, so a
+killed job never leaves a half-written file that a later step could mistake for a result.
+"""
+import csv
+import math
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def atomic_open(path, mode="w", **kwargs):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **kwargs) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path, text):
+    with atomic_open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def write_json(path, obj):
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def write_csv(path, rows, columns):
+    """Write dict rows with a fixed column order; missing keys become empty cells."""
+    with atomic_open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _cell(row.get(k)) for k in columns})
+
+
+def _cell(value):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return value
+
+
+def read_csv(path):
+    """Rows as dicts of strings (no type guessing: SHAs and ids stay text)."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or []), list(reader)
+
+
+class InputError(ValueError):
+    """Bad user input, with the place it came from: file, row and field."""
+
+    def __init__(self, path, message, row=None, field=None):
+        where = str(path)
+        if row is not None:
+            where += f", row {row}"
+        if field is not None:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {message}")
+        self.path, self.row, self.field = str(path), row, field

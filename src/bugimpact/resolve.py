@@ -1,0 +1,210 @@
+"""Step 2: each fix PR to its corrected commit (the landing on the default branch) and its buggy
+parent (that commit's first parent).
+
+Resolvers are tried in the configured order; a PR none of them resolves is kept with the reasons.
+- ``git``: a local clone, indexed in one ``git log --all`` pass. A commit lands PR N when its message
+  carries PyTorch's bot line ``Pull Request resolved: https://github.com/<repo>/pull/N``, is a
+  ``Merge pull request #N`` merge, or ends its subject with GitHub's squash ``(#N)``. Reverts never
+  count. The default-branch landing wins; landings on other branches are recorded as cherry-picks.
+- ``known``: a CSV of already-resolved PRs (e.g. the paper's 18), for offline studies.
+- ``api``: the GitHub API's ``merge_commit_sha`` and its first parent.
+"""
+import logging
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .io import InputError, read_csv, write_csv
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ("id", "pr", "status", "resolver", "corrected_sha", "buggy_sha", "corrected_date",
+           "buggy_date", "cherry_picks", "other_prs", "reason")
+SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass
+class Resolution:
+    corrected_sha: str
+    buggy_sha: str
+    corrected_date: str = ""
+    buggy_date: str = ""
+    cherry_picks: list = field(default_factory=list)
+
+
+class Unresolved(Exception):
+    pass
+
+
+def _git(repo, *args):
+    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} in {repo}: {out.stderr.strip()}")
+    return out.stdout
+
+
+class GitResolver:
+    name = "git"
+
+    def __init__(self, clone, repo="pytorch/pytorch", default_branch=None):
+        self.clone = Path(clone)
+        if not (self.clone / ".git").exists() and not (self.clone / "HEAD").exists():
+            raise InputError(clone, "not a git repository (resolve.clone in config.yaml)")
+        self.repo = repo
+        self.branch = default_branch or self._detect_default_branch()
+        self._index = None
+
+    def _detect_default_branch(self):
+        for ref in ("refs/remotes/origin/HEAD",):
+            try:
+                return _git(self.clone, "symbolic-ref", "--short", ref).strip()
+            except RuntimeError:
+                pass
+        for name in ("main", "master", "origin/main", "origin/master"):
+            try:
+                _git(self.clone, "rev-parse", "--verify", "--quiet", name)
+                return name
+            except RuntimeError:
+                continue
+        return "HEAD"
+
+    def _patterns(self):
+        owner_repo = re.escape(self.repo)
+        return [
+            re.compile(rf"^Pull Request resolved: https?://github\.com/{owner_repo}/pull/(\d+)\b",
+                       re.MULTILINE),
+            re.compile(r"\AMerge pull request #(\d+)\b"),
+            re.compile(r"\A[^\n]*\(#(\d+)\)[ \t]*$", re.MULTILINE),
+        ]
+
+    def index(self):
+        """PR number -> [(sha, parents, date, on_default_branch)] in commit-date order."""
+        if self._index is not None:
+            return self._index
+        default = set(_git(self.clone, "rev-list", self.branch).split())
+        raw = _git(self.clone, "log", "--all", "--reverse", "--date-order",
+                   "--format=%H%x00%P%x00%cI%x00%B%x1e")
+        patterns = self._patterns()
+        index = {}
+        for record in raw.split("\x1e"):
+            record = record.strip("\n")
+            if not record:
+                continue
+            sha, parents, date, message = record.split("\x00", 3)
+            message = message.strip()
+            if message.startswith('Revert "') or "This reverts commit" in message:
+                continue
+            found = set()
+            for pattern in patterns:
+                found.update(int(n) for n in pattern.findall(message.split("\n", 1)[0]
+                                                               if pattern is patterns[2] else message))
+            for number in found:
+                index.setdefault(number, []).append((sha, parents.split(), date, sha in default))
+        self._index = index
+        return index
+
+    def _date(self, sha):
+        return _git(self.clone, "show", "-s", "--format=%cI", sha).strip()
+
+    def resolve(self, pr):
+        landings = self.index().get(pr, [])
+        if not landings:
+            raise Unresolved(f"git: no commit in {self.clone} lands PR #{pr}")
+        on_default = [c for c in landings if c[3]]
+        if not on_default:
+            raise Unresolved(f"git: PR #{pr} only landed off {self.branch} "
+                             f"({', '.join(c[0][:12] for c in landings)})")
+        sha, parents, date, _ = on_default[0]
+        if not parents:
+            raise Unresolved(f"git: landing commit {sha} of PR #{pr} is a root commit")
+        return Resolution(corrected_sha=sha, buggy_sha=parents[0], corrected_date=date,
+                          buggy_date=self._date(parents[0]),
+                          cherry_picks=[c[0] for c in landings if not c[3]])
+
+
+class KnownResolver:
+    """Already-resolved PRs from a CSV with columns pr, buggy_sha, corrected_sha (dates optional)."""
+    name = "known"
+
+    def __init__(self, path):
+        _, rows = read_csv(path)
+        self.rows = {}
+        for number, row in enumerate(rows, start=2):
+            for col in ("buggy_sha", "corrected_sha"):
+                if not SHA.match(row.get(col, "")):
+                    raise InputError(path, "expected a full 40-hex SHA", row=number, field=col)
+            self.rows[int(row["pr"])] = row
+
+    def resolve(self, pr):
+        row = self.rows.get(pr)
+        if row is None:
+            raise Unresolved(f"known: PR #{pr} not in the table")
+        return Resolution(row["corrected_sha"], row["buggy_sha"], row.get("corrected_commit_date", ""))
+
+
+class ApiResolver:
+    name = "api"
+
+    def __init__(self, client, repo="pytorch/pytorch"):
+        self.client, self.repo = client, repo
+        self.unreachable = None  # after a network failure, the other PRs fail fast
+
+    def resolve(self, pr):
+        from .mine.github import GitHubError, NetworkError
+        if self.unreachable:
+            raise Unresolved(f"api: not tried, the API was unreachable ({self.unreachable})")
+        try:
+            pull = self.client.pull(self.repo, pr)
+            if not pull.get("merged_at") or not pull.get("merge_commit_sha"):
+                raise Unresolved(f"api: PR #{pr} was not merged")
+            commit = self.client.commit(self.repo, pull["merge_commit_sha"])
+        except NetworkError as exc:
+            self.unreachable = str(exc)
+            raise Unresolved(f"api: {exc}") from None
+        except GitHubError as exc:
+            raise Unresolved(f"api: {exc}") from None
+        parents = commit.get("parents") or []
+        if not parents:
+            raise Unresolved(f"api: merge commit of PR #{pr} has no parent")
+        parent = self.client.commit(self.repo, parents[0]["sha"])
+        return Resolution(commit["sha"], parents[0]["sha"],
+                          commit["commit"]["committer"]["date"],
+                          parent["commit"]["committer"]["date"])
+
+
+def resolve_bugs(bugs, resolvers):
+    """One row per mined bug; unresolved ones carry every resolver's reason."""
+    rows = []
+    cache = {}
+    for bug in bugs:
+        prs = bug["prs"].split() if bug.get("prs") else []
+        row = {"id": bug["id"], "pr": bug.get("pr", ""), "other_prs": " ".join(prs[1:])}
+        if not prs:
+            row.update(status="unresolved", reason="the entry cites no PR")
+            rows.append(row)
+            continue
+        pr = int(prs[0])
+        if pr not in cache:
+            reasons = []
+            for resolver in resolvers:
+                try:
+                    cache[pr] = (resolver.name, resolver.resolve(pr))
+                    break
+                except Unresolved as exc:
+                    reasons.append(str(exc))
+            else:
+                cache[pr] = (None, "; ".join(reasons) or "no resolver configured")
+        name, result = cache[pr]
+        if name is None:
+            row.update(status="unresolved", reason=result)
+        else:
+            row.update(status="resolved", resolver=name, corrected_sha=result.corrected_sha,
+                       buggy_sha=result.buggy_sha, corrected_date=result.corrected_date,
+                       buggy_date=result.buggy_date, cherry_picks=" ".join(result.cherry_picks))
+        rows.append(row)
+    return rows
+
+
+def write_commits(rows, path):
+    write_csv(path, rows, COLUMNS)

@@ -1,0 +1,161 @@
+"""Step 3: the filter sheet, the one CSV a person edits to accept or reject bugs.
+
+The sheet is merged, never regenerated: new mined entries are appended, blank machine cells are
+filled, and everything a person wrote (decision, reason, notes, extra columns, even corrected SHAs)
+is kept. Entries that mining no longer finds stay in the sheet, flagged ``mined=gone``.
+"""
+import re
+from collections import Counter
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from .io import InputError, read_csv, write_csv
+
+MACHINE_COLUMNS = ("id", "release", "area", "pr", "prs", "text", "url", "buggy_sha",
+                   "corrected_sha", "resolve_status", "tags", "mined")
+PERSON_COLUMNS = ("decision", "reason", "notes")
+COLUMNS = MACHINE_COLUMNS + PERSON_COLUMNS
+REASONS = ("compile_error", "crash", "end_user", "cpu_only", "no_application", "other")
+
+_TAG_WORDS = {
+    "gradient": r"\b(grad\w*|autograd|backward|derivative|jacobian)\b",
+    "math": r"\b(exp|log\w*|pow|sqrt|sin|cos|tanh|sigmoid|softmax|norm|mean|sum|prod|max|min|cdist|"
+            r"matmul|addmm|div\w*|floor|nan|inf|precision|accuracy|numerical\w*|pool\w*|conv\w*|"
+            r"quantiz\w*)\b",
+    "cuda": r"\b(cuda|gpu|cudnn|nccl|magma|kernels?)\b",
+    "cpu_only": r"\b(cpu|mkl\w*|avx\w*|openmp|threadpool)\b",
+    "crash": r"\b(crash\w*|segfault|segmentation|illegal memory|deadlock|hang|errored|error|"
+             r"exception|assert\w*|out of bound)\b",
+    "build": r"\b(compil\w*|build|nvcc|cmake|gcc|linker|c\+\+ extensions?)\b",
+    "docs": r"\b(doc\w*|comments?|typo|link to)\b",
+    "end_user": r"\b(error message|warning message|better error|misleading|deprecat\w*|"
+                r"added checks?|check for)\b",
+}
+
+
+def suggest_tags(text):
+    text = text.lower()
+    tags = [tag for tag, pattern in _TAG_WORDS.items() if re.search(pattern, text)]
+    if "cpu_only" in tags and "cuda" in tags:
+        tags.remove("cpu_only")
+    return ";".join(tags)
+
+
+def rows_from_mining(bugs, commits):
+    by_id = {c["id"]: c for c in commits}
+    rows = []
+    for bug in bugs:
+        c = by_id.get(bug["id"], {})
+        rows.append({"id": bug["id"], "release": bug["release"], "area": bug["area"],
+                     "pr": bug["pr"], "prs": bug["prs"], "text": bug["text"], "url": bug["url"],
+                     "buggy_sha": c.get("buggy_sha", ""), "corrected_sha": c.get("corrected_sha", ""),
+                     "resolve_status": c.get("status", "") or "unresolved",
+                     "tags": suggest_tags(bug["text"] + " " + bug["area"]), "mined": "yes",
+                     "decision": "", "reason": "", "notes": ""})
+    return rows
+
+
+def merge(existing_columns, existing_rows, mined_rows):
+    """The merged sheet and a change summary; nothing a person wrote is altered."""
+    columns = list(existing_columns) or list(COLUMNS)
+    for col in COLUMNS:
+        if col not in columns:
+            columns.append(col)
+    mined = {r["id"]: r for r in mined_rows}
+    seen, merged, filled = set(), [], 0
+    gone = appended = 0
+    for row in existing_rows:
+        row = {c: (row.get(c) or "") for c in columns}
+        new = mined.get(row["id"])
+        if new is None:
+            if row["mined"] != "gone":
+                gone += 1
+            row["mined"] = "gone"
+        else:
+            for col in MACHINE_COLUMNS:
+                if not row[col] and new.get(col):
+                    row[col] = new[col]
+                    filled += 1
+            if row["resolve_status"] != "resolved" and row["buggy_sha"] and row["corrected_sha"]:
+                row["resolve_status"] = "resolved"
+            row["mined"] = "yes"
+        seen.add(row["id"])
+        merged.append(row)
+    for row in mined_rows:
+        if row["id"] not in seen:
+            merged.append({c: row.get(c, "") for c in columns})
+            appended += 1
+    return columns, merged, {"existing": len(existing_rows), "appended": appended,
+                             "cells_filled": filled, "flagged_gone": gone, "total": len(merged)}
+
+
+def update_sheet(path, bugs, commits):
+    """Create the sheet, or merge new mining into it; returns the change summary."""
+    path = Path(path)
+    mined_rows = rows_from_mining(bugs, commits)
+    if path.exists():
+        columns, rows = read_csv(path)
+    else:
+        columns, rows = [], []
+    columns, merged, summary = merge(columns, rows, mined_rows)
+    summary["created"] = not path.exists()
+    write_csv(path, merged, columns)
+    return summary
+
+
+def load_schema(schema_path):
+    with open(schema_path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def validate(path, schema_path):
+    """Rows of a valid sheet; otherwise an InputError naming the file, row (CSV line) and column."""
+    columns, rows = read_csv(path)
+    missing = [c for c in ("id", "decision", "reason", "buggy_sha", "corrected_sha")
+               if c not in columns]
+    if missing:
+        raise InputError(path, f"missing column(s): {', '.join(missing)}", row=1)
+    validator = jsonschema.Draft202012Validator(load_schema(schema_path))
+    first_line = {}
+    for index, row in enumerate(rows):
+        line = index + 2  # the header is line 1
+        errors = sorted(validator.iter_errors(row), key=lambda e: list(e.absolute_path))
+        if errors:
+            err = errors[0]
+            field = err.absolute_path[0] if err.absolute_path else _field_of(err)
+            value = row.get(field, "") if field else ""
+            raise InputError(path, f"{value!r}: {err.message}", row=line, field=field)
+        if row["id"] in first_line:
+            raise InputError(path, f"duplicate id {row['id']!r} (first on row {first_line[row['id']]})",
+                             row=line, field="id")
+        first_line[row["id"]] = line
+    return rows
+
+
+def _field_of(error):
+    """The column a whole-row error is about (e.g. a required SHA of an accepted row)."""
+    if error.validator == "required":
+        match = re.search(r"'([^']+)' is a required property", error.message)
+        return match.group(1) if match else None
+    return None
+
+
+def accepted(rows):
+    return [r for r in rows if r.get("decision") == "accept"]
+
+
+def funnel(sheet_rows):
+    """The paper's funnel: mined, resolved, accepted, rejected by reason."""
+    rows = [r for r in sheet_rows if r.get("mined", "yes") != "gone"]
+    reasons = Counter(r["reason"] or "unspecified" for r in rows if r["decision"] == "reject")
+    out = [("mined", len(rows)),
+           ("with_pr", sum(1 for r in rows if r.get("pr"))),
+           ("resolved", sum(1 for r in rows if r.get("buggy_sha") and r.get("corrected_sha"))),
+           ("undecided", sum(1 for r in rows if not r["decision"])),
+           ("accepted", sum(1 for r in rows if r["decision"] == "accept")),
+           ("rejected", sum(reasons.values()))]
+    out += [(f"rejected:{reason}", count) for reason, count in sorted(reasons.items())]
+    out.append(("gone_from_mining", sum(1 for r in sheet_rows if r.get("mined") == "gone")))
+    return [{"stage": s, "count": c} for s, c in out]

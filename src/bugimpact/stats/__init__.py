@@ -1,0 +1,1 @@
+"""Step 6: statistics, trigger verdicts, figures and the report."""

@@ -1,0 +1,100 @@
+"""Per-bug statistics files, and the study-wide tables: Table IV, verdicts, summary.
+
+``results/stats/<bug>.csv`` corrects over that bug's own metrics, so one bug can be (re)computed
+alone; ``pvalues.csv`` and ``verdicts.csv`` correct over every bug x metric of the study and are the
+authoritative verdicts.
+"""
+import math
+
+import numpy as np
+
+from ..io import read_json, write_csv, write_json
+from .analysis import METRIC_COLUMNS, analyse_bug, verdict
+from .effects import adjust
+
+VERDICTS = ("impact", "no evidence of impact", "not triggered", "identical runs", "incomplete")
+VERDICT_COLUMNS = ("bug", "row", "kind", "label", "verdict", "reason", "primary_test",
+                   "min_adjusted_p", "pairs", "identical_pairs", "first_divergence_epoch",
+                   "n_buggy", "n_corrected", "skipped", "failed")
+
+
+def _apply(rows, bug_info, alpha, min_effect, adjusted):
+    for row, p in zip(rows, adjusted):
+        row["adjusted_p"] = float(p)
+    label, reason = verdict(bug_info, rows, alpha, min_effect)
+    for row in rows:
+        row.update({k: bug_info[k] for k in ("pairs", "identical_pairs", "first_divergence_epoch",
+                                             "failed", "skipped", "seed_policy")})
+        row.update(verdict=label, reason=reason)
+    return label, reason
+
+
+def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv, out_json):
+    records = [read_json(p) for p in record_paths]
+    rows, info = analyse_bug(bug, records, stats_cfg["metrics"], required_runs, seed_policy,
+                             stats_cfg["alpha"], stats_cfg["power"], stats_cfg["bootstrap"])
+    adjusted = adjust([r["primary_p"] for r in rows], "holm")
+    _apply(rows, info, stats_cfg["alpha"], stats_cfg["min_effect"], adjusted)
+    write_csv(out_csv, rows, METRIC_COLUMNS)
+    write_json(out_json, {"info": info, "rows": rows})
+    return rows
+
+
+def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, out_verdicts,
+                 out_summary):
+    """Adjust over all bugs x metrics, then write Table IV, the verdicts and the summary."""
+    loaded = [read_json(p) for p in bug_jsons]
+    flat = [row for item in loaded for row in item["rows"]]
+    adjusted = adjust([r["primary_p"] for r in flat], stats_cfg["correction"])
+    offset, table, verdicts = 0, [], []
+    for item in loaded:
+        rows, info = item["rows"], item["info"]
+        label, reason = _apply(rows, info, stats_cfg["alpha"], stats_cfg["min_effect"],
+                               adjusted[offset:offset + len(rows)])
+        offset += len(rows)
+        bug = info["bug"]
+        name = f"{study}-{bug}"
+        entry = {"bug": name}
+        for row in rows:
+            entry[row["metric"]] = row["mwu_p"]
+            entry[f"{row['metric']}_wilcoxon"] = row["wilcoxon_p"]
+            entry[f"{row['metric']}_adjusted"] = row["adjusted_p"]
+            entry[f"{row['metric']}_a12"] = row["a12"]
+        entry.update(verdict=label, n_buggy=rows[0]["n_buggy"] if rows else 0,
+                     n_corrected=rows[0]["n_corrected"] if rows else 0)
+        table.append(entry)
+        finite = [r["adjusted_p"] for r in rows if not math.isnan(r["adjusted_p"])]
+        verdicts.append({"bug": bug, "row": name, "kind": bugs.get(bug, {}).get("kind", ""),
+                         "label": bugs.get(bug, {}).get("label", ""), "verdict": label,
+                         "reason": reason, "primary_test": rows[0]["primary_test"] if rows else "",
+                         "min_adjusted_p": min(finite) if finite else "",
+                         "pairs": info["pairs"], "identical_pairs": info["identical_pairs"],
+                         "first_divergence_epoch": info["first_divergence_epoch"],
+                         "n_buggy": info["n_ok"]["buggy"], "n_corrected": info["n_ok"]["corrected"],
+                         "skipped": info["skipped"], "failed": info["failed"]})
+    metrics = stats_cfg["metrics"]
+    columns = ["bug"] + list(metrics) + [f"{m}_{s}" for s in ("wilcoxon", "adjusted", "a12")
+                                         for m in metrics] + ["verdict", "n_buggy", "n_corrected"]
+    write_csv(out_pvalues, table, columns)
+    write_csv(out_verdicts, verdicts, VERDICT_COLUMNS)
+    summary = [{"section": "funnel", "name": r["stage"], "count": r["count"]} for r in funnel_rows]
+    counts = {v: 0 for v in VERDICTS}
+    for v in verdicts:
+        counts[v["verdict"]] += 1
+    summary += [{"section": "verdict", "name": k, "count": c} for k, c in counts.items()]
+    summary.append({"section": "runs", "name": "skipped_by_early_decision",
+                    "count": sum(v["skipped"] for v in verdicts)})
+    write_csv(out_summary, summary, ("section", "name", "count"))
+    return table, verdicts, summary
+
+
+def std_values(bug_jsons):
+    """Per-experiment standard deviations (the paper's Fig. 3), by metric."""
+    out = {}
+    for path in bug_jsons:
+        for row in read_json(path)["rows"]:
+            for arm in ("buggy", "corrected"):
+                value = row[f"std_{arm}"]
+                if value is not None and not (isinstance(value, float) and np.isnan(value)):
+                    out.setdefault(row["metric"], []).append(value)
+    return out

@@ -1,0 +1,192 @@
+"""Each pipeline step as one function over explicit files: called by the Snakemake script shims
+(``scripts/``) and by the ``bugimpact`` command alike."""
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from .io import read_csv, read_json, write_csv, write_json
+
+log = logging.getLogger("bugimpact")
+
+
+def mine(config, out_bugs, out_counts):
+    from .mine.github import GitHubClient
+    from .mine.releases import fetch_releases, load_snapshot, select_releases
+    from .mine.run import mine as mine_releases, write_outputs
+    cfg = config["mine"]
+    if cfg["source"] == "snapshot":
+        releases = load_snapshot(cfg["snapshot"])
+    else:
+        releases = fetch_releases(config["repo"], cfg["cache"],
+                                  GitHubClient(base_url=cfg["api_url"]), cfg["refresh"])
+    chosen = select_releases(releases, cfg["tags"], cfg["versions"], cfg["include_prereleases"],
+                             cfg["include_drafts"])
+    log.info("%d of %d releases selected: %s", len(chosen), len(releases),
+             ", ".join(r["tag_name"] for r in chosen))
+    rows, counts = mine_releases(chosen, cfg.get("section_patterns"), config["repo"])
+    write_outputs(rows, counts, out_bugs, out_counts)
+    log.info("%d bug-fix entries mined", len(rows))
+    return rows, counts
+
+
+def resolvers_from_config(config):
+    from .mine.github import GitHubClient
+    from .resolve import ApiResolver, GitResolver, KnownResolver
+    cfg, out = config["resolve"], []
+    for name in cfg["resolvers"]:
+        if name == "git":
+            if not cfg["clone"]:
+                log.warning("resolver git skipped: resolve.clone is not set")
+                continue
+            out.append(GitResolver(cfg["clone"], config["repo"], cfg["default_branch"] or None))
+        elif name == "known":
+            if cfg["known"]:
+                out.append(KnownResolver(cfg["known"]))
+        elif name == "api":
+            out.append(ApiResolver(GitHubClient(base_url=config["mine"]["api_url"]), config["repo"]))
+    return out
+
+
+def resolve(config, bugs_csv, out_commits):
+    from .resolve import resolve_bugs, write_commits
+    _, bugs = read_csv(bugs_csv)
+    rows = resolve_bugs(bugs, resolvers_from_config(config))
+    write_commits(rows, out_commits)
+    done = sum(1 for r in rows if r["status"] == "resolved")
+    log.info("%d of %d bugs resolved; the rest are listed with their reason", done, len(rows))
+    return rows
+
+
+def sheet(sheet_path, bugs_csv, commits_csv, out_merge, out_funnel):
+    from . import sheet as sheets
+    _, bugs = read_csv(bugs_csv)
+    _, commits = read_csv(commits_csv)
+    summary = sheets.update_sheet(sheet_path, bugs, commits)
+    _, rows = read_csv(sheet_path)
+    write_csv(out_funnel, sheets.funnel(rows), ("stage", "count"))
+    write_json(out_merge, {"sheet": str(sheet_path), **summary})
+    log.info("sheet %s: %s", sheet_path, summary)
+    return summary
+
+
+def prepare_data(config, challenge, out_npz, out_meta):
+    from .datasets import prepare
+    return prepare(challenge, out_npz, out_meta, config["data"]["cifar10"], config["data"]["mnist"])
+
+
+def seeds(config, bug, out):
+    from .experiment import write_seeds
+    write_seeds(out, config["train"]["study_seed"], bug, config["train"]["seed_policy"])
+
+
+def artifact(config, spec, out):
+    """A manifest for a non-docker artifact (the docker builds have their own step)."""
+    from .artifacts import sources
+    started = time.time()
+    if spec["source"] == "installed":
+        manifest = sources.installed_manifest()
+    elif spec["source"] == "pypi":
+        wheel = sources.pypi_wheel(spec["version"], config["artifacts"]["wheel_cache"],
+                                   config["artifacts"]["pip_index_url"])
+        manifest = sources.wheel_manifest("pypi", wheel, started)
+        manifest["version_requested"] = spec["version"]
+    elif spec["source"] == "wheel":
+        wheel = sources.user_wheel(spec["wheel"], spec.get("sha256", ""),
+                                   config["artifacts"]["wheel_cache"])
+        manifest = sources.wheel_manifest("wheel", wheel, started)
+    else:
+        raise ValueError(f"artifact source {spec['source']!r} is built by the docker step")
+    sources.write_manifest(out, manifest)
+    return manifest
+
+
+def runtime(config, kind, artifact_manifest, out):
+    from .artifacts import runtimes
+    manifest = read_json(artifact_manifest)
+    folder = Path(out).parent
+    if kind == "local":
+        result = runtimes.prepare_local(manifest)
+    elif kind == "venv":
+        result = runtimes.prepare_venv(manifest, folder, config["runtime"]["python"])
+    else:
+        from .artifacts import docker
+        result = docker.prepare_runtime(manifest, config, folder)
+    result["artifact"] = manifest
+    runtimes.write_runtime(out, result)
+    return result
+
+
+def train_run(train_cfg, bug, arm, arm_spec, run_index, key, artifact_id, seeds_json, data_npz,
+              data_meta, runtime_json, out, log_path, early_json=None, retries=0, gpus=0):
+    from .train import build_spec, load_early, train_one
+    spec = build_spec(train_cfg, bug, arm, arm_spec, int(run_index), read_json(seeds_json),
+                      data_npz, read_json(data_meta), key, artifact_id)
+    return train_one(spec, out, log_path, read_json(runtime_json), retries=retries,
+                     threads=train_cfg["threads"], gpus=gpus, early=load_early(early_json))
+
+
+def early(config, bug, records, out):
+    from .stats.analysis import early_decision
+    decision = early_decision([read_json(p) for p in records],
+                              config["train"]["early_decision"]["runs"])
+    decision["bug"] = bug
+    write_json(out, decision)
+    log.info("%s: %s (%s)", bug, decision["decision"], decision["reason"])
+    return decision
+
+
+def bug_stats(config, bug, records, out_csv, out_json):
+    from .stats.tables import bug_stats as compute
+    return compute(bug, records, config["stats"], config["train"]["runs"],
+                   config["train"]["seed_policy"], out_csv, out_json)
+
+
+def study_stats(config, bugs, bug_jsons, funnel_csv, out_pvalues, out_verdicts, out_summary):
+    from .stats.tables import study_tables
+    funnel_rows = read_csv(funnel_csv)[1] if funnel_csv and Path(funnel_csv).exists() else []
+    return study_tables(bug_jsons, bugs, config["study"], config["stats"], funnel_rows,
+                        out_pvalues, out_verdicts, out_summary)
+
+
+def bug_figure(bug_json, out):
+    from .stats.figures import bug_figure as draw
+    data = read_json(bug_json)
+    draw(data["info"]["bug"], data["rows"][0]["verdict"] if data["rows"] else "",
+         data["info"]["values"], out)
+
+
+def std_figure(bug_jsons, out):
+    from .stats.figures import std_figure as draw
+    from .stats.tables import std_values
+    draw(std_values(bug_jsons), out)
+
+
+def report(config, verdicts, pvalues, summary, figures, std_png, out):
+    from .stats.report import render
+    t = config["train"]
+    text = (f"{t['model']} on {t['challenge']}, {t['epochs']} epochs, {t['runs']} runs per arm, "
+            f"seed policy {t['seed_policy']}, {t['threads']} thread(s), device {t['device']}; "
+            f"alpha {config['stats']['alpha']}, {config['stats']['correction']} correction over "
+            f"all bugs x metrics.")
+    render(config["study"], text, verdicts, pvalues, summary,
+           {Path(f).stem: f for f in figures}, std_png, out)
+
+
+def run_script(snakemake, func, **kwargs):
+    """Run a step under Snakemake with its log file receiving everything the step says."""
+    handler = logging.FileHandler(snakemake.log[0]) if snakemake.log else logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.getLogger().addHandler(handler)
+    logging.getLogger().setLevel(logging.INFO)
+    try:
+        func(**kwargs)
+    except Exception:
+        log.exception("step failed")
+        raise
+
+
+def dump(obj):
+    json.dump(obj, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")

@@ -1,0 +1,57 @@
+"""Step 5, host side: one train job = one run of one arm of one bug, launched in its runtime.
+
+Outcomes, each leaving exactly one record (written atomically):
+- ``ok``: the harness finished and wrote the record itself;
+- ``skipped``: the early decision found the bug not triggered, so this run was not needed;
+- ``failed``: the harness exited with an error ``retries + 1`` times; the record keeps the exit
+  code and the log tail so the report can say which runs failed and why.
+A job killed from outside (SIGKILL, power loss) leaves no record and runs again next time.
+"""
+import os
+
+from .experiment import experiment
+from .io import read_json, write_json
+
+
+def build_spec(train_cfg, bug, arm, arm_spec, run_index, seeds, data_npz, data_meta, key,
+               artifact_id):
+    spec = experiment(train_cfg)
+    spec.update({"bug": bug, "arm": arm, "run": run_index, "seed": seeds["seeds"][run_index],
+                 "fault": arm_spec.get("fault", ""), "artifact": artifact_id,
+                 "experiment_key": key, "data": os.path.abspath(data_npz),
+                 "data_sha256": data_meta["sha256"]})
+    return spec
+
+
+def _tail(path, limit=4000):
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - limit))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=None):
+    from .artifacts.runtimes import launch
+    if early is not None and early.get("decision") == "not_triggered" \
+            and spec["run"] >= early.get("runs", 0):
+        write_json(out, {"status": "skipped", "spec": spec, "reason": early.get("reason", "")})
+        return "skipped"
+    attempts = []
+    for attempt in range(retries + 1):
+        with open(log_path, "a") as log:
+            log.write(f"attempt {attempt + 1}: {runtime['kind']} runtime, seed {spec['seed']}\n")
+            log.flush()
+            code = launch(runtime, spec, out, log, threads=threads, gpus=gpus)
+        attempts.append(code)
+        if code == 0 and os.path.exists(out):
+            return "ok"
+    write_json(out, {"status": "failed", "spec": spec, "exit_codes": attempts,
+                     "log_tail": _tail(log_path)})
+    return "failed"
+
+
+def load_early(path):
+    return read_json(path) if path else None
