@@ -9,6 +9,8 @@ rule artifact:
         "logs/artifacts/{artifact}.log",
     benchmark:
         "benchmarks/artifacts/{artifact}.tsv"
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/artifact.py"
 
@@ -20,5 +22,7 @@ rule runtime:
         "results/runtimes/{runtime}/{artifact}/runtime.json",
     log:
         "logs/runtimes/{runtime}/{artifact}.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/runtime.py"

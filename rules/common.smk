@@ -1,9 +1,13 @@
 # Parse-time helpers: validated config, the plan (bugs, artifacts, experiment key), input functions.
 import json
+import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+# The package is importable here and in every script job, installed or not.
+SRC = str(Path(workflow.basedir) / "src")
+sys.path.insert(0, SRC)
+os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, dict(os.environ).get("PYTHONPATH")])))
 
 from bugimpact.config import SHEET_SCHEMA, validate_config
 from bugimpact.experiment import ARMS

@@ -6,6 +6,8 @@ rule prepare_data:
         data=config["data"],
     log:
         "logs/data/{challenge}.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/prepare_data.py"
 
@@ -20,5 +22,7 @@ rule seeds:
         policy=config["train"]["seed_policy"],
     log:
         "logs/seeds/{bug}.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/seeds.py"

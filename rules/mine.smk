@@ -9,5 +9,7 @@ rule mine:
         repo=config["repo"],
     log:
         "logs/mine.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/mine.py"

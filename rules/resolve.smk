@@ -8,5 +8,7 @@ rule resolve:
         resolve=config["resolve"],
     log:
         "logs/resolve.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/resolve.py"

@@ -11,5 +11,7 @@ rule sheet:
         sheet=config["sheet"],
     log:
         "logs/sheet.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/sheet.py"

@@ -8,6 +8,8 @@ rule bug_stats:
         stats=config["stats"],
     log:
         "logs/stats/{bug}.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/bug_stats.py"
 
@@ -25,6 +27,8 @@ rule study_stats:
         bugs={b: {"kind": s["kind"], "label": s["label"]} for b, s in PLAN.bugs.items()},
     log:
         "logs/stats/study.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/study_stats.py"
 
@@ -36,6 +40,8 @@ rule bug_figure:
         report("results/figures/{bug}.png", caption="../report/bug_figure.rst", category="Figures"),
     log:
         "logs/figures/{bug}.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/bug_figure.py"
 
@@ -47,6 +53,8 @@ rule std_figure:
         report("results/figures/std.png", caption="../report/std_figure.rst", category="Figures"),
     log:
         "logs/figures/std.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/std_figure.py"
 
@@ -62,5 +70,7 @@ rule report:
         "results/report.html",
     log:
         "logs/report.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/report.py"

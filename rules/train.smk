@@ -15,6 +15,8 @@ rule train:
         "logs/train/{bug}/{key}/{arm}/{run}.log",
     benchmark:
         "benchmarks/train/{bug}/{key}/{arm}/{run}.tsv"
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/train.py"
 
@@ -26,5 +28,7 @@ rule early_decision:
         "results/early/{bug}/{key}.json",
     log:
         "logs/early/{bug}/{key}.log",
+    conda:
+        "../envs/host.yaml"
     script:
         "../scripts/early.py"

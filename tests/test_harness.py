@@ -1,0 +1,181 @@
+"""Step 5: the harness trains real runs on real data (scikit-learn's digits), deterministically."""
+import ast
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bugimpact.datasets import prepare
+from bugimpact.experiment import derive_seeds, experiment_key
+from bugimpact.harness.metrics import classification_metrics
+
+from conftest import ROOT
+
+HARNESS = ROOT / "src" / "bugimpact" / "harness"
+ENV = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("data")
+    meta = prepare("digits", folder / "digits.npz", folder / "digits.json")
+    return folder / "digits.npz", meta
+
+
+def spec(digits, **over):
+    npz, meta = digits
+    base = {"bug": "t", "arm": "buggy", "run": 0, "seed": 11, "model": "smallcnn",
+            "challenge": "digits", "data": str(npz), "data_sha256": meta["sha256"], "epochs": 3,
+            "batch_size": 32, "lr": 0.02, "momentum": 0.5, "threads": 1, "test_fraction": 0.25}
+    base.update(over)
+    return base
+
+
+def run_harness(tmp_path, spec_, name="r.json", wait=True):
+    out = tmp_path / name
+    proc = subprocess.Popen([sys.executable, "-m", "bugimpact.harness", "--spec", "-", "--out",
+                             str(out)], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
+                            text=True)
+    proc.stdin.write(json.dumps(spec_))
+    proc.stdin.close()
+    if not wait:
+        return proc, out
+    err = proc.stderr.read()
+    assert proc.wait() == 0, err
+    return json.loads(out.read_text()), err
+
+
+def test_same_seed_is_bit_identical_other_seed_differs(tmp_path, digits):
+    a, log = run_harness(tmp_path, spec(digits), "a.json")
+    b, _ = run_harness(tmp_path, spec(digits), "b.json")
+    c, _ = run_harness(tmp_path, spec(digits, seed=12), "c.json")
+    assert a["fingerprints"] == b["fingerprints"] and a["metrics"] == b["metrics"]
+    assert [e["train_loss"] for e in a["epochs"]] == [e["train_loss"] for e in b["epochs"]]
+    assert a["fingerprints"]["init"] != c["fingerprints"]["init"]
+    assert a["fingerprints"]["predictions"] != c["fingerprints"]["predictions"]
+    assert len(a["fingerprints"]["epochs"]) == 3 and "epoch 3/3" in log
+    env = a["environment"]
+    assert env["threads"] == 1 and env["dataset_sha256"] == digits[1]["sha256"]
+    assert env["determinism"]["cudnn_deterministic"] and env["determinism"]["PYTHONHASHSEED"] == "0"
+    assert env["torch"] and env["python"] and env["harness_version"] == a["harness_version"]
+    assert a["metrics"]["accuracy"] > 0.5
+
+
+def test_sigkill_midway_leaves_nothing_and_rerun_matches(tmp_path, digits):
+    long_spec = spec(digits, epochs=12)
+    reference, _ = run_harness(tmp_path, long_spec, "ref.json")
+    proc, out = run_harness(tmp_path, long_spec, "killed.json", wait=False)
+    seen = ""
+    while "epoch 4/12" not in seen:
+        line = proc.stderr.readline()
+        assert line, "harness ended before epoch 4"
+        seen += line
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".killed.json")]
+    rerun, _ = run_harness(tmp_path, long_spec, "killed.json")
+    assert rerun["fingerprints"] == reference["fingerprints"]
+    assert rerun["metrics"] == reference["metrics"]
+
+
+def test_dataset_hash_mismatch_is_refused(tmp_path, digits):
+    proc, out = run_harness(tmp_path, spec(digits, data_sha256="0" * 64), wait=False)
+    err = proc.stderr.read()
+    assert proc.wait() == 3 and "refusing to train" in err and not out.exists()
+
+
+@pytest.mark.parametrize("fault", ["relu_leak", "momentum_ignored", "dropout_shift", "grad_scale"])
+def test_each_fault_changes_training(tmp_path, digits, fault):
+    base, _ = run_harness(tmp_path, spec(digits, epochs=1), "base.json")
+    faulty, _ = run_harness(tmp_path, spec(digits, epochs=1, fault=fault), "f.json")
+    assert faulty["fingerprints"]["init"] == base["fingerprints"]["init"] or fault == "dropout_shift"
+    assert faulty["fingerprints"]["epochs"] != base["fingerprints"]["epochs"]
+
+
+def test_seeded_augmentation_is_reproducible(tmp_path, digits):
+    a, _ = run_harness(tmp_path, spec(digits, epochs=1, augment=True), "a.json")
+    b, _ = run_harness(tmp_path, spec(digits, epochs=1, augment=True), "b.json")
+    plain, _ = run_harness(tmp_path, spec(digits, epochs=1), "c.json")
+    assert a["fingerprints"] == b["fingerprints"] != plain["fingerprints"]
+
+
+def test_metrics_match_scikit_learn():
+    from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
+    rng = np.random.RandomState(0)
+    for classes in (2, 3, 10):
+        y = rng.randint(0, classes, 300)
+        p = np.where(rng.rand(300) < 0.6, y, rng.randint(0, classes + 1, 300))  # an unseen label too
+        ours = classification_metrics(y, p)
+        assert ours["accuracy"] == pytest.approx(accuracy_score(y, p), abs=1e-12)
+        for name, fn in (("precision", precision_score), ("recall", recall_score), ("f1", f1_score)):
+            assert ours[name] == pytest.approx(fn(y, p, average="macro", zero_division=0), abs=1e-12)
+
+
+def test_metrics_by_hand():
+    # classes 0,1: precision (1/2 + 1/1)/2, recall (1/1 + 1/2)/2, f1 (2/3 + 2/3)/2
+    m = classification_metrics([0, 1, 1], [0, 0, 1])
+    assert m == pytest.approx({"accuracy": 2 / 3, "precision": 0.75, "recall": 0.75, "f1": 2 / 3})
+
+
+def test_models():
+    import torch
+    from bugimpact.harness import models
+    vggx = models.build("vggx", 3, 10, 32)
+    # by hand: convs 3*64*9+64, 64*256*9+256, 256*512*9+512; dense 12800*1024+1024,
+    # 1024*1024+1024, 1024*10+10: "about 15M parameters" as the paper says
+    assert sum(p.numel() for p in vggx.parameters()) == (1792 + 147712 + 1180160 + 13108224
+                                                          + 1049600 + 10250)
+    assert vggx(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    assert models.build("alexnet", 3, 10, 32)(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    assert models.build("smallcnn", 1, 10, 8)(torch.zeros(2, 1, 8, 8)).shape == (2, 10)
+    user = models.build("bugimpact.harness.models:SmallCNN", 1, 4, 8)
+    assert user(torch.zeros(1, 1, 8, 8)).shape == (1, 4)
+    with pytest.raises(ValueError, match="unknown model"):
+        models.build("resnet", 3, 10, 32)
+
+
+def test_harness_parses_as_python36_and_imports_only_numpy_and_torch():
+    stdlib = set(sys.stdlib_module_names)
+    files = sorted(HARNESS.glob("*.py"))
+    assert len(files) >= 8
+    for path in files:
+        tree = ast.parse(path.read_text(), feature_version=(3, 6))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                roots = [] if node.level else [node.module.split(".")[0]]
+            else:
+                continue
+            for root in roots:
+                assert root in stdlib or root in ("numpy", "torch"), f"{path.name} imports {root}"
+    init = ast.parse((ROOT / "src" / "bugimpact" / "__init__.py").read_text(), feature_version=(3, 6))
+    assert not [n for n in ast.walk(init) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def test_python36_syntax_check_catches_newer_syntax():
+    with pytest.raises(SyntaxError):
+        ast.parse("if (x := 1): pass", feature_version=(3, 6))
+
+
+def test_seeds_and_experiment_keys():
+    a = derive_seeds(1, "pr5", "paired", 10)
+    assert a == derive_seeds(1, "pr5", "paired", 10) and len(set(a)) == 10
+    assert derive_seeds(1, "pr5", "paired", 50)[:10] == a  # more runs never change earlier seeds
+    assert derive_seeds(1, "pr6", "paired", 10) != a
+    assert set(derive_seeds(1, "pr5", "fixed", 10)) == {a[0]}
+    train = {"model": "vggx", "challenge": "cifar10", "epochs": 30, "batch_size": 64, "lr": 0.01,
+             "momentum": 0.5, "seed_policy": "paired", "study_seed": 1, "threads": 1}
+    key = experiment_key(train)
+    assert key.startswith("vggx-cifar10-e30-paired-")
+    assert experiment_key({**train, "retries": 3, "runs": 50}) == key
+    assert experiment_key({**train, "test_fraction": 0.5}) == key  # official split: no effect
+    assert experiment_key({**train, "epochs": 31}) != key
+    assert experiment_key({**train, "lr": 0.02}) != key
