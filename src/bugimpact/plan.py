@@ -69,6 +69,9 @@ class Plan:
     def targets(self):
         out = ["results/filter/funnel.csv", "results/mined/releases.csv"]
         if self.bugs:
+            # Records are targets in their own right: a deleted one is rerun even when the
+            # statistics built from it are up to date.
+            out += [path for bug in self.bugs for path in self.records(bug)]
             out += [f"results/stats/{bug}.csv" for bug in self.bugs]
             out += ["results/stats/pvalues.csv", "results/stats/summary.csv", "results/report.html"]
         return out

@@ -17,6 +17,9 @@ from .effects import detectable_d, median_difference_ci, vargha_delaney_a12
 from .rank_tests import mann_whitney, wilcoxon
 
 ARMS = ("buggy", "corrected")
+# Rank tests need sqrt(pi/3) times the t-test's effect under normal noise (asymptotic relative
+# efficiency 3/pi), so the detectable effect they report is the t-test's scaled by this factor.
+RANK_EFFICIENCY = math.sqrt(3 / math.pi)
 METRIC_COLUMNS = (
     "bug", "metric", "n_buggy", "n_corrected",
     "mean_buggy", "mean_corrected", "median_buggy", "median_corrected", "std_buggy",
@@ -135,7 +138,7 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         if paired:
             point, low, high = median_difference_ci(pb, pc, True, bootstrap)
             spread = float(np.std(np.subtract(pb, pc), ddof=1))
-            d = detectable_d(len(common), None, alpha, power)
+            d = detectable_d(len(common), None, alpha, power) / RANK_EFFICIENCY
         else:
             point, low, high = median_difference_ci(values["buggy"], values["corrected"], False,
                                                     bootstrap)
@@ -143,7 +146,7 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
             pooled = math.sqrt(((n1 - 1) * row["std_buggy"] ** 2 + (n2 - 1) * row["std_corrected"] ** 2)
                                / (n1 + n2 - 2)) if n1 > 1 and n2 > 1 else math.nan
             spread = pooled
-            d = detectable_d(n1, n2, alpha, power) if n1 > 1 and n2 > 1 else math.nan
+            d = detectable_d(n1, n2, alpha, power) / RANK_EFFICIENCY if n1 > 1 and n2 > 1 else math.nan
         row.update(median_diff=point, median_diff_ci_low=low, median_diff_ci_high=high,
                    mde_d=d, mde=d * spread if not math.isnan(spread) else math.nan)
         row["exact_diff"] = (row["mean_buggy"] - row["mean_corrected"]) if within_identical else math.nan

@@ -1,0 +1,178 @@
+"""The workflow as a user runs it: lint, dry runs, and the default study end to end (faster
+config) in a temporary copy of the project, with a deleted record and a SIGKILL mid-study."""
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bugimpact.config import CONFIG_SCHEMA, load_config, validate_config
+from bugimpact.io import InputError, read_csv
+
+from conftest import ROOT
+from workflow import project_copy, snakemake
+
+FAST = str(ROOT / "tests" / "configs" / "fast.yaml")
+pytestmark = pytest.mark.slow
+
+
+def test_lint_is_clean():
+    out = snakemake(ROOT, "--lint")
+    assert "Congratulations, your workflow is in a good condition!" in out.stdout + out.stderr
+
+
+def test_default_config_dry_run(tmp_path):
+    work = project_copy(tmp_path / "p")
+    out = snakemake(work, "-n")
+    text = out.stdout + out.stderr
+    # 3 controls x 2 arms x 20 runs, nothing run yet
+    assert "train              120" in text or "train 120" in " ".join(text.split())
+
+
+def test_config_errors_name_the_key(tmp_path):
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config["train"]["epoch"] = 3
+    with pytest.raises(InputError, match=r"key 'train': unknown key\(s\) 'epoch'; allowed: .*epochs"):
+        validate_config(config)
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config["train"]["runs"] = "many"
+    with pytest.raises(InputError, match=r"key 'train.runs': 'many' is not of type 'integer'"):
+        validate_config(config)
+    config["train"]["runs"] = 5
+    config["stats"]["correction"] = "bonferroni"
+    with pytest.raises(InputError, match=r"key 'stats.correction'"):
+        validate_config(config)
+    # through the workflow itself
+    work = project_copy(tmp_path / "p")
+    (work / "bad.yaml").write_text("train:\n  epochz: 2\n")
+    out = snakemake(work, "-n", "--configfile", "bad.yaml", check=False)
+    assert out.returncode != 0 and "unknown key(s) 'epochz'" in out.stdout + out.stderr
+
+
+def test_defaults_are_filled():
+    config = load_config(ROOT / "config.yaml")
+    assert config["stats"]["bootstrap"] == 2000
+    assert config["artifacts"]["docker"]["build_command"].startswith("python setup.py")
+    assert CONFIG_SCHEMA.exists()
+
+
+def test_bad_sheet_stops_the_workflow_with_file_row_and_column(tmp_path):
+    work = project_copy(tmp_path / "p")
+    sheet = work / "data" / "filter" / "pytorch.csv"
+    sheet.write_text("id,decision,reason,buggy_sha,corrected_sha,notes\npr1,accept,,abc,,\n")
+    out = snakemake(work, "-n", check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0
+    assert "data/filter/pytorch.csv, row 2, field 'buggy_sha'" in text
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    work = project_copy(tmp_path_factory.mktemp("study") / "p")
+    started = time.time()
+    snakemake(work, "--configfile", FAST)
+    return work, time.time() - started
+
+
+def rows(path):
+    return read_csv(path)[1]
+
+
+def test_study_outputs_and_verdicts(study):
+    work, _ = study
+    res = work / "results"
+    for path in ["mined/bugs.csv", "mined/releases.csv", "resolved/commits.csv",
+                 "filter/funnel.csv", "stats/pvalues.csv", "stats/verdicts.csv",
+                 "stats/summary.csv", "figures/std.png", "report.html"] + \
+            [f"stats/{b}.csv" for b in ("aa", "fault-momentum", "fault-gradscale")] + \
+            [f"figures/{b}.png" for b in ("aa", "fault-momentum", "fault-gradscale")]:
+        assert (res / path).stat().st_size > 0, path
+    assert (work / "data" / "filter" / "pytorch.csv").exists()
+    verdicts = {r["bug"]: r for r in rows(res / "stats" / "verdicts.csv")}
+    assert verdicts["aa"]["verdict"] == "not triggered"
+    assert "early decision" in verdicts["aa"]["reason"] and verdicts["aa"]["skipped"] == "16"
+    assert verdicts["fault-momentum"]["verdict"] == "impact"
+    assert verdicts["fault-gradscale"]["verdict"] in ("impact", "no evidence of impact")
+    table = rows(res / "stats" / "pvalues.csv")
+    assert [r["bug"] for r in table] == ["calibration-aa", "calibration-fault-gradscale",
+                                         "calibration-fault-momentum"]
+    columns = read_csv(res / "stats" / "pvalues.csv")[0]
+    assert columns[:5] == ["bug", "accuracy", "precision", "recall", "f1"]
+    per_bug = rows(res / "stats" / "fault-momentum.csv")
+    assert [r["metric"] for r in per_bug] == ["accuracy", "precision", "recall", "f1"]
+    assert all(r["primary_test"] == "wilcoxon signed-rank" for r in per_bug)
+    summary = {(r["section"], r["name"]): int(r["count"]) for r in rows(res / "stats" / "summary.csv")}
+    assert summary[("funnel", "mined")] == 106 and summary[("verdict", "not triggered")] == 1
+    # the record of a real run, as the harness wrote it inside the runtime
+    record = next((res / "runs" / "fault-momentum").glob("*/buggy/0.json"))
+    assert '"status": "ok"' in record.read_text()
+    assert (res / "seeds" / "aa.json").exists()
+
+
+def test_deleting_one_record_reruns_only_that_record(study):
+    work, _ = study
+    target = next((work / "results" / "runs" / "fault-gradscale").glob("*/corrected/7.json"))
+    others = {p: p.stat().st_mtime_ns for p in (work / "results" / "runs").rglob("*.json")
+              if p != target}
+    before = target.read_text()
+    target.unlink()
+    dry = snakemake(work, "--configfile", FAST, "-n")
+    text = " ".join((dry.stdout + dry.stderr).split())
+    assert "train 1" in text  # only this record's job trains; the statistics are redone
+    snakemake(work, "--configfile", FAST)
+    after = target.read_text()
+    strip = lambda s: [line for line in s.splitlines() if '"wall_s"' not in line]  # noqa: E731
+    assert strip(after) == strip(before)
+    assert {p: p.stat().st_mtime_ns for p in others} == others
+
+
+def test_report_renders_in_headless_chromium(study, tmp_path):
+    work, _ = study
+    chromium = "/usr/bin/chromium"
+    if not os.path.exists(chromium):
+        pytest.skip("chromium is not installed (the CI script installs it)")
+    page = tmp_path / "report.html"
+    probe = ("<script>window.addEventListener('load',function(){document.body.setAttribute("
+             "'data-images-ok',String(Array.from(document.images).every(function(i){"
+             "return i.naturalWidth>0;})));});</script>")
+    page.write_text((work / "results" / "report.html").read_text().replace("</body>", probe + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0"]
+    out = subprocess.run([chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True,
+                         text=True, timeout=120)
+    dom = out.stdout
+    assert 'data-images-ok="true"' in dom
+    assert '<table id="verdicts">' in dom and '<table id="pvalues">' in dom
+    assert dom.count("<img") == 4
+    assert "Uncaught" not in out.stderr and "Failed to load resource" not in out.stderr
+    shot = tmp_path / "report.png"
+    subprocess.run([chromium, *flags, "--window-size=1200,2400", f"--screenshot={shot}",
+                    page.as_uri()], capture_output=True, timeout=120)
+    assert shot.stat().st_size > 10_000
+
+
+def test_sigkill_mid_study_then_rerun_gives_the_same_tables(study, tmp_path):
+    work, _ = study
+    again = project_copy(tmp_path / "p")
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", FAST],
+                            cwd=again, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 600
+    while len(list((again / "results" / "runs").rglob("*.json"))) < 6 if (again / "results").exists() \
+            else True:
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (again / "results" / "stats" / "pvalues.csv").exists()
+    snakemake(again, "--unlock")
+    snakemake(again, "--configfile", FAST)
+    for name in ("pvalues.csv", "verdicts.csv"):
+        assert (again / "results" / "stats" / name).read_text() == \
+            (work / "results" / "stats" / name).read_text()

@@ -1,0 +1,28 @@
+"""Helpers to run the real workflow in a temporary copy of the project."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+IGNORE = shutil.ignore_patterns("results", "logs", "benchmarks", ".snakemake", ".git", "__pycache__",
+                                "*.egg-info", ".pytest_cache", "cache")
+
+
+def project_copy(dest):
+    shutil.copytree(ROOT, dest, ignore=IGNORE, symlinks=True)
+    for sheet in (Path(dest) / "data" / "filter").glob("pytorch.csv"):
+        sheet.unlink()  # a fresh clone has no sheet yet
+    return Path(dest)
+
+
+def snakemake(workdir, *args, check=True, timeout=1800):
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
+    out = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout,
+                         env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    if check and out.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout[-3000:]}\n"
+                             f"{out.stderr[-6000:]}")
+    return out
