@@ -26,3 +26,48 @@ rule runtime:
         "../envs/host.yaml"
     script:
         "../scripts/runtime.py"
+
+
+# Builds are keyed by commit and recipe hash: editing this project's code never rebuilds a wheel.
+# A failed build is a result (status failed, its class and log tail), so other bugs go on.
+rule docker_build:
+    output:
+        "results/artifacts/{artifact}/manifest.json",
+    wildcard_constraints:
+        artifact=r"docker-[0-9a-f]+-[0-9a-f]+",
+    params:
+        spec=lambda wc: PLAN.artifact_spec(wc.artifact),
+    log:
+        "logs/artifacts/{artifact}.log",
+    benchmark:
+        "benchmarks/artifacts/{artifact}.tsv"
+    conda:
+        "../envs/host.yaml"
+    script:
+        "../scripts/docker_build.py"
+
+
+rule build_status:
+    input:
+        lambda wc: f"results/artifacts/{PLAN.arm(wc.bug, wc.arm)['artifact']}/manifest.json",
+    output:
+        "results/builds/{bug}/{arm}.status",
+    log:
+        "logs/builds/{bug}/{arm}.log",
+    conda:
+        "../envs/host.yaml"
+    script:
+        "../scripts/build_status.py"
+
+
+rule build_summary:
+    input:
+        PLAN.build_statuses(),
+    output:
+        report("results/builds/summary.csv", caption="../report/builds.rst", category="Tables"),
+    log:
+        "logs/builds/summary.log",
+    conda:
+        "../envs/host.yaml"
+    script:
+        "../scripts/build_summary.py"

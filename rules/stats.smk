@@ -66,6 +66,7 @@ rule report:
         summary="results/stats/summary.csv",
         figures=expand("results/figures/{bug}.png", bug=sorted(PLAN.bugs)),
         std="results/figures/std.png",
+        builds="results/builds/summary.csv",
     output:
         "results/report.html",
     log:

@@ -4,4 +4,4 @@ from bugimpact import steps
 steps.run_script(snakemake, steps.report, config=snakemake.config,
                  verdicts=snakemake.input.verdicts, pvalues=snakemake.input.pvalues,
                  summary=snakemake.input.summary, figures=list(snakemake.input.figures),
-                 std_png=snakemake.input.std, out=snakemake.output[0])
+                 std_png=snakemake.input.std, builds=snakemake.input.builds, out=snakemake.output[0])

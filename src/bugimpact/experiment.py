@@ -7,6 +7,7 @@ that never mix with old ones, and editing unrelated code retrains nothing.
 """
 import hashlib
 import json
+import re
 
 from .harness import HARNESS_VERSION
 from .io import write_json
@@ -29,7 +30,8 @@ def experiment(train):
 def experiment_key(train):
     attrs = experiment(train)
     digest = hashlib.sha256(json.dumps(attrs, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{attrs['model']}-{attrs['challenge']}-e{attrs['epochs']}-{attrs['seed_policy']}-{digest}"
+    model = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(attrs["model"]))  # a dotted path may hold ':'
+    return f"{model}-{attrs['challenge']}-e{attrs['epochs']}-{attrs['seed_policy']}-{digest}"
 
 
 def derive_seeds(study_seed, bug, policy, count=MAX_RUNS):
@@ -50,8 +52,9 @@ def write_seeds(path, study_seed, bug, policy):
                       "seeds": derive_seeds(study_seed, bug, policy)})
 
 
-def artifact_id(arm):
-    """Artifacts are keyed by what they are, never by the bug that uses them."""
+def artifact_id(arm, recipe_sha=""):
+    """Artifacts are keyed by what they are, never by the bug that uses them; docker builds by
+    commit plus the hash of the build recipe."""
     source = arm["source"]
     if source == "installed":
         return "installed"
@@ -61,7 +64,7 @@ def artifact_id(arm):
         ident = arm.get("sha256") or hashlib.sha256(arm["wheel"].encode()).hexdigest()
         return f"wheel-{ident[:16]}"
     if source == "docker":
-        return f"docker-{arm['commit'][:12]}"
+        return f"docker-{arm['commit'][:12]}-{recipe_sha}"
     raise ValueError(f"unknown artifact source {source!r}")
 
 

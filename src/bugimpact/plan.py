@@ -19,11 +19,15 @@ class Plan:
         self.bugs = study_bugs(config, rows)
         self.key = experiment_key(config["train"])
         self.artifacts = {}
+        recipe_sha = ""
+        if any(a["source"] == "docker" for b in self.bugs.values() for a in b["arms"].values()):
+            from .artifacts.docker import recipe
+            recipe_sha = recipe(config["artifacts"]["docker"])[1]
         for bug, spec in self.bugs.items():
             for arm in ARMS:
                 arm_spec = spec["arms"][arm]
                 self._check_arm(bug, arm, arm_spec)
-                ident = artifact_id(arm_spec)
+                ident = artifact_id(arm_spec, recipe_sha)
                 base = {k: v for k, v in arm_spec.items() if k != "fault"}
                 self.artifacts.setdefault(ident, base)
                 arm_spec["artifact"] = ident
@@ -63,6 +67,9 @@ class Plan:
     def runtime_json(self, bug, arm):
         return f"results/runtimes/{self.runtime}/{self.arm(bug, arm)['artifact']}/runtime.json"
 
+    def build_statuses(self):
+        return [f"results/builds/{bug}/{arm}.status" for bug in sorted(self.bugs) for arm in ARMS]
+
     def artifact_spec(self, ident):
         return self.artifacts[ident]
 
@@ -73,5 +80,6 @@ class Plan:
             # statistics built from it are up to date.
             out += [path for bug in self.bugs for path in self.records(bug)]
             out += [f"results/stats/{bug}.csv" for bug in self.bugs]
+            out.append("results/builds/summary.csv")
             out += ["results/stats/pvalues.csv", "results/stats/summary.csv", "results/report.html"]
         return out

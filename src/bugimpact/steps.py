@@ -81,6 +81,32 @@ def seeds(config, bug, out):
     write_seeds(out, config["train"]["study_seed"], bug, config["train"]["seed_policy"])
 
 
+def docker_build(config, spec, out, log_path):
+    """Step 4: build the wheel at a commit in the toolchain image; a failure is a result."""
+    from .artifacts.docker import build_wheel
+    docker_cfg = dict(config["artifacts"]["docker"])
+    if not docker_cfg["clone"]:
+        raise ValueError("artifacts.docker.clone: a local clone of the framework is needed")
+    manifest = build_wheel(spec["commit"], docker_cfg, Path(out).parent, log_path)
+    write_json(out, manifest)
+    log.info("build of %s: %s", spec["commit"][:12], manifest["status"])
+    return manifest
+
+
+def build_status(bug, arm, artifact_manifest, out):
+    manifest = read_json(artifact_manifest)
+    status = {"bug": bug, "arm": arm, "artifact": Path(artifact_manifest).parent.name,
+              "status": manifest.get("status", "ok"), "failure_class": manifest.get("failure_class", ""),
+              "build_seconds": manifest.get("build_seconds", ""), "log_tail": manifest.get("log_tail", "")}
+    write_json(out, status)
+
+
+def build_summary(statuses, out):
+    rows = [read_json(p) for p in statuses]
+    write_csv(out, rows, ("bug", "arm", "artifact", "status", "failure_class", "build_seconds",
+                          "log_tail"))
+
+
 def artifact(config, spec, out):
     """A manifest for a non-docker artifact (the docker builds have their own step)."""
     from .artifacts import sources
@@ -106,10 +132,14 @@ def runtime(config, kind, artifact_manifest, out):
     from .artifacts import runtimes
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
-    if kind == "local":
+    if manifest.get("status") == "failed":
+        result = {"kind": kind, "status": "failed",
+                  "reason": f"build failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
+    elif kind == "local":
         result = runtimes.prepare_local(manifest)
     elif kind == "venv":
-        result = runtimes.prepare_venv(manifest, folder, config["runtime"]["python"])
+        result = runtimes.prepare_venv(manifest, folder, config["runtime"]["python"],
+                                       config["runtime"]["requirements"])
     else:
         from .artifacts import docker
         result = docker.prepare_runtime(manifest, config, folder)
@@ -163,14 +193,14 @@ def std_figure(bug_jsons, out):
     draw(std_values(bug_jsons), out)
 
 
-def report(config, verdicts, pvalues, summary, figures, std_png, out):
+def report(config, verdicts, pvalues, summary, figures, std_png, builds, out):
     from .stats.report import render
     t = config["train"]
     text = (f"{t['model']} on {t['challenge']}, {t['epochs']} epochs, {t['runs']} runs per arm, "
             f"seed policy {t['seed_policy']}, {t['threads']} thread(s), device {t['device']}; "
             f"alpha {config['stats']['alpha']}, {config['stats']['correction']} correction over "
             f"all bugs x metrics.")
-    render(config["study"], text, verdicts, pvalues, summary,
+    render(config["study"], text, verdicts, pvalues, summary, builds,
            {Path(f).stem: f for f in figures}, std_png, out)
 
 

@@ -39,6 +39,10 @@ def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=
             and spec["run"] >= early.get("runs", 0):
         write_json(out, {"status": "skipped", "spec": spec, "reason": early.get("reason", "")})
         return "skipped"
+    if runtime.get("status") == "failed":
+        write_json(out, {"status": "failed", "spec": spec, "exit_codes": None,
+                         "log_tail": runtime.get("reason", "runtime unavailable")})
+        return "failed"
     attempts = []
     for attempt in range(retries + 1):
         with open(log_path, "a") as log:

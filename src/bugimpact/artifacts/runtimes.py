@@ -32,8 +32,9 @@ def prepare_local(artifact):
     return {"kind": "local", "python": sys.executable, "probe": _probe(sys.executable)}
 
 
-def prepare_venv(artifact, folder, base_python="python3"):
-    """A venv per artifact: its wheel plus numpy (the installed torch: the host's site-packages)."""
+def prepare_venv(artifact, folder, base_python="python3", requirements=()):
+    """A venv per artifact: its wheel, numpy and the extra requirements (the installed torch: the
+    host's site-packages)."""
     venv = Path(folder) / "venv"
     python = venv / "bin" / "python"
     if not python.exists():
@@ -41,11 +42,12 @@ def prepare_venv(artifact, folder, base_python="python3"):
         if artifact["source"] == "installed":
             cmd.insert(3, "--system-site-packages")
         subprocess.run(cmd, check=True, capture_output=True, text=True)
-        if artifact.get("wheel"):
-            install = [str(python), "-m", "pip", "install", "--quiet", artifact["wheel"], "numpy"]
+        packages = ([artifact["wheel"]] if artifact.get("wheel") else []) + list(requirements)
+        if packages:
+            install = [str(python), "-m", "pip", "install", "--quiet", *packages, "numpy"]
             out = subprocess.run(install, capture_output=True, text=True)
             if out.returncode != 0:
-                raise RuntimeError(f"pip install {artifact['wheel']} failed: {out.stderr[-800:]}")
+                raise RuntimeError(f"pip install {' '.join(packages)} failed: {out.stderr[-800:]}")
     return {"kind": "venv", "python": str(python), "probe": _probe(str(python))}
 
 
@@ -90,13 +92,13 @@ def harness_env(threads, device=None):
     return env
 
 
-def harness_command(runtime, out, env):
+def harness_command(runtime, out, env, data):
     """The command line that runs the harness in this runtime, and the environment to give it."""
     if runtime["kind"] in ("local", "venv"):
         return [runtime["python"], "-m", "bugimpact.harness", "--spec", "-", "--out", str(out)], env
     if runtime["kind"] == "docker":
         from .docker import run_command
-        return run_command(runtime, out, env), None
+        return run_command(runtime, out, env, data), None
     raise ValueError(f"unknown runtime {runtime['kind']!r}")
 
 
@@ -104,7 +106,7 @@ def launch(runtime, spec, out, log_handle, threads=1, gpus=0):
     """Run the harness once; returns its exit code. Progress goes to the rule's log."""
     with GpuLock(gpus if spec.get("device") == "cuda" else 0) as lock:
         env = harness_env(threads, lock.device)
-        cmd, env = harness_command(runtime, out, env)
+        cmd, env = harness_command(runtime, out, env, spec["data"])
         proc = subprocess.run(cmd, input=json.dumps(spec), text=True, env=env,
                               stdout=log_handle, stderr=log_handle)
     return proc.returncode

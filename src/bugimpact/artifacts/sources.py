@@ -32,7 +32,7 @@ def installed_manifest(python=sys.executable):
     if out.returncode != 0:
         raise RuntimeError(f"{python} cannot import torch: {out.stderr.strip()[-500:]}")
     info = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"source": "installed", "wheel": None, "wheel_sha256": None, "python": python, **info}
+    return {"source": "installed", "status": "ok", "wheel": None, "wheel_sha256": None, "python": python, **info}
 
 
 def pypi_wheel(version, cache, index_url="", python=sys.executable):
@@ -76,7 +76,7 @@ def user_wheel(location, expected_sha256, cache):
 
 
 def wheel_manifest(source, wheel, started):
-    return {"source": source, "wheel": str(Path(wheel).resolve()), "wheel_sha256": sha256_file(wheel),
+    return {"source": source, "status": "ok", "wheel": str(Path(wheel).resolve()), "wheel_sha256": sha256_file(wheel),
             "build_seconds": round(time.time() - started, 3)}
 
 

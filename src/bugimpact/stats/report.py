@@ -39,7 +39,8 @@ def _figure(path, caption):
             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
 
-def render(study, config_summary, verdicts_csv, pvalues_csv, summary_csv, bug_figures, std_png, out):
+def render(study, config_summary, verdicts_csv, pvalues_csv, summary_csv, builds_csv, bug_figures,
+           std_png, out):
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>bugimpact: {html.escape(study)}"
              f"</title><style>{CSS}</style></head><body>",
              f"<h1>bugimpact study <code>{html.escape(study)}</code></h1>",
@@ -54,6 +55,10 @@ def render(study, config_summary, verdicts_csv, pvalues_csv, summary_csv, bug_fi
              "adjusted over all bugs x metrics, and Vargha-Delaney A12.</p>",
              _table(pvalues_csv, "pvalues"),
              "<h2>Funnel and counts</h2>", _table(summary_csv, "summary"),
+             "<h2>Builds</h2><p>Each bug arm's framework artifact: ok, or the failure class and "
+             "the tail of the build log.</p>",
+             _table(builds_csv, "builds", ("bug", "arm", "artifact", "status", "failure_class",
+                                           "build_seconds")),
              "<h2>Figures</h2>"]
     for bug, path in sorted(bug_figures.items()):
         parts.append(_figure(path, f"{bug}: test-set metrics of every run, buggy (red) against "

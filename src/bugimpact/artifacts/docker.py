@@ -1,0 +1,234 @@
+"""Docker-built wheels at a commit, and docker runtimes that train on an artifact.
+
+One toolchain image per era (``envs/docker/<toolchain>/Dockerfile``) builds both arms of a bug with
+the same command and environment. Sources come from the user's clone through a shared clone per
+build (the user's clone is never touched); a compiler cache volume is shared by all builds, so the
+second arm recompiles only what the fix touched. Containers are never privileged, and no token is
+passed to them: the build environment is only what the config names.
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from ..io import write_text
+from .runtimes import SRC
+from .sources import PROBE, sha256_file
+
+ROOT = SRC.parent
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+FAILURE_PATTERNS = (  # most specific first; matched against the build log
+    ("link", r"undefined reference|collect2: error|ld returned \d+ exit status|cannot find -l"),
+    ("compile", r"error: |fatal error|compilation terminated|Error \d+$"),
+    ("configure", r"CMake Error|Configuring incomplete|configure: error"),
+    ("packaging", r"error: invalid command 'bdist_wheel'|no wheel was produced"),
+)
+
+
+class BuildFailed(Exception):
+    def __init__(self, failure_class, message):
+        super().__init__(message)
+        self.failure_class = failure_class
+
+
+def docker(*args, check=True, **kwargs):
+    out = subprocess.run(["docker", *args], capture_output=True, text=True, **kwargs)
+    if check and out.returncode != 0:
+        raise RuntimeError(f"docker {' '.join(args[:2])} failed: {out.stderr.strip()[-1500:]}")
+    return out
+
+
+def recipe(docker_cfg):
+    """Everything that decides what a build produces, and its hash (the artifact key's suffix)."""
+    dockerfile = ROOT / "envs" / "docker" / docker_cfg["toolchain"] / "Dockerfile"
+    if not dockerfile.exists():
+        raise FileNotFoundError(f"no toolchain {docker_cfg['toolchain']!r}: {dockerfile} is missing")
+    parts = {"dockerfile": dockerfile.read_text(), "toolchain": docker_cfg["toolchain"],
+             "base_image": docker_cfg.get("base_image", ""),
+             "build_command": docker_cfg["build_command"],
+             "build_env": {k: str(v) for k, v in sorted(docker_cfg.get("build_env", {}).items())}}
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:10]
+    return parts, digest
+
+
+def _context(folder, dockerfile_text, ca_bundle):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "Dockerfile").write_text(dockerfile_text)
+    extra = Path(ca_bundle).read_bytes() if ca_bundle else b""
+    (folder / "extra-ca.crt").write_bytes(extra)
+
+
+def _build_args(base_image):
+    args = []
+    if base_image:
+        args += ["--build-arg", f"BASE_IMAGE={base_image}"]
+    for var in PROXY_VARS:  # predefined build args: Docker keeps them out of the image history
+        if os.environ.get(var):
+            args += ["--build-arg", f"{var}={os.environ[var]}"]
+    return args
+
+
+def toolchain_image(docker_cfg, log):
+    """Build the toolchain image once per recipe; returns (tag, image id)."""
+    parts, digest = recipe(docker_cfg)
+    tag = f"bugimpact-toolchain:{docker_cfg['toolchain']}-{digest}"
+    if docker("image", "inspect", tag, check=False).returncode != 0:
+        with tempfile.TemporaryDirectory() as tmp:
+            _context(Path(tmp), parts["dockerfile"], docker_cfg.get("ca_bundle"))
+            log.write(f"building toolchain image {tag}\n")
+            log.flush()
+            out = subprocess.run(["docker", "build", "-t", tag, *_build_args(parts["base_image"]),
+                                  tmp], stdout=log, stderr=subprocess.STDOUT)
+            if out.returncode != 0:
+                raise BuildFailed("configure", f"toolchain image {tag} did not build")
+    image_id = docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip()
+    return tag, image_id
+
+
+def _git(args, cwd, log, failure_class):
+    out = subprocess.run(["git", *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    if out.returncode != 0:
+        raise BuildFailed(failure_class, f"git {' '.join(args)} failed")
+
+
+def classify(log_text):
+    for name, pattern in FAILURE_PATTERNS:
+        if re.search(pattern, log_text, re.MULTILINE):
+            return name
+    return "compile"
+
+
+def _tail(path, lines=40):
+    text = Path(path).read_text(errors="replace") if Path(path).exists() else ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def build_wheel(commit, docker_cfg, out_dir, log_path):
+    """Build the wheel of ``commit``; returns the manifest (``status`` ok or failed, never raises
+    for a failed build: the failure is a result)."""
+    out_dir = Path(out_dir)
+    started = time.time()
+    parts, digest = recipe(docker_cfg)
+    manifest = {"source": "docker", "commit": commit, "toolchain": docker_cfg["toolchain"],
+                "recipe_sha": digest, "build_command": parts["build_command"],
+                "build_env": parts["build_env"], "log": str(log_path)}
+    work = Path(tempfile.mkdtemp(prefix=f"bugimpact-build-{commit[:12]}-"))
+    try:
+        with open(log_path, "a") as log:
+            tag, image_id = toolchain_image(docker_cfg, log)
+            manifest.update(toolchain_image=tag, toolchain_image_id=image_id)
+            src = work / "src"
+            _git(["clone", "--quiet", "--shared", "--no-checkout", str(docker_cfg["clone"]), str(src)],
+                 work, log, "checkout")
+            _git(["checkout", "--quiet", commit], src, log, "checkout")
+            _git(["submodule", "update", "--init", "--recursive"], src, log, "submodules")
+            wheels = work / "out"
+            wheels.mkdir()
+            env_args = [a for k, v in parts["build_env"].items() for a in ("-e", f"{k}={v}")]
+            script = f"{parts['build_command']} && cp dist/*.whl /out/"
+            log.write(f"$ {script}\n")
+            log.flush()
+            volume = docker_cfg["ccache_volume"]
+            cmd = ["docker", "run", "--rm", "--user", f"{os.getuid()}:{os.getgid()}",
+                   "-e", "HOME=/tmp", "-v", f"{src}:/src", "-v", f"{wheels}:/out",
+                   "-v", f"{volume}:/ccache", *env_args, "-w", "/src", tag, "bash", "-c", script]
+            _ccache_volume(volume, tag)
+            try:
+                out = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                     timeout=docker_cfg["timeout_s"])
+                code = out.returncode
+            except subprocess.TimeoutExpired:
+                raise BuildFailed("compile", f"build exceeded {docker_cfg['timeout_s']}s") from None
+        built = sorted(wheels.glob("*.whl"))
+        if code != 0:
+            raise BuildFailed(classify(Path(log_path).read_text(errors="replace")),
+                              f"build command exited {code}")
+        if not built:
+            raise BuildFailed("packaging", "no wheel was produced")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        wheel = out_dir / built[0].name
+        shutil.copyfile(built[0], wheel)
+        manifest.update(status="ok", wheel=str(wheel.resolve()), wheel_sha256=sha256_file(wheel),
+                        version_from_wheel=built[0].name.split("-")[1])
+    except BuildFailed as exc:
+        manifest.update(status="failed", failure_class=exc.failure_class, error=str(exc),
+                        log_tail=_tail(log_path))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    manifest["build_seconds"] = round(time.time() - started, 2)
+    return manifest
+
+
+def _ccache_volume(volume, image):
+    """A named volume owned by the build user (named volumes start owned by root)."""
+    if docker("volume", "inspect", volume, check=False).returncode != 0:
+        docker("volume", "create", volume)
+        docker("run", "--rm", "-v", f"{volume}:/ccache", "--entrypoint", "chown", image,
+               f"{os.getuid()}:{os.getgid()}", "/ccache")
+
+
+RUNTIME_DOCKERFILE = """FROM {base}
+COPY wheels /tmp/wheels
+RUN /opt/py/bin/pip install --no-cache-dir {packages} && rm -rf /tmp/wheels
+"""
+
+
+def prepare_runtime(artifact, config, folder):
+    """A runtime image per artifact: the toolchain image plus its wheel, numpy and the configured
+    extra requirements. The artifact's own toolchain keeps build and runtime ABI-compatible."""
+    docker_cfg = config["artifacts"]["docker"]
+    requirements = list(config["runtime"].get("requirements", []))
+    key = hashlib.sha256(json.dumps([artifact.get("wheel_sha256"), requirements, recipe(docker_cfg)[1]])
+                         .encode()).hexdigest()[:12]
+    tag = f"bugimpact-runtime:{key}"
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    with open(Path(folder) / "build.log", "a") as log:
+        base, _ = toolchain_image(docker_cfg, log)
+        if docker("image", "inspect", tag, check=False).returncode != 0:
+            with tempfile.TemporaryDirectory() as tmp:
+                wheels = Path(tmp) / "wheels"
+                wheels.mkdir()
+                packages = ["numpy"]
+                for item in ([artifact["wheel"]] if artifact.get("wheel") else []) + requirements:
+                    if item.endswith(".whl") and Path(item).exists():
+                        shutil.copyfile(item, wheels / Path(item).name)
+                        packages.append(f"/tmp/wheels/{Path(item).name}")
+                    else:
+                        packages.append(item)
+                write_text(Path(tmp) / "Dockerfile", RUNTIME_DOCKERFILE.format(
+                    base=base, packages=" ".join(f"'{p}'" for p in packages)))
+                out = subprocess.run(["docker", "build", "-t", tag, *_build_args(""), tmp],
+                                     stdout=log, stderr=subprocess.STDOUT)
+                if out.returncode != 0:
+                    raise RuntimeError(f"runtime image {tag} did not build; see {folder}/build.log")
+    probe = docker("run", "--rm", "--network", "none", tag, "python", "-c", PROBE).stdout
+    return {"kind": "docker", "image": tag, "python": "python",
+            "image_id": docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip(),
+            "gpus": config["runtime"].get("gpus", ""),
+            "probe": json.loads(probe.strip().splitlines()[-1])}
+
+
+def run_command(runtime, out, env, data):
+    """``docker run`` for one harness run: harness and data read-only, the run folder writable,
+    no network, the caller's uid, the harness environment variables, GPUs when configured."""
+    out = Path(out).resolve()
+    spec_env = ["PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                "CUDA_VISIBLE_DEVICES"]
+    data_dir = Path(data).resolve().parent
+    cmd = ["docker", "run", "--rm", "-i", "--network", "none", "--user",
+           f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp", "-e", "PYTHONPATH=/bugimpact/src",
+           "-e", "PYTHONDONTWRITEBYTECODE=1",
+           "-v", f"{SRC}:/bugimpact/src:ro", "-v", f"{out.parent}:{out.parent}"]
+    cmd += ["-v", f"{data_dir}:{data_dir}:ro"]
+    for name in spec_env:
+        if env.get(name) is not None:
+            cmd += ["-e", f"{name}={env[name]}"]
+    if runtime.get("gpus"):
+        cmd += ["--gpus", runtime["gpus"]]
+    return cmd + [runtime["image"], "python", "-m", "bugimpact.harness", "--spec", "-",
+                  "--out", str(out)]

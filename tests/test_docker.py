@@ -1,0 +1,154 @@
+"""Step 4 with a real Docker engine: wheels built from a tiny real repository at a buggy and a
+corrected commit, a commit that does not compile, runtimes (venv and docker) that train on them,
+and the whole workflow over docker artifacts."""
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bugimpact.artifacts.docker import build_wheel, prepare_runtime, recipe
+from bugimpact.artifacts.runtimes import launch, prepare_venv
+from bugimpact.config import load_config
+from bugimpact.datasets import prepare
+from bugimpact.io import read_csv
+
+from conftest import ROOT, docker_available, git
+from tinypkg import make_repo
+from workflow import project_copy, snakemake
+
+pytestmark = [pytest.mark.docker,
+              pytest.mark.skipif(not docker_available(), reason="no Docker engine (bin/start-docker)")]
+CA = "/etc/ssl/certs/ca-certificates.crt"
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    subprocess.run([str(ROOT / "bin" / "make-base-image")], check=True, capture_output=True)
+    base = tmp_path_factory.mktemp("docker")
+    shas = make_repo(base / "tinyact")
+    wheels = base / "torch"
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels),
+                    "torch==2.13.0"], check=True)
+    torch_wheel = str(next(wheels.glob("torch-*.whl")))
+    docker_cfg = {"toolchain": "cpu", "clone": str(base / "tinyact"), "base_image": "",
+                  "build_command": "python setup.py bdist_wheel", "build_env": {"MAX_JOBS": "2"},
+                  "ccache_volume": f"bugimpact-test-{uuid.uuid4().hex[:8]}",
+                  "ca_bundle": CA if Path(CA).exists() else "", "timeout_s": 3600}
+    yield {"base": base, "shas": shas, "torch": torch_wheel, "docker": docker_cfg}
+    subprocess.run(["docker", "volume", "rm", "-f", docker_cfg["ccache_volume"]], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def builds(setup):
+    out = {}
+    for arm in ("buggy", "corrected", "broken"):
+        out[arm] = build_wheel(setup["shas"][arm], setup["docker"], setup["base"] / "wheels" / arm,
+                               setup["base"] / f"{arm}.log")
+    return out
+
+
+def test_both_arms_build_with_one_toolchain(builds, setup):
+    buggy, corrected = builds["buggy"], builds["corrected"]
+    assert buggy["status"] == corrected["status"] == "ok"
+    assert buggy["toolchain_image_id"] == corrected["toolchain_image_id"]
+    assert buggy["build_command"] == corrected["build_command"]
+    assert buggy["recipe_sha"] == recipe(setup["docker"])[1]
+    assert Path(buggy["wheel"]).name.startswith("tinyact-0.1.0-")
+    assert buggy["wheel_sha256"] != corrected["wheel_sha256"]
+    # the user's clone is untouched: no checkout happened in it
+    assert git(setup["base"] / "tinyact", "rev-parse", "HEAD") == setup["shas"]["broken"]
+
+
+def test_second_arm_hits_the_compiler_cache(builds, setup):
+    stats = subprocess.run(["docker", "run", "--rm", "-v", f"{setup['docker']['ccache_volume']}:/ccache",
+                            "-e", "CCACHE_DIR=/ccache", builds["buggy"]["toolchain_image"],
+                            "ccache", "--print-stats"], capture_output=True, text=True, check=True)
+    counters = dict(line.split("\t")[:2] for line in stats.stdout.splitlines() if "\t" in line)
+    # 24 fillers + kernels.c per arm: the second arm recompiles only kernels.c
+    assert int(counters["direct_cache_hit"]) + int(counters.get("preprocessed_cache_hit", 0)) >= 24
+
+
+def test_a_commit_that_does_not_compile_is_recorded(builds):
+    broken = builds["broken"]
+    assert broken["status"] == "failed" and broken["failure_class"] == "compile"
+    assert "kernels.c" in broken["log_tail"] and "error" in broken["log_tail"]
+
+
+def test_a_missing_commit_is_a_checkout_failure(setup, tmp_path):
+    manifest = build_wheel("0" * 40, setup["docker"], tmp_path, tmp_path / "log")
+    assert manifest["status"] == "failed" and manifest["failure_class"] == "checkout"
+
+
+def spec(npz, meta, arm, seed=3):
+    return {"bug": "tiny", "arm": arm, "run": 0, "seed": seed, "model": "tinyact.models:Net",
+            "data": str(npz), "data_sha256": meta["sha256"], "epochs": 2, "batch_size": 32,
+            "lr": 0.02, "momentum": 0.5, "threads": 1, "test_fraction": 0.25}
+
+
+@pytest.fixture(scope="module")
+def digits(setup):
+    folder = setup["base"] / "data"
+    meta = prepare("digits", folder / "digits.npz", folder / "digits.json")
+    return folder / "digits.npz", meta
+
+
+def test_runtimes_train_on_the_built_wheels(builds, setup, digits, tmp_path):
+    npz, meta = digits
+    config = {"artifacts": {"docker": setup["docker"]},
+              "runtime": {"requirements": [setup["torch"]], "gpus": ""}}
+    records = {}
+    for arm in ("buggy", "corrected"):
+        venv = prepare_venv(builds[arm], tmp_path / f"venv-{arm}", sys.executable, [setup["torch"]])
+        dock = prepare_runtime(builds[arm], config, tmp_path / f"docker-{arm}")
+        assert venv["probe"]["version"] == dock["probe"]["version"] == "2.13.0+cpu"
+        for kind, runtime in (("venv", venv), ("docker", dock)):
+            out = tmp_path / kind / f"{arm}.json"
+            out.parent.mkdir(exist_ok=True)
+            with open(tmp_path / f"{kind}-{arm}.log", "w") as log:
+                assert launch(runtime, spec(npz, meta, arm), out, log) == 0
+            records[kind, arm] = json.loads(out.read_text())
+    # the bug changes training, identically in both runtimes
+    assert records["venv", "buggy"]["fingerprints"]["epochs"] != \
+        records["venv", "corrected"]["fingerprints"]["epochs"]
+    for arm in ("buggy", "corrected"):
+        assert records["venv", arm]["fingerprints"] == records["docker", arm]["fingerprints"]
+    env = records["docker", "buggy"]["environment"]
+    assert env["python"].startswith("3.11") and env["torch"] == "2.13.0+cpu"
+
+
+def test_workflow_over_docker_artifacts(setup, tmp_path):
+    """Two accepted bugs built in Docker and trained in docker runtimes; one does not compile and
+    is reported, while the other finishes."""
+    work = project_copy(tmp_path / "p")
+    shas = setup["shas"]
+    sheet = work / "data" / "filter" / "tiny.csv"
+    sheet.write_text("id,decision,reason,buggy_sha,corrected_sha,text,notes\n"
+                     f"pr1,accept,,{shas['buggy']},{shas['corrected']},wrong leak slope,\n"
+                     f"pr2,accept,,{shas['broken']},{shas['corrected']},does not compile,\n")
+    config = {"study": "tiny", "framework": "tiny", "sheet": "data/filter/tiny.csv",
+              "bugs": {"from_sheet": True, "controls": {}},
+              "artifacts": {"source": "docker", "docker": setup["docker"]},
+              "runtime": {"kind": "docker", "requirements": [setup["torch"]]},
+              "train": {"model": "tinyact.models:Net", "challenge": "digits", "epochs": 2,
+                        "runs": 3, "batch_size": 32, "lr": 0.02, "study_seed": 1,
+                        "early_decision": {"enabled": True, "runs": 1}}}
+    (work / "tiny.yaml").write_text(yaml.safe_dump(config))
+    snakemake(work, "--configfile", "tiny.yaml", timeout=3000)
+    res = work / "results"
+    builds = {(r["bug"], r["arm"]): r for r in read_csv(res / "builds" / "summary.csv")[1]}
+    assert builds["pr1", "buggy"]["status"] == builds["pr1", "corrected"]["status"] == "ok"
+    assert builds["pr2", "buggy"]["status"] == "failed"
+    assert builds["pr2", "buggy"]["failure_class"] == "compile"
+    assert json.loads((res / "builds" / "pr2" / "buggy.status").read_text())["status"] == "failed"
+    verdicts = {r["bug"]: r for r in read_csv(res / "stats" / "verdicts.csv")[1]}
+    assert verdicts["pr1"]["verdict"] in ("impact", "no evidence of impact")
+    assert verdicts["pr1"]["identical_pairs"] == "0" and verdicts["pr1"]["first_divergence_epoch"] == "1"
+    assert verdicts["pr2"]["verdict"] == "incomplete"
+    assert "build failed (compile)" in verdicts["pr2"]["reason"]
+    record = json.loads(next((res / "runs" / "pr1").glob("*/buggy/0.json")).read_text())
+    assert record["environment"]["torch"] == "2.13.0+cpu" and record["status"] == "ok"
+    assert "Builds" in (res / "report.html").read_text()
