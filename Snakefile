@@ -12,7 +12,12 @@ from snakemake.utils import min_version
 min_version("8.0")
 
 
-configfile: "config.yaml"
+# One config file is one whole study: config.yaml (the default study) unless --configfile names
+# another; --config key=value overrides either.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
+
 
 
 include: "rules/common.smk"

@@ -50,5 +50,11 @@ def arm_json(wildcards):
     return json.dumps(PLAN.arm(wildcards.bug, wildcards.arm), sort_keys=True)
 
 
+def raw_data(wildcards):
+    """The official files a challenge is prepared from (digits ships with scikit-learn)."""
+    return {"cifar10": [config["data"]["cifar10"]], "mnist": [config["data"]["mnist"]]}.get(
+        wildcards.challenge, [])
+
+
 def artifact_manifest(wildcards):
     return f"results/artifacts/{wildcards.artifact}/manifest.json"

@@ -1,4 +1,6 @@
 rule prepare_data:
+    input:
+        raw_data,
     output:
         npz="results/data/{challenge}.npz",
         meta="results/data/{challenge}.json",

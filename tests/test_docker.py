@@ -12,7 +12,6 @@ import yaml
 
 from bugimpact.artifacts.docker import build_wheel, prepare_runtime, recipe
 from bugimpact.artifacts.runtimes import launch, prepare_venv
-from bugimpact.config import load_config
 from bugimpact.datasets import prepare
 from bugimpact.io import read_csv
 
@@ -129,13 +128,14 @@ def test_workflow_over_docker_artifacts(setup, tmp_path):
     sheet.write_text("id,decision,reason,buggy_sha,corrected_sha,text,notes\n"
                      f"pr1,accept,,{shas['buggy']},{shas['corrected']},wrong leak slope,\n"
                      f"pr2,accept,,{shas['broken']},{shas['corrected']},does not compile,\n")
-    config = {"study": "tiny", "framework": "tiny", "sheet": "data/filter/tiny.csv",
-              "bugs": {"from_sheet": True, "controls": {}},
-              "artifacts": {"source": "docker", "docker": setup["docker"]},
-              "runtime": {"kind": "docker", "requirements": [setup["torch"]]},
-              "train": {"model": "tinyact.models:Net", "challenge": "digits", "epochs": 2,
-                        "runs": 3, "batch_size": 32, "lr": 0.02, "study_seed": 1,
-                        "early_decision": {"enabled": True, "runs": 1}}}
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config.update({"study": "tiny", "framework": "tiny", "sheet": "data/filter/tiny.csv",
+                   "bugs": {"from_sheet": True, "controls": {}},
+                   "artifacts": {"source": "docker", "docker": setup["docker"]},
+                   "runtime": {"kind": "docker", "requirements": [setup["torch"]]},
+                   "train": {"model": "tinyact.models:Net", "challenge": "digits", "epochs": 2,
+                             "runs": 3, "batch_size": 32, "lr": 0.02, "study_seed": 1,
+                             "seed_policy": "paired", "early_decision": {"enabled": True, "runs": 1}}})
     (work / "tiny.yaml").write_text(yaml.safe_dump(config))
     snakemake(work, "--configfile", "tiny.yaml", timeout=3000)
     res = work / "results"

@@ -29,9 +29,44 @@ def test_lint_is_clean():
 def test_default_config_dry_run(tmp_path):
     work = project_copy(tmp_path / "p")
     out = snakemake(work, "-n")
-    text = out.stdout + out.stderr
+    counts = job_counts(out.stdout)
     # 3 controls x 2 arms x 20 runs, nothing run yet
-    assert "train              120" in text or "train 120" in " ".join(text.split())
+    assert counts["train"] == 120 and counts["early_decision"] == 3 and counts["mine"] == 1
+
+
+def job_counts(text):
+    counts, started = {}, False
+    for line in text.splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            started = True
+        elif started and len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+        elif started and counts and not parts:
+            break
+    return counts
+
+
+def test_paper_config_dry_run_prints_the_expected_jobs(tmp_path):
+    """18 bugs x 2 arms x 50 runs, a docker build per commit, on a GPU VM (dry run here)."""
+    work = project_copy(tmp_path / "p")
+    (work / "data" / "raw").mkdir(exist_ok=True)
+    (work / "data" / "raw" / "cifar-10-python.tar.gz").write_bytes(b"")  # the user provides it
+    out = snakemake(work, "-n", "--configfile", "configs/paper.yaml")
+    counts = job_counts(out.stdout)
+    print(out.stdout[out.stdout.find("Job stats"):][:900])
+    assert counts["train"] == 1800 and counts["docker_build"] == 36
+    assert counts["bug_stats"] == 18 and counts["early_decision"] == 18 and counts["seeds"] == 18
+    assert counts["build_status"] == 36 and counts["runtime"] == 36
+
+
+def test_slurm_profile_dry_run(tmp_path):
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    work = project_copy(tmp_path / "p")
+    (work / "data" / "raw").mkdir(exist_ok=True)
+    (work / "data" / "raw" / "cifar-10-python.tar.gz").write_bytes(b"")
+    out = snakemake(work, "-n", "--profile", "profiles/slurm", "--configfile", "configs/paper.yaml")
+    assert job_counts(out.stdout)["train"] == 1800
 
 
 def test_config_errors_name_the_key(tmp_path):
@@ -49,8 +84,7 @@ def test_config_errors_name_the_key(tmp_path):
         validate_config(config)
     # through the workflow itself
     work = project_copy(tmp_path / "p")
-    (work / "bad.yaml").write_text("train:\n  epochz: 2\n")
-    out = snakemake(work, "-n", "--configfile", "bad.yaml", check=False)
+    out = snakemake(work, "-n", "--config", "train={epochz: 2}", check=False)
     assert out.returncode != 0 and "unknown key(s) 'epochz'" in out.stdout + out.stderr
 
 
