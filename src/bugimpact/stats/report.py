@@ -6,6 +6,7 @@ from pathlib import Path
 from ..io import read_csv, write_text
 
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
+.scroll{overflow-x:auto}img{max-width:100%}
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px}
 th{background:#eee}.impact{background:#f5b7b1}.not-triggered{background:#d5f5e3}
 .incomplete{background:#fcf3cf}figure{margin:1.5em 0}figcaption{font-size:13px;color:#444}"""
@@ -20,7 +21,8 @@ def _table(path, element_id, limit_cols=None):
         css = (row.get("verdict") or "").replace(" ", "-")
         cells = "".join(f"<td>{html.escape(_fmt(row.get(c, '')))}</td>" for c in columns)
         body.append(f'<tr class="{css}">{cells}</tr>')
-    return f'<table id="{element_id}"><tr>{head}</tr>{"".join(body)}</table>'
+    return (f'<div class="scroll"><table id="{element_id}"><tr>{head}</tr>{"".join(body)}</table>'
+            "</div>")
 
 
 def _fmt(value):
