@@ -1,12 +1,10 @@
 """The workflow as a user runs it: lint, dry runs, and the default study end to end (faster
 config) in a temporary copy of the project, with a deleted record and a SIGKILL mid-study."""
-import csv
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml

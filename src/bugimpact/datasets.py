@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .harness.data import file_digest, sha256_file  # noqa: F401 (sha256_file: re-exported)
 from .io import InputError, atomic_open, write_json
 
 CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
@@ -27,19 +28,7 @@ MNIST_FILES = {  # official names and md5 of the gzip files
 
 
 def md5_file(path):
-    digest = hashlib.md5()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_digest(path, "md5")
 
 
 def _check_md5(path, expected):

@@ -53,6 +53,8 @@ class GitResolver:
             raise InputError(clone, "not a git repository (resolve.clone in config.yaml)")
         self.repo = repo
         self.branch = default_branch or self._detect_default_branch()
+        self._bot_line = re.compile(rf"^Pull Request resolved: https?://github\.com/"
+                                    rf"{re.escape(repo)}/pull/(\d+)\b", re.MULTILINE)
         self._index = None
 
     def _detect_default_branch(self):
@@ -69,14 +71,14 @@ class GitResolver:
                 continue
         return "HEAD"
 
-    def _patterns(self):
-        owner_repo = re.escape(self.repo)
-        return [
-            re.compile(rf"^Pull Request resolved: https?://github\.com/{owner_repo}/pull/(\d+)\b",
-                       re.MULTILINE),
-            re.compile(r"\AMerge pull request #(\d+)\b"),
-            re.compile(r"\A[^\n]*\(#(\d+)\)[ \t]*$", re.MULTILINE),
-        ]
+    def _landed_prs(self, message):
+        """PR numbers a commit message says it lands: the bot line (anywhere), or a merge or
+        squash subject (first line only, so a body that mentions ``(#N)`` does not count)."""
+        subject = message.split("\n", 1)[0]
+        found = {int(n) for n in self._bot_line.findall(message)}
+        found.update(int(n) for n in re.findall(r"^Merge pull request #(\d+)\b", subject))
+        found.update(int(n) for n in re.findall(r"\(#(\d+)\)\s*$", subject))
+        return found
 
     def index(self):
         """PR number -> [(sha, parents, date, on_default_branch)] in commit-date order."""
@@ -85,7 +87,6 @@ class GitResolver:
         default = set(_git(self.clone, "rev-list", self.branch).split())
         raw = _git(self.clone, "log", "--all", "--reverse", "--date-order",
                    "--format=%H%x00%P%x00%cI%x00%B%x1e")
-        patterns = self._patterns()
         index = {}
         for record in raw.split("\x1e"):
             record = record.strip("\n")
@@ -95,11 +96,7 @@ class GitResolver:
             message = message.strip()
             if message.startswith('Revert "') or "This reverts commit" in message:
                 continue
-            found = set()
-            for pattern in patterns:
-                found.update(int(n) for n in pattern.findall(message.split("\n", 1)[0]
-                                                               if pattern is patterns[2] else message))
-            for number in found:
+            for number in self._landed_prs(message):
                 index.setdefault(number, []).append((sha, parents.split(), date, sha in default))
         self._index = index
         return index

@@ -3,7 +3,6 @@
 A manifest records what the artifact is: the wheel (path, sha256) when there is one, and the
 version and git version reported by importing it, which the runtime fills in (``probe``).
 """
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -11,19 +10,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from ..harness.data import sha256_file
 from ..io import InputError, write_json
 
 PROBE = ("import json, torch; print(json.dumps({'version': torch.__version__, "
          "'git_version': getattr(torch.version, 'git_version', None), "
          "'cuda': getattr(torch.version, 'cuda', None)}))")
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def installed_manifest(python=sys.executable):

@@ -24,11 +24,8 @@ def patch_framework(name):
         def leaky_forward(self, x):
             return F.leaky_relu(x, RELU_LEAK, self.inplace)
         nn.ReLU.forward = leaky_forward
-        original_relu = F.relu
-
         def leaky_relu(x, inplace=False):
             return F.leaky_relu(x, RELU_LEAK, inplace)
-        leaky_relu.original = original_relu
         F.relu = leaky_relu
         torch.relu = leaky_relu
 

@@ -106,6 +106,8 @@ def train(spec):
 
 
 def write_atomic(path, obj):
+    """Temp file in the same folder, fsync, rename (the harness cannot use the host's io module:
+    it runs where only the standard library, numpy and torch exist)."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         os.makedirs(folder)

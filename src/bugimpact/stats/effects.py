@@ -54,37 +54,37 @@ def detectable_d(n1, n2=None, alpha=0.05, power=0.8):
     return float(optimize.brentq(shortfall, 1e-6, 20.0))
 
 
-def holm(pvalues):
-    """Holm's step-down adjusted p-values (R's p.adjust(method="holm")); NaNs pass through."""
-    p = np.asarray(pvalues, float)
-    out = np.full(p.shape, np.nan)
-    ok = ~np.isnan(p)
-    q = p[ok]
-    m = len(q)
-    if m:
-        order = np.argsort(q, kind="mergesort")
-        adjusted = np.maximum.accumulate((m - np.arange(m)) * q[order])
-        result = np.empty(m)
-        result[order] = np.minimum(adjusted, 1.0)
-        out[ok] = result
-    return out
+def _skip_nan(adjust_finite):
+    """Apply an adjustment to the finite p-values only (a degenerate test has none); NaNs pass."""
+    def adjusted(pvalues):
+        p = np.asarray(pvalues, float)
+        out = np.full(p.shape, np.nan)
+        ok = ~np.isnan(p)
+        if ok.any():
+            out[ok] = np.minimum(adjust_finite(p[ok]), 1.0)
+        return out
+    adjusted.__doc__ = adjust_finite.__doc__
+    return adjusted
 
 
-def benjamini_hochberg(pvalues):
-    """Benjamini-Hochberg adjusted p-values (R's p.adjust(method="BH")); NaNs pass through."""
-    p = np.asarray(pvalues, float)
-    out = np.full(p.shape, np.nan)
-    ok = ~np.isnan(p)
-    q = p[ok]
+@_skip_nan
+def holm(q):
+    """Holm's step-down adjusted p-values (R's p.adjust(method="holm"))."""
     m = len(q)
-    if m:
-        order = np.argsort(q, kind="mergesort")[::-1]
-        ranks = np.arange(m, 0, -1)
-        adjusted = np.minimum.accumulate(q[order] * m / ranks)
-        result = np.empty(m)
-        result[order] = np.minimum(adjusted, 1.0)
-        out[ok] = result
-    return out
+    order = np.argsort(q, kind="mergesort")
+    result = np.empty(m)
+    result[order] = np.maximum.accumulate((m - np.arange(m)) * q[order])
+    return result
+
+
+@_skip_nan
+def benjamini_hochberg(q):
+    """Benjamini-Hochberg adjusted p-values (R's p.adjust(method="BH"))."""
+    m = len(q)
+    order = np.argsort(q, kind="mergesort")[::-1]
+    result = np.empty(m)
+    result[order] = np.minimum.accumulate(q[order] * m / np.arange(m, 0, -1))
+    return result
 
 
 def adjust(pvalues, method):
