@@ -53,8 +53,10 @@ def main(argv=None):
     p.add_argument("--out", required=True, help="per-metric CSV")
     p.add_argument("--json", required=True)
 
-    p = sub.add_parser("retry-failed", help="delete failed run records so the next run retries them")
+    p = sub.add_parser("retry-failed", help="delete failed run records and failed build manifests "
+                                           "so that the next workflow run retries them")
     p.add_argument("--runs", default="results/runs")
+    p.add_argument("--artifacts", default="results/artifacts")
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
@@ -92,12 +94,13 @@ def _dispatch(args):
         steps.bug_stats(config, args.bug, args.records, args.out, args.json)
     elif args.command == "retry-failed":
         from pathlib import Path
-        removed = [p for p in Path(args.runs).rglob("*.json")
-                   if '"status": "failed"' in p.read_text()]
+        candidates = list(Path(args.runs).rglob("*.json")) + \
+            list(Path(args.artifacts).glob("*/manifest.json"))
+        removed = [p for p in candidates if read_json(p).get("status") == "failed"]
         for path in removed:
             path.unlink()
             print(f"removed {path}")
-        print(f"{len(removed)} failed run records removed; rerun snakemake to retry them")
+        print(f"{len(removed)} failed records removed; rerun snakemake to retry them")
     return 0
 
 

@@ -1,0 +1,92 @@
+"""Artifact sources that need no build, the plan's checks, and GPU claiming by lock file."""
+import hashlib
+import sys
+
+import pytest
+import yaml
+
+from bugimpact import steps
+from bugimpact.artifacts.runtimes import GpuLock, harness_env, prepare_local
+from bugimpact.config import SHEET_SCHEMA, validate_config
+from bugimpact.experiment import artifact_id
+from bugimpact.io import InputError
+from bugimpact.plan import Plan
+
+from conftest import ROOT
+
+
+def config_with(**changes):
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    for dotted, value in changes.items():
+        node = config
+        *path, last = dotted.split(".")
+        for key in path:
+            node = node.setdefault(key, {})
+        node[last] = value
+    return validate_config(config)
+
+
+def test_pypi_release_is_downloaded_once_into_the_cache(tmp_path):
+    config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
+    first = steps.artifact(config, {"source": "pypi", "version": "2.13.0"}, tmp_path / "a.json")
+    assert first["status"] == "ok" and first["wheel"].endswith(".whl")
+    assert first["wheel_sha256"] == hashlib.sha256(open(first["wheel"], "rb").read()).hexdigest()
+    again = steps.artifact(config, {"source": "pypi", "version": "2.13.0"}, tmp_path / "b.json")
+    assert again["wheel"] == first["wheel"] and again["build_seconds"] < 5
+
+
+def test_user_wheel_is_checked_against_its_sha256(tmp_path):
+    wheel = tmp_path / "demo-0.1-py3-none-any.whl"
+    wheel.write_bytes(b"not really a wheel, but bytes to hash")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
+    manifest = steps.artifact(config, {"source": "wheel", "wheel": str(wheel), "sha256": digest},
+                              tmp_path / "m.json")
+    assert manifest["wheel_sha256"] == digest
+    with pytest.raises(InputError, match="does not match the configured"):
+        steps.artifact(config, {"source": "wheel", "wheel": str(wheel), "sha256": "0" * 64},
+                       tmp_path / "n.json")
+
+
+def test_installed_artifact_reports_what_imports(tmp_path):
+    manifest = steps.artifact(config_with(), {"source": "installed"}, tmp_path / "i.json")
+    import torch
+    assert manifest["version"] == torch.__version__ and manifest["python"] == sys.executable
+    runtime = prepare_local(manifest)
+    assert runtime["probe"]["version"] == torch.__version__
+    with pytest.raises(InputError, match="local runtime can only run the installed torch"):
+        prepare_local({"source": "pypi", "wheel": "x.whl"})
+
+
+def test_artifact_ids_are_keyed_by_what_they_are():
+    assert artifact_id({"source": "installed"}) == "installed"
+    assert artifact_id({"source": "pypi", "version": "1.5.0"}) == "pypi-1.5.0"
+    assert artifact_id({"source": "docker", "commit": "a" * 40}, "r1") == "docker-aaaaaaaaaaaa-r1"
+    assert artifact_id({"source": "wheel", "wheel": "x", "sha256": "b" * 64}) == "wheel-" + "b" * 16
+
+
+def test_plan_checks_arms_and_runtimes(tmp_path):
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text("id,decision,reason,buggy_sha,corrected_sha\n"
+                     f"pr1,accept,,{'a' * 40},{'b' * 40}\npr2,reject,crash,,\n")
+    config = config_with(sheet=str(sheet))
+    with pytest.raises(InputError, match="need venv or docker"):
+        Plan(config, SHEET_SCHEMA)  # docker builds cannot run in the local runtime
+    plan = Plan(config_with(sheet=str(sheet), **{"runtime.kind": "docker"}), SHEET_SCHEMA)
+    assert sorted(plan.bugs) == ["aa", "fault-gradscale", "fault-momentum", "pr1"]
+    assert plan.arm("pr1", "buggy")["artifact"].startswith("docker-aaaaaaaaaaaa-")
+    assert plan.arm("fault-momentum", "buggy")["fault"] == "momentum_ignored"
+    bad = config_with(sheet=str(sheet), **{"runtime.kind": "docker",
+                                           "bugs.overrides": {"pr1": {"buggy": {"source": "pypi"}}}})
+    with pytest.raises(InputError, match="bug pr1, arm buggy: source pypi needs 'version'"):
+        Plan(bad, SHEET_SCHEMA)
+
+
+def test_each_job_claims_a_free_gpu(tmp_path):
+    with GpuLock(2, str(tmp_path)) as first, GpuLock(2, str(tmp_path)) as second:
+        assert {first.device, second.device} == {0, 1}
+        assert harness_env(1, first.device)["CUDA_VISIBLE_DEVICES"] == str(first.device)
+    with GpuLock(2, str(tmp_path)) as again:  # released: device 0 is free again
+        assert again.device == 0
+    with GpuLock(0, str(tmp_path)) as cpu:
+        assert cpu.device is None
