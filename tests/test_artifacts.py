@@ -48,6 +48,17 @@ def test_user_wheel_is_checked_against_its_sha256(tmp_path):
                        tmp_path / "n.json")
 
 
+def test_user_wheel_by_url(httpserver, tmp_path):
+    payload = b"wheel bytes served over HTTP"
+    httpserver.expect_request("/nightly/demo-0.2-py3-none-any.whl").respond_with_data(payload)
+    config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
+    url = httpserver.url_for("/nightly/demo-0.2-py3-none-any.whl")
+    manifest = steps.artifact(config, {"source": "wheel", "wheel": url,
+                                       "sha256": hashlib.sha256(payload).hexdigest()}, tmp_path / "m.json")
+    assert manifest["wheel"].endswith("demo-0.2-py3-none-any.whl")
+    assert open(manifest["wheel"], "rb").read() == payload
+
+
 def test_installed_artifact_reports_what_imports(tmp_path):
     manifest = steps.artifact(config_with(), {"source": "installed"}, tmp_path / "i.json")
     import torch

@@ -65,6 +65,22 @@ def test_same_seed_is_bit_identical_other_seed_differs(tmp_path, digits):
     assert a["metrics"]["accuracy"] > 0.5
 
 
+def test_real_aa_records_are_not_triggered_without_the_early_decision(tmp_path, digits):
+    from bugimpact.stats.analysis import analyse_bug, verdict
+    records = []
+    for run_index, seed in enumerate((21, 22, 23)):
+        for arm in ("buggy", "corrected"):
+            rec, _ = run_harness(tmp_path, spec(digits, arm=arm, run=run_index, seed=seed, epochs=2),
+                                 f"{arm}{run_index}.json")
+            records.append(rec)
+    rows, info = analyse_bug("aa", records, ["accuracy"], 3, "paired")
+    for row in rows:
+        row["adjusted_p"] = row["primary_p"]
+    label, reason = verdict(info, rows, 0.05, 0.0)
+    assert label == "not triggered" and "identical in all 3 run pairs" in reason
+    assert rows[0]["std_buggy"] > 0  # different seeds did differ
+
+
 def test_sigkill_midway_leaves_nothing_and_rerun_matches(tmp_path, digits):
     long_spec = spec(digits, epochs=12)
     reference, _ = run_harness(tmp_path, long_spec, "ref.json")

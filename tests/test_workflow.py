@@ -144,6 +144,9 @@ def test_study_outputs_and_verdicts(study):
     record = next((res / "runs" / "fault-momentum").glob("*/buggy/0.json"))
     assert '"status": "ok"' in record.read_text()
     assert (res / "seeds" / "aa.json").exists()
+    # Snakemake's own report, with the captions, works too
+    snakemake(work, "--configfile", FAST, "--report", "results/snakemake-report.html")
+    assert "Table IV" in (res / "snakemake-report.html").read_text(errors="replace")
 
 
 def test_deleting_one_record_reruns_only_that_record(study):
