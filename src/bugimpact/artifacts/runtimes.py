@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ..io import InputError, write_json
@@ -62,7 +63,6 @@ class GpuLock:
         self.count, self.folder, self.handle, self.device = count, folder, None, None
 
     def __enter__(self):
-        import time
         while self.count:
             for device in range(self.count):
                 handle = open(os.path.join(self.folder, f"bugimpact-gpu-{device}.lock"), "w")
