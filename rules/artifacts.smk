@@ -2,7 +2,7 @@ rule artifact:
     output:
         "results/artifacts/{artifact}/manifest.json",
     wildcard_constraints:
-        artifact=r"installed|pypi-[^/]+|wheel-[0-9a-f]+",
+        artifact=r"installed|pypi-[^/]+|wheel-[0-9a-f]+|onefix-[^/]+",
     params:
         spec=lambda wc: PLAN.artifact_spec(wc.artifact),
     log:
@@ -15,11 +15,16 @@ rule artifact:
         "../scripts/artifact.py"
 
 
+# The runtime's path holds its identity (kind, interpreter version and path hash): another
+# interpreter gets its own venv and, through the experiment key, its own runs.
 rule runtime:
     input:
         artifact_manifest,
     output:
         "results/runtimes/{runtime}/{artifact}/runtime.json",
+    params:
+        kind=config["runtime"]["kind"],
+        interpreter=PLAN.interpreter,
     log:
         "logs/runtimes/{runtime}/{artifact}.log",
     conda:

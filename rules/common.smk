@@ -25,7 +25,7 @@ wildcard_constraints:
     run=r"\d+",
     key=r"[A-Za-z0-9_.-]+",
     challenge="digits|cifar10|mnist",
-    runtime="local|venv|docker",
+    runtime=r"(local|venv|docker)-[A-Za-z0-9_.-]+",
 
 
 def seeds_json(wildcards):

@@ -26,15 +26,6 @@ def config_with(**changes):
     return validate_config(config)
 
 
-def test_pypi_release_is_downloaded_once_into_the_cache(tmp_path):
-    config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
-    first = steps.artifact(config, {"source": "pypi", "version": "2.13.0"}, tmp_path / "a.json")
-    assert first["status"] == "ok" and first["wheel"].endswith(".whl")
-    assert first["wheel_sha256"] == hashlib.sha256(open(first["wheel"], "rb").read()).hexdigest()
-    again = steps.artifact(config, {"source": "pypi", "version": "2.13.0"}, tmp_path / "b.json")
-    assert again["wheel"] == first["wheel"] and again["build_seconds"] < 5
-
-
 def test_user_wheel_is_checked_against_its_sha256(tmp_path):
     wheel = tmp_path / "demo-0.1-py3-none-any.whl"
     wheel.write_bytes(b"not really a wheel, but bytes to hash")

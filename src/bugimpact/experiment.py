@@ -27,8 +27,12 @@ def experiment(train):
     return attrs
 
 
-def experiment_key(train):
+def experiment_key(train, runtime_id=None):
+    """The key of an experiment; ``runtime_id`` names the runtime's interpreter, which can change
+    every result, so another interpreter makes new runs beside the old ones."""
     attrs = experiment(train)
+    if runtime_id is not None:
+        attrs["runtime"] = runtime_id
     digest = hashlib.sha256(json.dumps(attrs, sort_keys=True).encode()).hexdigest()[:10]
     model = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(attrs["model"]))  # a dotted path may hold ':'
     return f"{model}-{attrs['challenge']}-e{attrs['epochs']}-{attrs['seed_policy']}-{digest}"
@@ -52,20 +56,38 @@ def write_seeds(path, study_seed, bug, policy):
                       "seeds": derive_seeds(study_seed, bug, policy)})
 
 
-def artifact_id(arm, recipe_sha=""):
-    """Artifacts are keyed by what they are, never by the bug that uses them; docker builds by
-    commit plus the hash of the build recipe."""
+def file_sha256(path):
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def artifact_id(arm, recipe_sha="", target=""):
+    """Artifacts are keyed by what they are, never by the bug that uses them: docker builds by
+    commit plus the hash of the build recipe; release wheels by version and the wheel tags of the
+    runtime's interpreter (``target``); one-fix artifacts by their release, their diff and the arm."""
     source = arm["source"]
     if source == "installed":
         return "installed"
     if source == "pypi":
-        return f"pypi-{arm['version']}"
+        return f"pypi-{arm['version']}-{target}" if target else f"pypi-{arm['version']}"
     if source == "wheel":
         ident = arm.get("sha256") or hashlib.sha256(arm["wheel"].encode()).hexdigest()
         return f"wheel-{ident[:16]}"
     if source == "docker":
         return f"docker-{arm['commit'][:12]}-{recipe_sha}"
+    if source == "onefix":
+        diff = ({"patch": file_sha256(arm["patch"])} if arm.get("patch")
+                else {"commits": [arm.get("buggy_sha"), arm.get("corrected_sha")]})
+        what = json.dumps([artifact_id(arm["release"], recipe_sha, target), diff], sort_keys=True)
+        return f"onefix-{arm['arm']}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
     raise ValueError(f"unknown artifact source {source!r}")
+
+
+def _onefix_arms(release, fix):
+    """Both arms of a one-fix bug: one release, one diff (a patch file or the row's commits)."""
+    return {arm: {"source": "onefix", "release": dict(release), "arm": arm,
+                  **{k: fix[k] for k in ("patch", "buggy_sha", "corrected_sha") if fix.get(k)}}
+            for arm in ARMS}
 
 
 def study_bugs(config, sheet_rows):
@@ -77,11 +99,22 @@ def study_bugs(config, sheet_rows):
         for row in sheet_rows:
             if row.get("decision") != "accept":
                 continue
-            arms = {"buggy": {"source": default_source, "commit": row["buggy_sha"]},
-                    "corrected": {"source": default_source, "commit": row["corrected_sha"]}}
+            if default_source == "onefix":
+                arms = _onefix_arms(config["artifacts"]["onefix"].get("release") or {}, row)
+            else:
+                arms = {"buggy": {"source": default_source, "commit": row["buggy_sha"]},
+                        "corrected": {"source": default_source, "commit": row["corrected_sha"]}}
             for arm, spec in overrides.get(row["id"], {}).items():
                 arms[arm] = dict(spec)
+                if spec["source"] == "onefix":
+                    arms[arm].update({"arm": arm, **{k: row[k] for k in ("buggy_sha", "corrected_sha")
+                                                     if not spec.get(k)}})
             bugs[row["id"]] = {"label": row.get("text", ""), "kind": "bug", "arms": arms}
+    for fix_id, spec in config["bugs"].get("fixes", {}).items():
+        if fix_id in bugs:
+            raise ValueError(f"config.yaml: fix id {fix_id!r} is also a sheet id")
+        bugs[fix_id] = {"label": spec.get("label", fix_id), "kind": "bug",
+                        "arms": _onefix_arms(spec["release"], spec)}
     for control_id, spec in config["bugs"].get("controls", {}).items():
         if control_id in bugs:
             raise ValueError(f"config.yaml: control id {control_id!r} is also a sheet id")

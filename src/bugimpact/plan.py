@@ -5,6 +5,9 @@ controls), each arm's artifact, the experiment key, and every target path.
 """
 from pathlib import Path
 
+import hashlib
+import json
+
 from .experiment import ARMS, artifact_id, experiment_key, study_bugs
 from .io import InputError
 from .sheet import validate
@@ -17,34 +20,65 @@ class Plan:
         rows = validate(sheet_path, sheet_schema) if sheet_path.exists() else []
         self.sheet_rows = rows
         self.bugs = study_bugs(config, rows)
-        self.key = experiment_key(config["train"])
-        self.artifacts = {}
+        self.runtime = config["runtime"]["kind"]
+        arms = [a for b in self.bugs.values() for a in b["arms"].values()]
         recipe_sha = ""
-        if any(a["source"] == "docker" for b in self.bugs.values() for a in b["arms"].values()):
+        if self.runtime == "docker" or any(a["source"] == "docker" for a in arms):
             from .artifacts.docker import recipe
             recipe_sha = recipe(config["artifacts"]["docker"])[1]
+        self.interpreter, target = self._interpreter(recipe_sha)
+        self.runtime_id = runtime_id(config["runtime"], self.interpreter, recipe_sha)
+        self.key = experiment_key(config["train"], self.runtime_id)
+        self.artifacts = {}
         for bug, spec in self.bugs.items():
             for arm in ARMS:
                 arm_spec = spec["arms"][arm]
                 self._check_arm(bug, arm, arm_spec)
-                ident = artifact_id(arm_spec, recipe_sha)
+                ident = artifact_id(arm_spec, recipe_sha, target)
                 base = {k: v for k, v in arm_spec.items() if k != "fault"}
+                if arm_spec["source"] in ("pypi", "onefix"):
+                    base["python"] = self.interpreter  # the wheel must fit the runtime's Python
                 self.artifacts.setdefault(ident, base)
                 arm_spec["artifact"] = ident
-        self.runtime = config["runtime"]["kind"]
         if self.runtime == "local":
             others = sorted(a for a in self.artifacts if a != "installed")
             if others:
                 raise InputError("config.yaml", f"runtime.kind local runs only the installed torch; "
                                  f"artifacts {', '.join(others)} need venv or docker",
                                  field="runtime.kind")
+        if self.runtime != "venv" and any(a["source"] == "onefix" for a in arms):
+            raise InputError("config.yaml", "one-fix artifacts (source onefix) run in a venv "
+                             "runtime: set runtime.kind to venv", field="runtime.kind")
+
+    def _interpreter(self, recipe_sha):
+        """The runtime's interpreter (probed) and the wheel-tag target its artifacts are made for.
+
+        A docker runtime's interpreter is inside its image: the artifact job asks the image."""
+        from .artifacts import interpreters
+        if self.runtime == "docker":
+            return None, f"image-{recipe_sha}"
+        if self.runtime == "venv":
+            info = interpreters.find(self.config["runtime"]["python"])
+        else:
+            info = interpreters.host()
+        return info, interpreters.wheel_tags(info)["key"]
 
     @staticmethod
     def _check_arm(bug, arm, spec):
-        need = {"docker": "commit", "pypi": "version", "wheel": "wheel"}.get(spec["source"])
+        need = {"docker": "commit", "pypi": "version", "wheel": "wheel", "onefix": "release"}.get(
+            spec["source"])
         if need and not spec.get(need):
+            field = ("artifacts.onefix.release" if need == "release"
+                     else f"bugs.{bug}.{arm}.{need}")
             raise InputError("config.yaml", f"bug {bug}, arm {arm}: source {spec['source']} needs "
-                             f"'{need}'", field=f"bugs.{bug}.{arm}.{need}")
+                             f"'{need}'", field=field)
+        if spec["source"] == "onefix":
+            if spec["release"].get("source") not in ("pypi", "wheel"):
+                raise InputError("config.yaml", f"bug {bug}: a one-fix release is a pypi version or "
+                                 f"a wheel", field="artifacts.onefix.release.source")
+            if spec.get("patch") and not Path(spec["patch"]).is_file():
+                raise InputError(spec["patch"], f"bug {bug}: the fix's patch file does not exist",
+                                 field="patch")
 
     @property
     def runs(self):
@@ -65,7 +99,7 @@ class Plan:
         return [self.record(bug, arm, i) for arm in ARMS for i in range(count)]
 
     def runtime_json(self, bug, arm):
-        return f"results/runtimes/{self.runtime}/{self.arm(bug, arm)['artifact']}/runtime.json"
+        return f"results/runtimes/{self.runtime_id}/{self.arm(bug, arm)['artifact']}/runtime.json"
 
     def build_statuses(self):
         return [f"results/builds/{bug}/{arm}.status" for bug in sorted(self.bugs) for arm in ARMS]
@@ -83,3 +117,16 @@ class Plan:
             out.append("results/builds/summary.csv")
             out += ["results/stats/pvalues.csv", "results/stats/summary.csv", "results/report.html"]
         return out
+
+
+def runtime_id(runtime_cfg, interpreter, recipe_sha=""):
+    """The runtime's identity, a path component: its kind, the interpreter's version, and a hash of
+    the interpreter's path (or the docker recipe) and the extra requirements."""
+    kind = runtime_cfg["kind"]
+    if kind == "docker":
+        what, version = recipe_sha, "image"
+    else:
+        what, version = [interpreter["executable"], interpreter["prefix"]], f"py{interpreter['version']}"
+    digest = hashlib.sha256(json.dumps([kind, what, runtime_cfg.get("requirements", [])])
+                            .encode()).hexdigest()[:8]
+    return f"{kind}-{version}-{digest}"

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from .io import read_csv, read_json, write_csv, write_json
+from .io import InputError, read_csv, read_json, write_csv, write_json
 
 log = logging.getLogger("bugimpact")
 
@@ -108,41 +108,130 @@ def build_summary(statuses, out):
 
 
 def artifact(config, spec, out):
-    """A manifest for a non-docker artifact (the docker builds have their own step)."""
+    """A manifest for a non-docker artifact (the docker builds have their own step).
+
+    An artifact that cannot be made (a release that does not exist for the runtime's Python, a fix
+    that cannot be isolated on a release) is a result: status failed, its class and the reason. The
+    bug becomes incomplete and the rest of the study goes on."""
     from .artifacts import sources
+    from .artifacts.onefix import Refused
     started = time.time()
-    if spec["source"] == "installed":
-        manifest = sources.installed_manifest()
-    elif spec["source"] == "pypi":
-        wheel = sources.pypi_wheel(spec["version"], config["artifacts"]["wheel_cache"],
-                                   config["artifacts"]["pip_index_url"])
-        manifest = sources.wheel_manifest("pypi", wheel, started)
-        manifest["version_requested"] = spec["version"]
-    elif spec["source"] == "wheel":
-        wheel = sources.user_wheel(spec["wheel"], spec.get("sha256", ""),
-                                   config["artifacts"]["wheel_cache"])
-        manifest = sources.wheel_manifest("wheel", wheel, started)
-    else:
-        raise ValueError(f"artifact source {spec['source']!r} is built by the docker step")
+    try:
+        if spec["source"] == "onefix":
+            manifest = _onefix_artifact(config, spec, Path(out).parent)
+        else:
+            manifest = _release_artifact(config, spec)
+    except InputError:
+        raise
+    except Refused as exc:
+        manifest = {"source": spec["source"], "status": "failed", "failure_class": "refused",
+                    "error": str(exc), "log_tail": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - recorded, with its message, as the artifact's failure
+        manifest = {"source": spec["source"], "status": "failed", "failure_class": "download",
+                    "error": str(exc), "log_tail": str(exc)[-2000:]}
+    if manifest["status"] == "failed":
+        log.error("artifact %s failed (%s): %s", spec["source"], manifest["failure_class"],
+                  manifest["error"])
+    manifest["build_seconds"] = round(time.time() - started, 3)
     sources.write_manifest(out, manifest)
     return manifest
 
 
-def runtime(config, kind, artifact_manifest, out):
+def _target_interpreter(config, spec):
+    """The interpreter a release wheel must fit: the venv's (probed when the plan was made), or
+    the docker runtime image's."""
+    if spec.get("python"):
+        return spec["python"]
+    from .artifacts.docker import image_interpreter
+    return image_interpreter(config["artifacts"]["docker"], config["runtime"])
+
+
+def _release_artifact(config, spec):
+    from .artifacts import sources
+    started = time.time()
+    if spec["source"] == "installed":
+        return sources.installed_manifest()
+    if spec["source"] == "pypi":
+        python = _target_interpreter(config, spec)
+        wheel = sources.pypi_wheel(spec["version"], config["artifacts"]["wheel_cache"], python,
+                                   config["artifacts"]["pip_index_url"])
+        manifest = sources.wheel_manifest("pypi", wheel, started)
+        manifest.update(version_requested=spec["version"], python=python)
+        return manifest
+    if spec["source"] == "wheel":
+        wheel = sources.user_wheel(spec["wheel"], spec.get("sha256", ""),
+                                   config["artifacts"]["wheel_cache"])
+        return sources.wheel_manifest("wheel", wheel, started)
+    raise ValueError(f"artifact source {spec['source']!r} is built by the docker step")
+
+
+def fix_diff(config, spec):
+    """The fix's own diff and where it came from: a patch file, the clone, or the GitHub API."""
+    if spec.get("patch"):
+        return Path(spec["patch"]).read_text(encoding="utf-8"), f"file {spec['patch']}"
+    buggy, corrected = spec.get("buggy_sha"), spec.get("corrected_sha")
+    cfg = config["artifacts"]["onefix"]
+    clone = cfg["clone"] or config["resolve"].get("clone", "")
+    if clone:
+        import subprocess
+        out = subprocess.run(["git", "-C", clone, "diff", "--full-index", buggy, corrected],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"git diff {buggy[:12]} {corrected[:12]} in {clone} failed: "
+                               f"{out.stderr.strip()[-400:]}")
+        return out.stdout, f"clone {clone}: git diff {buggy} {corrected}"
+    if cfg["api"]:
+        from .mine.github import GitHubClient
+        client = GitHubClient(base_url=config["mine"]["api_url"])
+        return (client.compare_diff(config["repo"], buggy, corrected),
+                f"GitHub API: compare {buggy}...{corrected}")
+    from .artifacts.onefix import Refused
+    raise Refused("no source for the fix's diff: give a patch file, set artifacts.onefix.clone "
+                  "(or resolve.clone), or set artifacts.onefix.api")
+
+
+def _onefix_artifact(config, spec, folder):
+    """A release wheel plus this arm's overlay of the fix's Python files."""
+    import hashlib
+    from .artifacts import onefix
+    release = dict(spec["release"], python=spec.get("python"))
+    base = _release_artifact(config, release)
+    diff_text, origin = fix_diff(config, spec)
+    patch_text, kinds = onefix.isolate(diff_text)
+    fix_in_release, direction, overlay = onefix.make_overlay(
+        base["wheel"], patch_text, kinds["python"], spec["arm"], folder)
+    return {**base, "source": "onefix", "arm": spec["arm"], "release": release,
+            "diff_origin": origin, "diff_sha256": hashlib.sha256(diff_text.encode()).hexdigest(),
+            "patch": str((folder / "fix.diff").resolve()),
+            "patch_sha256": hashlib.sha256(patch_text.encode()).hexdigest(),
+            "files_changed": kinds["python"], "files_not_shipped": kinds["not_shipped"],
+            "fix_in_release": fix_in_release, "apply": direction,
+            "overlay_dir": str((folder / "overlay").resolve()), "overlay": overlay}
+
+
+def runtime(config, kind, artifact_manifest, out, interpreter=None):
+    """The runtime that trains on one artifact; one that cannot be made is a recorded failure."""
     from .artifacts import runtimes
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
     if manifest.get("status") == "failed":
         result = {"kind": kind, "status": "failed",
-                  "reason": f"build failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
-    elif kind == "local":
-        result = runtimes.prepare_local(manifest)
-    elif kind == "venv":
-        result = runtimes.prepare_venv(manifest, folder, config["runtime"]["python"],
-                                       config["runtime"]["requirements"])
+                  "reason": f"artifact failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
     else:
-        from .artifacts import docker
-        result = docker.prepare_runtime(manifest, config, folder)
+        try:
+            if kind == "local":
+                result = runtimes.prepare_local(manifest)
+            elif kind == "venv":
+                result = runtimes.prepare_venv(manifest, folder, interpreter["executable"],
+                                               config["runtime"]["requirements"])
+            else:
+                from .artifacts import docker
+                result = docker.prepare_runtime(manifest, config, folder)
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded: the bug becomes incomplete, not the study
+            log.error("runtime %s failed: %s", kind, exc)
+            result = {"kind": kind, "status": "failed", "reason": f"runtime failed: {exc}"}
     result["artifact"] = manifest
     runtimes.write_runtime(out, result)
     return result

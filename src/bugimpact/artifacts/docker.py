@@ -213,6 +213,14 @@ def prepare_runtime(artifact, config, folder):
             "probe": json.loads(probe.strip().splitlines()[-1])}
 
 
+def image_interpreter(docker_cfg, runtime_cfg):
+    """The interpreter of the runtime image (the toolchain's), that a release wheel must fit."""
+    from .interpreters import probe
+    with open(os.devnull, "w") as log:
+        tag, _ = toolchain_image(docker_cfg, log)
+    return probe("python", prefix=("docker", "run", "--rm", "--network", "none", tag))
+
+
 def run_command(runtime, out, env, data):
     """``docker run`` for one harness run: harness and data read-only, the run folder writable,
     no network, the caller's uid, the harness environment variables, GPUs when configured."""

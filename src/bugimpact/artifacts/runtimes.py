@@ -34,22 +34,42 @@ def prepare_local(artifact):
 
 
 def prepare_venv(artifact, folder, base_python="python3", requirements=()):
-    """A venv per artifact: its wheel, numpy and the extra requirements (the installed torch: the
-    host's site-packages)."""
-    venv = Path(folder) / "venv"
+    """A venv per artifact and interpreter: its wheel, numpy and the extra requirements (the
+    installed torch: the host's site-packages), then a one-fix artifact's overlay. A venv that was
+    not finished (a killed job) is made again."""
+    import shutil
+    from .onefix import install_overlay
+    venv = (Path(folder) / "venv").resolve()
     python = venv / "bin" / "python"
-    if not python.exists():
+    done = venv / ".bugimpact-complete"
+    if not done.exists():
+        shutil.rmtree(venv, ignore_errors=True)
         cmd = [base_python, "-m", "venv", str(venv)]
         if artifact["source"] == "installed":
             cmd.insert(3, "--system-site-packages")
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        made = subprocess.run(cmd, capture_output=True, text=True)
+        if made.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed: {made.stderr.strip()[-800:]}")
         packages = ([artifact["wheel"]] if artifact.get("wheel") else []) + list(requirements)
         if packages:
             install = [str(python), "-m", "pip", "install", "--quiet", *packages, "numpy"]
             out = subprocess.run(install, capture_output=True, text=True)
             if out.returncode != 0:
                 raise RuntimeError(f"pip install {' '.join(packages)} failed: {out.stderr[-800:]}")
-    return {"kind": "venv", "python": str(python), "probe": _probe(str(python))}
+        if artifact.get("overlay"):
+            install_overlay(artifact, _site_packages(python))
+        done.write_text("")
+    runtime = {"kind": "venv", "python": str(python), "base_python": base_python,
+               "probe": _probe(str(python))}
+    if artifact.get("overlay"):  # what is installed now, checked against the overlay
+        runtime["overlay_installed"] = install_overlay(artifact, _site_packages(python))
+    return runtime
+
+
+def _site_packages(python):
+    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
 
 
 def write_runtime(path, runtime):

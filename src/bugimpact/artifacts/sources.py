@@ -3,6 +3,8 @@
 A manifest records what the artifact is: the wheel (path, sha256) when there is one, and the
 version and git version reported by importing it, which the runtime fills in (``probe``).
 """
+import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -27,36 +29,68 @@ def installed_manifest(python=sys.executable):
     return {"source": "installed", "status": "ok", "wheel": None, "wheel_sha256": None, "python": python, **info}
 
 
-def pypi_wheel(version, cache, index_url="", python=sys.executable):
-    """Download the released wheel once into the cache (CPU builds come from the index given)."""
-    cache = Path(cache) / f"pypi-{version}"
-    wheels = sorted(cache.glob("torch-*.whl"))
-    if not wheels:
-        cache.mkdir(parents=True, exist_ok=True)
-        cmd = [python, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-               "-d", str(cache), f"torch=={version}"]
-        if index_url:
-            cmd += ["--index-url", index_url]
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = sorted(cache.glob("torch-*.whl"))
-        if out.returncode != 0 or not wheels:
-            raise RuntimeError(f"pip download torch=={version} failed: {out.stderr.strip()[-800:]}")
-    return wheels[0]
+def fits(wheel, tags):
+    """Whether a wheel file can be installed by the interpreter with these ``wheel_tags``."""
+    from packaging.utils import parse_wheel_filename
+    supported_py = {tags["implementation"] + tags["python_version"].replace(".", ""), "py3",
+                    "py" + tags["python_version"].replace(".", "")}
+    for tag in parse_wheel_filename(Path(wheel).name)[3]:
+        if tag.interpreter in supported_py and tag.abi in (tags["abi"], "abi3", "none") \
+                and tag.platform in tags["platforms"] + ["any"]:
+            return True
+    return False
+
+
+def pypi_wheel(version, cache, interpreter, index_url=""):
+    """The released torch wheel for the runtime's interpreter, downloaded once.
+
+    The cache is keyed by version, Python tag, ABI and platform; pip picks the wheel for the target
+    interpreter's tags (``pip download --python-version ...``), not for the host's.
+    """
+    from .interpreters import describe, wheel_tags
+    tags = wheel_tags(interpreter)
+    folder = Path(cache) / "pypi" / f"torch-{version}" / tags["key"]
+    wheels = [w for w in sorted(folder.glob("torch-*.whl")) if fits(w, tags)]
+    if wheels:
+        return wheels[0]
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+           "--python-version", tags["python_version"], "--implementation", tags["implementation"],
+           "--abi", tags["abi"], "-d", str(folder), f"torch=={version}"]
+    for platform in tags["platforms"]:
+        cmd += ["--platform", platform]
+    if index_url:
+        cmd += ["--index-url", index_url]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    wheels = [w for w in sorted(folder.glob("torch-*.whl")) if fits(w, tags)]
+    if out.returncode == 0 and wheels:
+        return wheels[0]
+    available = re.search(r"\(from versions: ([^)]*)\)", out.stderr)
+    if available:
+        versions = available.group(1).strip() or "none"
+        raise RuntimeError(f"no torch=={version} wheel for {describe(interpreter)}; the versions "
+                           f"that exist for it: {versions}")
+    raise RuntimeError(f"pip download torch=={version} for {describe(interpreter)} failed: "
+                       f"{out.stderr.strip()[-800:]}")
 
 
 def user_wheel(location, expected_sha256, cache):
     """A wheel file or URL, copied into the cache and checked against its sha256."""
     name = location.rstrip("/").rsplit("/", 1)[-1]
-    target = Path(cache) / "user" / (expected_sha256 or "unchecked") / name
+    remote = location.startswith(("http://", "https://"))
+    if not remote and not Path(location).exists():
+        raise InputError(location, "wheel not found")
+    # Keyed by content: a wheel file replaced under the same name is never mistaken for the old one.
+    key = expected_sha256 or (sha256_file(location) if not remote
+                              else "url-" + hashlib.sha256(location.encode()).hexdigest())
+    target = Path(cache) / "user" / key / name
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(".part")
-        if location.startswith(("http://", "https://")):
+        if remote:
             with urllib.request.urlopen(location, timeout=300) as response, open(tmp, "wb") as out:
                 shutil.copyfileobj(response, out)
         else:
-            if not Path(location).exists():
-                raise InputError(location, "wheel not found")
             shutil.copyfile(location, tmp)
         tmp.rename(target)
     actual = sha256_file(target)

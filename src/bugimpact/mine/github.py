@@ -48,14 +48,15 @@ class GitHubClient:
             return max(0.0, reset - self.clock()) + 1.0
         return None
 
-    def get(self, url, params=None):
+    def get(self, url, params=None, headers=None):
         """GET with retries on network errors and 5xx, and waits on rate limits; returns the response."""
         if not url.startswith("http"):
             url = self.base_url + url
         attempt = 0
         while True:
             try:
-                response = self.session.get(url, params=params, timeout=self.timeout)
+                response = self.session.get(url, params=params, headers=headers,
+                                            timeout=self.timeout)
             except (requests.ConnectionError, requests.Timeout) as exc:
                 if attempt >= self.max_retries:
                     raise NetworkError(f"GET {url}: network error after {attempt + 1} tries: "
@@ -108,3 +109,8 @@ class GitHubClient:
 
     def commit(self, repo, sha):
         return self.get(f"/repos/{repo}/commits/{sha}").json()
+
+    def compare_diff(self, repo, base, head):
+        """The git diff between two commits, as ``git diff base head`` prints it."""
+        return self.get(f"/repos/{repo}/compare/{base}...{head}",
+                        headers={"Accept": "application/vnd.github.diff"}).text

@@ -1,0 +1,165 @@
+"""One fix, no source build: a released wheel plus the fix's own diff.
+
+Many fixes change only Python files of the package. For those, both arms of a bug come from one
+released binary: if the release already contains the fix, the buggy arm is the release with the diff
+reverse-applied; if the release predates it, the corrected arm is the release with the diff applied.
+Which case holds is checked (the diff must apply in exactly one direction), never guessed.
+
+The artifact is the release wheel plus an overlay: the patched files, made here on the host with
+``git apply`` from the wheel's own copies, and copied over the installed package by the runtime.
+It is refused, with the reason recorded, when the diff touches compiled code or build inputs, or does
+not apply to the release's files.
+"""
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+
+from ..io import write_text
+
+PACKAGE = "torch"
+# Anything that is compiled, generates code, or drives the build: a wheel cannot take it as a patch.
+COMPILED_SUFFIX = re.compile(r"\.(c|cc|cpp|cxx|cu|cuh|h|hh|hpp|hxx|inl|mm|m|s|S|asm|metal|glsl|cl|"
+                             r"yaml|yml|in|cmake|bzl|bazel|sh|txt|cfg|toml|so|pyx|pxd)$")
+COMPILED_DIRS = ("aten/", "c10/", "caffe2/", "tools/", "torchgen/", "third_party/", "cmake/",
+                 "torch/csrc/", "torch/lib/", "android/", "ios/", "binaries/", "modules/")
+BUILD_FILES = re.compile(r"(^|/)(CMakeLists\.txt|setup\.py|Makefile|BUILD|WORKSPACE|"
+                         r"\.gitmodules)$")
+NOT_SHIPPED_DIRS = ("test/", "docs/", "benchmarks/", "scripts/", ".github/", ".circleci/",
+                    ".jenkins/", ".ci/", ".devcontainer/", "functorch/docs/", "torch/testing/_internal/data/")
+ROOT_DOC = re.compile(r"^[^/]+\.(md|rst)$|^(LICENSE|NOTICE|CODEOWNERS)[^/]*$|^\.[^/]+$")
+
+
+class Refused(Exception):
+    """The fix cannot be isolated on a release wheel; the message says why."""
+
+
+def classify(path, package=PACKAGE):
+    """``python`` (patchable in the wheel), ``not_shipped`` (tests, docs) or ``compiled``."""
+    if path.startswith(package + "/") and path.endswith((".py", ".pyi")) \
+            and not path.startswith(tuple(d for d in COMPILED_DIRS if d.startswith(package))):
+        return "python"
+    if path.startswith(NOT_SHIPPED_DIRS) or ROOT_DOC.match(path):
+        return "not_shipped"
+    if COMPILED_SUFFIX.search(path) or path.startswith(COMPILED_DIRS) or BUILD_FILES.search(path):
+        return "compiled"
+    return "compiled" if not path.startswith(package + "/") else "unknown"
+
+
+def split_diff(text):
+    """Per-file sections of a git diff: (path, section). Leading prose is dropped."""
+    sections = re.split(r"(?m)^(?=diff --git )", text)
+    out = []
+    for section in sections:
+        match = re.match(r"diff --git a/(\S+) b/(\S+)", section)
+        if match:
+            out.append((match.group(2) if match.group(2) != "/dev/null" else match.group(1),
+                        section))
+    if not out:
+        raise Refused("the diff holds no file changes (expected `git diff` output)")
+    return out
+
+
+def isolate(diff_text, package=PACKAGE):
+    """The part of a fix's diff that a wheel can take, and the files of each kind.
+
+    Refuses when any file is compiled code, a build input, binary, or of unknown kind."""
+    kinds = {"python": [], "not_shipped": [], "compiled": [], "unknown": []}
+    shipped = []
+    for path, section in split_diff(diff_text):
+        kind = classify(path, package)
+        if kind == "python" and re.search(r"(?m)^(Binary files|GIT binary patch)", section):
+            kind = "unknown"
+        kinds[kind].append(path)
+        if kind == "python":
+            shipped.append(section)
+    if kinds["compiled"] or kinds["unknown"]:
+        bad = kinds["compiled"] + kinds["unknown"]
+        what = "compiled code or build inputs" if kinds["compiled"] else "files of unknown kind"
+        raise Refused(f"the fix touches {what}, which a release wheel cannot take: "
+                      f"{', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}")
+    if not shipped:
+        raise Refused("the fix changes no file of the installed package "
+                      f"(only: {', '.join(kinds['not_shipped'][:5])})")
+    return "".join(shipped), kinds
+
+
+def _git_apply(folder, patch, *flags):
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(Path(folder).parent))
+    return subprocess.run(["git", "apply", *flags, str(patch)], cwd=folder, capture_output=True,
+                          text=True, env=env)
+
+
+def _extract(wheel, paths, folder):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        for path in paths:
+            if path in names:
+                archive.extract(path, folder)
+
+
+def make_overlay(wheel, patch_text, files, arm, out_dir):
+    """Decide the direction on the wheel's own files and write the arm's overlay.
+
+    Returns ``(fix_in_release, apply, overlay)``: ``apply`` is ``forward``, ``reverse`` or None (this
+    arm is the release itself); ``overlay`` maps package paths to their patched sha256 (None: the
+    patch deletes the file)."""
+    out_dir = Path(out_dir)
+    patch = out_dir / "fix.diff"
+    write_text(patch, patch_text)
+    with tempfile.TemporaryDirectory() as tmp:
+        _extract(wheel, files, tmp)
+        forward, reverse = _git_apply(tmp, patch, "--check"), _git_apply(tmp, patch, "--check", "-R")
+        if forward.returncode == 0 and reverse.returncode == 0:
+            raise Refused("the diff applies both forwards and in reverse to the release's files: "
+                          "cannot tell whether the release contains the fix")
+        if forward.returncode != 0 and reverse.returncode != 0:
+            raise Refused(f"the diff does not apply to the release's files, in either direction: "
+                          f"{forward.stderr.strip()[-400:]}")
+        fix_in_release = reverse.returncode == 0
+        release_arm = "corrected" if fix_in_release else "buggy"
+        if arm == release_arm:
+            return fix_in_release, None, {}
+        direction = "reverse" if fix_in_release else "forward"
+        done = _git_apply(tmp, patch, *(["-R"] if fix_in_release else []))
+        if done.returncode != 0:
+            raise Refused(f"git apply failed after its check passed: {done.stderr.strip()[-400:]}")
+        overlay_dir = out_dir / "overlay"
+        overlay = {}
+        for path in files:
+            source = Path(tmp) / path
+            if source.exists():
+                target = overlay_dir / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(source.read_bytes())
+                overlay[path] = hashlib.sha256(source.read_bytes()).hexdigest()
+            else:
+                overlay[path] = None
+    return fix_in_release, direction, overlay
+
+
+def install_overlay(manifest, site_packages):
+    """Copy an artifact's overlay over the installed package; returns the files' sha256 as
+    installed (checked against the manifest). Stale bytecode of those files is removed."""
+    overlay_dir = Path(manifest["overlay_dir"])
+    site = Path(site_packages)
+    installed = {}
+    for path, digest in sorted(manifest["overlay"].items()):
+        target = site / path
+        cache = target.parent / "__pycache__"
+        for stale in cache.glob(target.stem + ".*.pyc") if cache.exists() else ():
+            stale.unlink()
+        if digest is None:
+            if target.exists():
+                target.unlink()
+            installed[path] = None
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((overlay_dir / path).read_bytes())
+        installed[path] = hashlib.sha256(target.read_bytes()).hexdigest()
+        if installed[path] != digest:
+            raise RuntimeError(f"{target}: sha256 {installed[path]} is not the overlay's {digest}")
+    return installed

@@ -1,0 +1,227 @@
+"""Real PyTorch release wheels for the runtime's interpreter, and one-fix artifacts made from them.
+
+The real-wheel tests download torch 1.5.1 for CPython 3.7 from PyPI once (753 MB; pip's cache makes
+later downloads fast) and install it in a real venv."""
+import json
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bugimpact import steps
+from bugimpact.artifacts import interpreters, onefix, sources
+from bugimpact.artifacts.runtimes import prepare_venv
+from bugimpact.config import SHEET_SCHEMA, validate_config
+from bugimpact.io import InputError
+from bugimpact.plan import Plan
+
+from conftest import ROOT, git
+
+PATCH = ROOT / "data" / "patches" / "pytorch" / "pr37881.diff"
+WHEEL_CACHE = ROOT / "data" / "cache" / "wheels"  # shared with the shipped study: one download
+
+
+def py37():
+    try:
+        return interpreters.find("3.7")
+    except InputError as exc:
+        pytest.fail(f"Python 3.7 is needed for the torch 1.x tests (.ci/run installs it): {exc}")
+
+
+def config_with(**changes):
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    for dotted, value in changes.items():
+        node = config
+        *path, last = dotted.split(".")
+        for key in path:
+            node = node.setdefault(key, {})
+        node[last] = value
+    return validate_config(config)
+
+
+def test_interpreters_are_found_by_version_and_give_their_wheel_tags():
+    info = py37()
+    assert info["version"].startswith("3.7.") and Path(info["executable"]).is_absolute()
+    tags = interpreters.wheel_tags(info)
+    assert tags["abi"] == "cp37m" and tags["python_version"] == "3.7"
+    assert "manylinux1_x86_64" in tags["platforms"] and tags["key"] == "cp37-cp37m-linux_x86_64"
+    assert interpreters.find(info["executable"]) == info  # a path names the same interpreter
+    with pytest.raises(InputError, match=r"runtime\.python.*no Python interpreter '2\.9'.*pyenv install"):
+        interpreters.find("2.9")
+
+
+def test_a_cached_wheel_for_another_python_is_never_picked():
+    tags37 = interpreters.wheel_tags(py37())
+    tags36 = interpreters.wheel_tags(dict(py37(), version="3.6.15"))
+    assert tags36["key"] != tags37["key"]  # the cache is keyed by Python tag, ABI and platform
+    assert not sources.fits("torch-1.4.0-cp36-cp36m-manylinux1_x86_64.whl", tags37)
+    assert sources.fits("torch-1.4.0-cp37-cp37m-manylinux1_x86_64.whl", tags37)
+    assert not sources.fits("torch-1.4.0-cp37-cp37m-macosx_10_9_x86_64.whl", tags37)
+
+
+def test_a_release_wheel_is_fetched_for_the_runtime_interpreter_once():
+    info = py37()
+    config = config_with(**{"artifacts.wheel_cache": str(WHEEL_CACHE)})
+    spec = {"source": "pypi", "version": "1.5.1", "python": info}
+    first = steps.artifact(config, spec, WHEEL_CACHE / "test-a.json")
+    assert first["status"] == "ok", first
+    assert Path(first["wheel"]).name == "torch-1.5.1-cp37-cp37m-manylinux1_x86_64.whl"
+    assert "/pypi/torch-1.5.1/cp37-cp37m-linux_x86_64/" in first["wheel"]
+    again = steps.artifact(config, spec, WHEEL_CACHE / "test-b.json")
+    assert again["wheel"] == first["wheel"] and again["build_seconds"] < 10
+    assert again["wheel_sha256"] == first["wheel_sha256"]
+
+
+def test_a_missing_release_is_a_recorded_failure_naming_the_interpreter_and_versions(tmp_path):
+    info = py37()
+    config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
+    manifest = steps.artifact(config, {"source": "pypi", "version": "1.5.9", "python": info},
+                              tmp_path / "m.json")
+    assert manifest["status"] == "failed" and manifest["failure_class"] == "download"
+    assert info["executable"] in manifest["error"] and "cp37m" in manifest["error"]
+    listed = manifest["error"].split("the versions that exist for it: ")[1].split(", ")
+    assert {"1.4.0", "1.5.0", "1.5.1", "1.6.0"} <= set(listed) and "2.13.0" not in listed
+    assert json.loads((tmp_path / "m.json").read_text())["status"] == "failed"
+
+
+def test_a_real_fix_is_reverse_applied_to_the_real_release_that_contains_it(tmp_path):
+    """PR #37881 (circular padding across the wrong dimension) shipped in torch 1.5.1: the buggy
+    arm is 1.5.1 with the fix reversed, and it really pads the wrong dimension again."""
+    info = py37()
+    config = config_with(**{"artifacts.wheel_cache": str(WHEEL_CACHE)})
+    arms = {}
+    for arm in ("buggy", "corrected"):
+        spec = {"source": "onefix", "arm": arm, "patch": str(PATCH), "python": info,
+                "release": {"source": "pypi", "version": "1.5.1"}}
+        arms[arm] = steps.artifact(config, spec, tmp_path / arm / "manifest.json")
+        assert arms[arm]["status"] == "ok", arms[arm]
+    buggy, corrected = arms["buggy"], arms["corrected"]
+    assert buggy["fix_in_release"] and corrected["fix_in_release"]
+    assert buggy["apply"] == "reverse" and corrected["apply"] is None and corrected["overlay"] == {}
+    assert buggy["files_changed"] == ["torch/nn/modules/conv.py", "torch/nn/modules/utils.py"]
+    assert buggy["wheel_sha256"] == corrected["wheel_sha256"]  # one release binary, both arms
+    assert len(buggy["patch_sha256"]) == 64 and buggy["diff_origin"] == f"file {PATCH}"
+
+    runtime = prepare_venv(buggy, tmp_path / "buggy", info["executable"])
+    assert runtime["probe"]["version"] == "1.5.1" and Path(runtime["python"]).is_absolute()
+    assert runtime["overlay_installed"] == buggy["overlay"]
+    shape = subprocess.run([runtime["python"], "-c", (
+        "import torch; c = torch.nn.Conv2d(6, 1, 3, padding=(0, 1), padding_mode='circular');"
+        "print(tuple(c(torch.zeros(1, 6, 20, 10)).shape))")], capture_output=True, text=True)
+    assert shape.stdout.strip() == "(1, 1, 20, 8)", shape.stderr  # the bug: H padded, not W
+    # The same venv is reused by a rerun (the marker says it was finished).
+    again = prepare_venv(buggy, tmp_path / "buggy", info["executable"])
+    assert again["python"] == runtime["python"]
+
+
+def _tiny_release(path, files):
+    """A wheel-shaped zip of the package files given (enough for the direction check)."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return path
+
+
+@pytest.fixture
+def fix_repo(tmp_path):
+    """A real git repository with a Python-only fix and a fix that also touches C++."""
+    repo = tmp_path / "framework"
+    (repo / "torch" / "optim").mkdir(parents=True)
+    (repo / "aten" / "src").mkdir(parents=True)
+    (repo / "test").mkdir()
+    git(tmp_path, "init", "-q", str(repo))
+    (repo / "torch" / "optim" / "sgd.py").write_text("def step(p, g, lr):\n    return p + lr * g\n")
+    (repo / "aten" / "src" / "Loss.cpp").write_text("int loss() { return 1; }\n")
+    (repo / "test" / "test_optim.py").write_text("pass\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    buggy = git(repo, "rev-parse", "HEAD")
+    (repo / "torch" / "optim" / "sgd.py").write_text("def step(p, g, lr):\n    return p - lr * g\n")
+    (repo / "test" / "test_optim.py").write_text("assert True\n")
+    git(repo, "commit", "-qam", "Fix the sign of SGD's step (#1)")
+    python_fix = git(repo, "rev-parse", "HEAD")
+    (repo / "aten" / "src" / "Loss.cpp").write_text("int loss() { return 2; }\n")
+    (repo / "torch" / "optim" / "sgd.py").write_text("def step(p, g, lr):\n    return p - lr * g  # ok\n")
+    git(repo, "commit", "-qam", "Fix the loss kernel (#2)")
+    return repo, buggy, python_fix, git(repo, "rev-parse", "HEAD")
+
+
+def test_a_fix_from_a_clone_is_forward_applied_to_a_release_that_predates_it(tmp_path, fix_repo):
+    repo, buggy, corrected, _ = fix_repo
+    wheel = _tiny_release(tmp_path / "torch-0.1-py3-none-any.whl",
+                          {"torch/optim/sgd.py": "def step(p, g, lr):\n    return p + lr * g\n"})
+    config = config_with(**{"artifacts.onefix.clone": str(repo),
+                            "artifacts.wheel_cache": str(tmp_path / "cache")})
+    spec = {"source": "onefix", "release": {"source": "wheel", "wheel": str(wheel)},
+            "buggy_sha": buggy, "corrected_sha": corrected}
+    manifest = steps.artifact(config, dict(spec, arm="corrected"), tmp_path / "c" / "manifest.json")
+    assert manifest["status"] == "ok" and manifest["apply"] == "forward"
+    assert manifest["fix_in_release"] is False and manifest["files_not_shipped"] == ["test/test_optim.py"]
+    assert manifest["diff_origin"].startswith(f"clone {repo}")
+    patched = Path(manifest["overlay_dir"]) / "torch" / "optim" / "sgd.py"
+    assert patched.read_text().endswith("return p - lr * g\n")
+    same = steps.artifact(config, dict(spec, arm="buggy"), tmp_path / "b" / "manifest.json")
+    assert same["apply"] is None and same["overlay"] == {}
+
+
+def test_a_fix_that_cannot_be_isolated_on_a_release_is_refused_with_its_reason(tmp_path, fix_repo):
+    repo, buggy, python_fix, cpp_fix = fix_repo
+    wheel = _tiny_release(tmp_path / "torch-0.1-py3-none-any.whl",
+                          {"torch/optim/sgd.py": "def step(p, g, lr):\n    return p * lr\n"})
+    config = config_with(**{"artifacts.onefix.clone": str(repo),
+                            "artifacts.wheel_cache": str(tmp_path / "cache")})
+    base = {"source": "onefix", "arm": "buggy", "release": {"source": "wheel", "wheel": str(wheel)}}
+    compiled = steps.artifact(config, dict(base, buggy_sha=python_fix, corrected_sha=cpp_fix),
+                              tmp_path / "a" / "manifest.json")
+    assert compiled["status"] == "failed" and compiled["failure_class"] == "refused"
+    assert "compiled code or build inputs" in compiled["error"] and "aten/src/Loss.cpp" in compiled["error"]
+    stale = steps.artifact(config, dict(base, buggy_sha=buggy, corrected_sha=python_fix),
+                           tmp_path / "b" / "manifest.json")
+    assert stale["failure_class"] == "refused" and "does not apply" in stale["error"]
+    nowhere = steps.artifact(config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")}), dict(base, buggy_sha=buggy, corrected_sha=python_fix),
+                             tmp_path / "c" / "manifest.json")
+    assert nowhere["failure_class"] == "refused" and "no source for the fix's diff" in nowhere["error"]
+
+
+@pytest.mark.parametrize("path, kind", [
+    ("torch/nn/functional.py", "python"), ("torch/optim/adamw.py", "python"),
+    ("test/test_nn.py", "not_shipped"), ("docs/source/nn.rst", "not_shipped"),
+    ("README.md", "not_shipped"), ("aten/src/ATen/native/Loss.cpp", "compiled"),
+    ("aten/src/ATen/native/native_functions.yaml", "compiled"), ("torch/csrc/autograd/init.cpp", "compiled"),
+    ("torch/csrc/jit/tensorexpr/codegen.py", "compiled"), ("tools/autograd/derivatives.yaml", "compiled"),
+    ("CMakeLists.txt", "compiled"), ("setup.py", "compiled"), ("torch/_C/_nn.pyi.in", "compiled"),
+    ("c10/core/Device.h", "compiled"), ("torch/lib/libshm/core.cpp", "compiled"),
+])
+def test_each_file_of_a_diff_is_classified(path, kind):
+    assert onefix.classify(path) == kind
+
+
+def test_a_fix_diff_comes_from_the_github_api_when_no_clone_is_configured(httpserver):
+    diff = PATCH.read_text()
+    httpserver.expect_request("/repos/pytorch/pytorch/compare/" + "a" * 40 + "..." + "b" * 40,
+                              headers={"Accept": "application/vnd.github.diff"}).respond_with_data(diff)
+    config = config_with(**{"artifacts.onefix.api": True, "mine.api_url": httpserver.url_for("")})
+    text, origin = steps.fix_diff(config, {"buggy_sha": "a" * 40, "corrected_sha": "b" * 40})
+    assert text == diff and origin.startswith("GitHub API: compare")
+
+
+def test_the_runtime_interpreter_is_part_of_the_runtime_and_the_experiment(tmp_path):
+    sheet = tmp_path / "sheet.csv"
+    base = {"sheet": str(sheet), "runtime.kind": "venv", "bugs.from_sheet": False,
+            "bugs.controls": {"aa": {"buggy": {"source": "pypi", "version": "1.5.1"},
+                                     "corrected": {"source": "pypi", "version": "1.5.1"}}}}
+    info = py37()
+    plan37 = Plan(config_with(**base, **{"runtime.python": "3.7"}), SHEET_SCHEMA)
+    assert plan37.arm("aa", "buggy")["artifact"] == "pypi-1.5.1-cp37-cp37m-linux_x86_64"
+    assert plan37.runtime_id.startswith(f"venv-py{info['version']}-")
+    assert plan37.runtime_json("aa", "buggy").startswith(f"results/runtimes/{plan37.runtime_id}/")
+    # Another interpreter of the same version (a venv of it: another path) is another runtime.
+    other = tmp_path / "py37b"
+    subprocess.run([info["executable"], "-m", "venv", "--without-pip", str(other)], check=True)
+    plan_b = Plan(config_with(**base, **{"runtime.python": str(other / "bin" / "python")}), SHEET_SCHEMA)
+    assert plan_b.runtime_id != plan37.runtime_id and plan_b.key != plan37.key
+    assert plan_b.arm("aa", "buggy")["artifact"] == plan37.arm("aa", "buggy")["artifact"]  # same wheel
+    again = Plan(config_with(**base, **{"runtime.python": info["executable"]}), SHEET_SCHEMA)
+    assert (again.runtime_id, again.key) == (plan37.runtime_id, plan37.key)
