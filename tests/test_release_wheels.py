@@ -225,3 +225,20 @@ def test_the_runtime_interpreter_is_part_of_the_runtime_and_the_experiment(tmp_p
     assert plan_b.arm("aa", "buggy")["artifact"] == plan37.arm("aa", "buggy")["artifact"]  # same wheel
     again = Plan(config_with(**base, **{"runtime.python": info["executable"]}), SHEET_SCHEMA)
     assert (again.runtime_id, again.key) == (plan37.runtime_id, plan37.key)
+
+
+def test_with_a_clone_the_sheet_says_which_fixes_are_python_only(tmp_path, fix_repo):
+    repo, *_ = fix_repo
+    git(repo, "branch", "-M", "main")
+    bugs = tmp_path / "bugs.csv"
+    bugs.write_text("id,release,area,pr,prs,text,url\n"
+                    "pr1,v0.2,Optim,1,1,Fix the sign of SGD's step,\n"
+                    "pr2,v0.2,Loss,2,2,Fix the loss kernel,\n")
+    config = config_with(**{"resolve.resolvers": ["git"], "resolve.clone": str(repo)})
+    steps.resolve(config, bugs, tmp_path / "commits.csv")
+    sheet = tmp_path / "sheet.csv"
+    steps.sheet(sheet, bugs, tmp_path / "commits.csv", tmp_path / "merge.json", tmp_path / "funnel.csv")
+    from bugimpact.io import read_csv
+    rows = {r["id"]: r for r in read_csv(sheet)[1]}
+    assert rows["pr1"]["resolve_status"] == "resolved" and rows["pr1"]["onefix"] == "yes"
+    assert rows["pr2"]["onefix"] == "no: compiled or build files (aten/src/Loss.cpp)"

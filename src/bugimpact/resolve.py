@@ -20,7 +20,7 @@ from .io import InputError, read_csv, write_csv
 log = logging.getLogger(__name__)
 
 COLUMNS = ("id", "pr", "status", "resolver", "corrected_sha", "buggy_sha", "corrected_date",
-           "buggy_date", "cherry_picks", "other_prs", "reason")
+           "buggy_date", "cherry_picks", "other_prs", "onefix", "reason")
 SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -200,6 +200,31 @@ def resolve_bugs(bugs, resolvers):
                        buggy_sha=result.buggy_sha, corrected_date=result.corrected_date,
                        buggy_date=result.buggy_date, cherry_picks=" ".join(result.cherry_picks))
         rows.append(row)
+    return rows
+
+
+def onefix_verdict(clone, buggy, corrected):
+    """Whether a fix can be isolated on a release wheel (source onefix), from its diff's files:
+    ``yes``, or ``no: <why>``. Blank when the clone cannot answer."""
+    from .artifacts.onefix import classify
+    out = subprocess.run(["git", "-C", str(clone), "diff", "--name-only", buggy, corrected],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return ""
+    kinds = {}
+    for path in out.stdout.split():
+        kinds.setdefault(classify(path), []).append(path)
+    bad = kinds.get("compiled", []) + kinds.get("unknown", [])
+    if bad:
+        return f"no: compiled or build files ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})"
+    return "yes" if kinds.get("python") else "no: changes no file of the package"
+
+
+def mark_onefix(rows, clone):
+    """Fill the ``onefix`` column of resolved rows from the clone."""
+    for row in rows:
+        if row.get("status") == "resolved" and row.get("buggy_sha") and row.get("corrected_sha"):
+            row["onefix"] = onefix_verdict(clone, row["buggy_sha"], row["corrected_sha"])
     return rows
 
 

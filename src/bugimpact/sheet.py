@@ -14,7 +14,7 @@ import yaml
 from .io import InputError, read_csv, write_csv
 
 MACHINE_COLUMNS = ("id", "release", "area", "pr", "prs", "text", "url", "buggy_sha",
-                   "corrected_sha", "resolve_status", "tags", "mined")
+                   "corrected_sha", "resolve_status", "onefix", "tags", "mined")
 PERSON_COLUMNS = ("decision", "reason", "notes")
 COLUMNS = MACHINE_COLUMNS + PERSON_COLUMNS
 REASONS = ("compile_error", "crash", "end_user", "cpu_only", "no_application", "other")
@@ -52,6 +52,7 @@ def rows_from_mining(bugs, commits):
                      "pr": bug["pr"], "prs": bug["prs"], "text": bug["text"], "url": bug["url"],
                      "buggy_sha": c.get("buggy_sha", ""), "corrected_sha": c.get("corrected_sha", ""),
                      "resolve_status": c.get("status", "") or "unresolved",
+                     "onefix": c.get("onefix", ""),
                      "tags": suggest_tags(bug["text"] + " " + bug["area"]), "mined": "yes",
                      "decision": "", "reason": "", "notes": ""})
     return rows

@@ -53,6 +53,9 @@ def resolve(config, bugs_csv, out_commits):
     from .resolve import resolve_bugs, write_commits
     _, bugs = read_csv(bugs_csv)
     rows = resolve_bugs(bugs, resolvers_from_config(config))
+    if config["resolve"]["clone"]:
+        from .resolve import mark_onefix
+        mark_onefix(rows, config["resolve"]["clone"])
     write_commits(rows, out_commits)
     done = sum(1 for r in rows if r["status"] == "resolved")
     log.info("%d of %d bugs resolved; the rest are listed with their reason", done, len(rows))

@@ -107,7 +107,7 @@ def make_overlay(wheel, patch_text, files, arm, out_dir):
     Returns ``(fix_in_release, apply, overlay)``: ``apply`` is ``forward``, ``reverse`` or None (this
     arm is the release itself); ``overlay`` maps package paths to their patched sha256 (None: the
     patch deletes the file)."""
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()
     patch = out_dir / "fix.diff"
     write_text(patch, patch_text)
     with tempfile.TemporaryDirectory() as tmp:

@@ -3,11 +3,14 @@
 A manifest records what the artifact is: the wheel (path, sha256) when there is one, and the
 version and git version reported by importing it, which the runtime fills in (``probe``).
 """
+import fcntl
 import hashlib
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -50,21 +53,25 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
     from .interpreters import describe, wheel_tags
     tags = wheel_tags(interpreter)
     folder = Path(cache) / "pypi" / f"torch-{version}" / tags["key"]
-    wheels = [w for w in sorted(folder.glob("torch-*.whl")) if fits(w, tags)]
-    if wheels:
-        return wheels[0]
     folder.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-           "--python-version", tags["python_version"], "--implementation", tags["implementation"],
-           "--abi", tags["abi"], "-d", str(folder), f"torch=={version}"]
-    for platform in tags["platforms"]:
-        cmd += ["--platform", platform]
-    if index_url:
-        cmd += ["--index-url", index_url]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    wheels = [w for w in sorted(folder.glob("torch-*.whl")) if fits(w, tags)]
-    if out.returncode == 0 and wheels:
-        return wheels[0]
+    with open(folder / ".lock", "w") as lock:  # one download per wheel, however many jobs want it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        wheels = [w for w in sorted(folder.glob("torch-*.whl")) if fits(w, tags)]
+        if wheels:
+            return wheels[0]
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:  # a killed download leaves no wheel
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                   "--python-version", tags["python_version"], "--implementation",
+                   tags["implementation"], "--abi", tags["abi"], "-d", tmp, f"torch=={version}"]
+            for platform in tags["platforms"]:
+                cmd += ["--platform", platform]
+            if index_url:
+                cmd += ["--index-url", index_url]
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            got = [w for w in sorted(Path(tmp).glob("torch-*.whl")) if fits(w, tags)]
+            if out.returncode == 0 and got:
+                os.replace(got[0], folder / got[0].name)
+                return folder / got[0].name
     available = re.search(r"\(from versions: ([^)]*)\)", out.stderr)
     if available:
         versions = available.group(1).strip() or "none"
