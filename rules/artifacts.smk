@@ -27,6 +27,8 @@ rule runtime:
         interpreter=PLAN.interpreter,
     log:
         "logs/runtimes/{runtime}/{artifact}.log",
+    benchmark:
+        "benchmarks/runtimes/{runtime}/{artifact}.tsv"
     conda:
         "../envs/host.yaml"
     script:

@@ -152,3 +152,19 @@ def test_workflow_over_docker_artifacts(setup, tmp_path):
     record = json.loads(next((res / "runs" / "pr1").glob("*/buggy/0.json")).read_text())
     assert record["environment"]["torch"] == "2.13.0+cpu" and record["status"] == "ok"
     assert "Builds" in (res / "report.html").read_text()
+
+
+def test_a_release_wheel_is_chosen_for_the_runtime_image_python(setup, tmp_path):
+    """With a docker runtime, the wheel must fit the image's interpreter, not the host's."""
+    from bugimpact import steps
+    from bugimpact.config import validate_config
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config["runtime"] = {"kind": "docker"}
+    config["artifacts"] = {"docker": setup["docker"], "wheel_cache": str(tmp_path / "cache")}
+    manifest = steps.artifact(validate_config(config), {"source": "pypi", "version": "2.13.0"},
+                              tmp_path / "manifest.json")
+    assert manifest["status"] == "ok", manifest
+    image_python = manifest["python"]
+    assert image_python["executable"].startswith("/opt/py/")  # probed inside the toolchain image
+    tag = "cp" + "".join(image_python["version"].split(".")[:2])
+    assert f"-{tag}-{tag}-" in Path(manifest["wheel"]).name

@@ -242,3 +242,28 @@ def test_with_a_clone_the_sheet_says_which_fixes_are_python_only(tmp_path, fix_r
     rows = {r["id"]: r for r in read_csv(sheet)[1]}
     assert rows["pr1"]["resolve_status"] == "resolved" and rows["pr1"]["onefix"] == "yes"
     assert rows["pr2"]["onefix"] == "no: compiled or build files (aten/src/Loss.cpp)"
+
+
+def test_accepted_sheet_rows_run_as_one_fix_artifacts(tmp_path):
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text("id,decision,reason,buggy_sha,corrected_sha\n"
+                     f"pr1,accept,,{'a' * 40},{'b' * 40}\npr2,accept,,{'c' * 40},{'d' * 40}\n")
+    release = {"source": "pypi", "version": "1.5.1"}
+    base = {"sheet": str(sheet), "runtime.kind": "venv", "runtime.python": "3.7",
+            "bugs.controls": {}, "artifacts.source": "onefix"}
+    with pytest.raises(InputError, match=r"artifacts\.onefix\.release"):
+        Plan(config_with(**base), SHEET_SCHEMA)
+    override = {"pr2": {"buggy": {"source": "onefix", "release": {"source": "pypi", "version": "1.5.0"}},
+                        "corrected": {"source": "pypi", "version": "1.5.1"}}}
+    plan = Plan(config_with(**base, **{"artifacts.onefix.release": release,
+                                       "bugs.overrides": override}), SHEET_SCHEMA)
+    buggy = plan.arm("pr1", "buggy")
+    assert buggy["source"] == "onefix" and buggy["release"] == release and buggy["arm"] == "buggy"
+    assert (buggy["buggy_sha"], buggy["corrected_sha"]) == ("a" * 40, "b" * 40)
+    assert buggy["artifact"].startswith("onefix-buggy-")
+    assert plan.arm("pr1", "corrected")["artifact"].startswith("onefix-corrected-")
+    assert plan.arm("pr2", "buggy")["buggy_sha"] == "c" * 40  # an override takes the row's commits
+    assert plan.artifacts[buggy["artifact"]]["python"]["version"].startswith("3.7")
+    with pytest.raises(InputError, match="one-fix artifacts .* run in a venv runtime"):
+        Plan(config_with(**{**base, "artifacts.onefix.release": release, "runtime.kind": "docker"}),
+             SHEET_SCHEMA)

@@ -1,0 +1,1 @@
+"""A small CNN with circular (periodic) padding, for images that wrap around."""

@@ -1,0 +1,83 @@
+"""The release-wheel study as a user runs it: real torch 1.5.1 for Python 3.7 in venvs, a real fix
+isolated on it, a rerun that redoes nothing, and another interpreter that makes new runs."""
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from bugimpact.artifacts.interpreters import find
+from bugimpact.io import read_csv
+
+from conftest import ROOT
+from test_workflow import job_counts
+from workflow import project_copy, snakemake
+
+pytestmark = pytest.mark.slow
+WHEEL_CACHE = str(ROOT / "data" / "cache" / "wheels")  # one download, shared with the other tests
+
+
+def test_releases_study_dry_run(tmp_path):
+    work = project_copy(tmp_path / "p")
+    counts = job_counts(snakemake(work, "-n", "--configfile", "configs/releases.yaml").stdout)
+    # four releases and the two arms of one fix; 6 bugs x 2 arms x 20 runs
+    assert counts["artifact"] == 6 and counts["runtime"] == 6 and counts["train"] == 240
+
+
+def small_study(work, own_model=False):
+    config = yaml.safe_load((ROOT / "configs" / "releases.yaml").read_text())
+    config["bugs"]["controls"] = {"aa-1.5.1": {
+        "label": "A/A on torch 1.5.1", "buggy": {"source": "pypi", "version": "1.5.1"},
+        "corrected": {"source": "pypi", "version": "1.5.1"}}}
+    config["artifacts"]["wheel_cache"] = WHEEL_CACHE
+    config["train"].update(runs=3, epochs=2)
+    if own_model:  # the README's example of your own model: circular padding, (1, 2)
+        config["train"]["model"] = "periodic.models:PeriodicCNN"
+        config["runtime"]["requirements"] = [str(work / "examples" / "periodic-model")]
+    path = work / "small.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def records(work):
+    return sorted(p.relative_to(work / "results" / "runs").as_posix()
+                  for p in (work / "results" / "runs").rglob("*.json"))
+
+
+def test_reruns_reuse_everything_and_another_interpreter_makes_new_runs(tmp_path):
+    work = project_copy(tmp_path / "p")
+    config = small_study(work)
+    snakemake(work, "--configfile", str(config))
+    verdicts = {r["bug"]: r for r in read_csv(work / "results" / "stats" / "verdicts.csv")[1]}
+    assert verdicts["aa-1.5.1"]["verdict"] == "not triggered"
+    # zero padding never reaches the circular-padding code the fix changed
+    assert verdicts["pr37881"]["verdict"] == "not triggered"
+    manifest = json.loads((next((work / "results" / "artifacts").glob("onefix-buggy-*"))
+                           / "manifest.json").read_text())
+    assert manifest["apply"] == "reverse" and manifest["fix_in_release"]
+    first = records(work)
+    assert len(first) == 2 * 2 * 3
+    runtimes = sorted(p.name for p in (work / "results" / "runtimes").iterdir())
+    assert len(runtimes) == 1 and runtimes[0].startswith("venv-py3.7.")
+
+    again = snakemake(work, "--configfile", str(config))
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+    other = tmp_path / "py37b"  # the same Python version, another interpreter (path)
+    subprocess.run([find("3.7")["executable"], "-m", "venv", "--without-pip", str(other)], check=True)
+    snakemake(work, "--configfile", str(config), "--config",
+              f"runtime={{kind: venv, python: {other / 'bin' / 'python'}}}")
+    assert len(list((work / "results" / "runtimes").iterdir())) == 2
+    now = records(work)
+    assert set(first) < set(now) and len(now) == 2 * len(first)  # new runs beside the old ones
+
+
+def test_the_fix_changes_training_of_a_model_that_uses_what_it_fixed(tmp_path):
+    """With circular padding of (1, 2), the buggy arm (1.5.1 with #37881 reversed) pads the wrong
+    dimensions: the runs diverge from the first parameters on, and accuracy differs."""
+    work = project_copy(tmp_path / "p")
+    snakemake(work, "--configfile", str(small_study(work, own_model=True)))
+    verdicts = {r["bug"]: r for r in read_csv(work / "results" / "stats" / "verdicts.csv")[1]}
+    assert verdicts["aa-1.5.1"]["verdict"] == "not triggered"
+    assert verdicts["pr37881"]["verdict"] not in ("not triggered", "incomplete")
+    assert verdicts["pr37881"]["first_divergence_epoch"] == "0"  # other shapes from the start
