@@ -81,7 +81,7 @@ def test_ids_unique_and_outputs_written(mined, tmp_path):
     assert len({r["id"] for r in rows}) == len(rows)
     write_outputs(rows, counts, tmp_path / "bugs.csv", tmp_path / "releases.csv")
     columns, back = read_csv(tmp_path / "bugs.csv")
-    assert columns[:6] == ["id", "release", "section", "area", "kind", "pr"]
+    assert columns[:7] == ["id", "release", "section", "area", "subarea", "kind", "pr"]
     assert len(back) == 106
 
 
@@ -137,3 +137,57 @@ def test_snapshot_json_shape_and_errors(tmp_path):
     bad.write_text(json.dumps([{"tag_name": "v1"}]))
     with pytest.raises(ValueError, match=r"bad.json, row 0, field 'body'"):
         load_snapshot(bad)
+
+
+NESTED = FIXTURES.parents[2] / "tests" / "fixtures" / "nested_notes"
+
+
+def test_nested_fixes_are_one_row_each_with_their_group_as_subarea():
+    rows, counts = mine(load_snapshot(NESTED))
+    got = {r["id"]: r for r in rows}
+    for pr in (40001, 40002, 40003):
+        row = got[f"pr{pr}"]
+        assert (row["prs"], row["kind"], row["area"]) == (str(pr), "nested", "C++ API")
+        assert row["subarea"] == "NN modules / functionals"
+    assert got["pr40012"]["text"] == "Fix allow_unused checking for C++ API (#40012)"
+    assert got["pr40012"]["subarea"] == "autograd"
+    # a grouping bullet with a PR of its own is an entry too, and so is its nested fix
+    assert got["pr40021"]["kind"] == "bullet" and got["pr40021"]["prs"] == "40021"
+    assert got["pr40022"]["subarea"] == "Fix `at::Tensor::index` overload resolution"
+    # deeper groups join their texts
+    assert got["pr40401"]["subarea"] == "RPC / Agents" and got["pr40411"]["subarea"] == "RPC"
+    # one sentence citing several PRs is one fix
+    assert got["pr40101"]["prs"] == "40101 40102 40103" and got["pr40201"]["prs"] == "40201 40202"
+    # sub-bullets without PRs describe their bullet
+    assert got["pr40301"]["text"].endswith("(#40301) it only happened with more than 8 streams "
+                                           "and only on Windows")
+    assert counts == [{"release": "v9.9.0", "published_at": "", "entries": 14, "entries_with_pr": 13,
+                       "entries_without_pr": 1, "distinct_prs": 16, "multi_pr_entries": 2,
+                       "nested_entries": 9}]
+
+
+def test_parsing_by_blocks_equals_parsing_the_whole_body(monkeypatch):
+    from bugimpact.mine import notes
+    bodies = [p.read_text("utf-8") for p in [*FIXTURES.glob("v*.md"), *NESTED.glob("v*.md")]]
+    bodies.append("# Bug Fixes\n* a (#1)\n```\n# not a heading\n```\n<pre>\n\n# nor this\n</pre>\n"
+                  "<!--\n# nor this\n-->\n### Area\n* b (#2)\n  # inside\n")
+    by_blocks = [NotesParser().parse(body, "v") for body in bodies]
+    monkeypatch.setattr(notes, "_blocks", lambda body: [body])
+    assert by_blocks == [NotesParser().parse(body, "v") for body in bodies]
+    assert sum(len(e) for e in by_blocks) > 120
+
+
+def test_memory_follows_a_block_not_the_whole_release(tmp_path):
+    """A 20 MB release body: the Python heap peaks at a few times the input (it was 35x)."""
+    import tracemalloc
+    body = (FIXTURES / "v1.4.0.md").read_text("utf-8")
+    copies = 20_000_000 // len(body)
+    (tmp_path / "v9.0.0.md").write_text(body * copies)
+    tracemalloc.start()
+    try:
+        rows, _ = mine(load_snapshot(tmp_path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(rows) == 81 * copies
+    assert peak < 6 * 20_000_000, peak  # measured 82 MB; the whole-body parse took 657 MB

@@ -199,12 +199,21 @@ def test_each_file_of_a_diff_is_classified(path, kind):
 
 
 def test_a_fix_diff_comes_from_the_github_api_when_no_clone_is_configured(httpserver):
-    diff = PATCH.read_text()
-    httpserver.expect_request("/repos/pytorch/pytorch/compare/" + "a" * 40 + "..." + "b" * 40,
-                              headers={"Accept": "application/vnd.github.diff"}).respond_with_data(diff)
+    """The compare API gives per-file patches; they are rebuilt into the git diff itself."""
+    sections = onefix.split_diff(PATCH.read_text())
+    files = [{"filename": path, "status": "modified", "changes": 9,
+              "patch": section[section.index("@@"):].rstrip("\n")} for path, section in sections]
+    files.append({"filename": "docs/logo.png", "status": "added", "changes": 0})  # no patch
+    httpserver.expect_request("/repos/pytorch/pytorch/compare/" + "a" * 40 + "..." + "b" * 40) \
+        .respond_with_json({"status": "ahead", "files": files})
     config = config_with(**{"artifacts.onefix.api": True, "mine.api_url": httpserver.url_for("")})
     text, origin = steps.fix_diff(config, {"buggy_sha": "a" * 40, "corrected_sha": "b" * 40})
-    assert text == diff and origin.startswith("GitHub API: compare")
+    assert origin.startswith("GitHub API: compare")
+    original = "".join(line for _, section in sections for line in section.splitlines(True)
+                       if not line.startswith("index "))
+    assert text.startswith(original)
+    assert text[len(original):] == ("diff --git a/docs/logo.png b/docs/logo.png\nnew file mode 100644\n"
+                                    "Binary files a/docs/logo.png and b/docs/logo.png differ\n")
 
 
 def test_the_runtime_interpreter_is_part_of_the_runtime_and_the_experiment(tmp_path):

@@ -47,6 +47,7 @@ def test_bot_line_landing_with_cherry_pick_and_revert(repo):
     path, shas = repo
     result = GitResolver(path, "o/r").resolve(123)
     assert result.corrected_sha == shas["pr123"]
+    assert result.note == "reverted later on main and not re-landed"
     assert result.buggy_sha == shas["pr12"]
     assert result.cherry_picks == [shas["pick"]]
     assert result.corrected_date.startswith("2020-01-03")
@@ -83,12 +84,15 @@ def test_other_repository_bot_lines_do_not_count(repo):
 
 def test_resolve_bugs_lists_every_unresolved_row(repo):
     path, shas = repo
-    bugs = [{"id": "pr12", "pr": "12", "prs": "12 99"}, {"id": "pr77", "pr": "77", "prs": "77"},
+    bugs = [{"id": "pr12", "pr": "12", "prs": "12"}, {"id": "pr77", "pr": "77", "prs": "77"},
+            {"id": "pr45", "pr": "45", "prs": "45 99"},
             {"id": "h1", "pr": "", "prs": ""}, {"id": "pr31167", "pr": "31167", "prs": "31167"}]
     known = KnownResolver(ROOT / "data" / "known_commits" / "pytorch.csv")
     rows = {r["id"]: r for r in resolve_bugs(bugs, [GitResolver(path, "o/r"), known])}
     assert rows["pr12"]["status"] == "resolved" and rows["pr12"]["resolver"] == "git"
-    assert rows["pr12"]["other_prs"] == "99"
+    # an entry citing several PRs is resolved only when every one of them is
+    assert rows["pr45"]["status"] == "unresolved" and rows["pr45"]["other_prs"] == "99"
+    assert rows["pr45"]["reason"].startswith("#99: git: no commit")
     assert rows["pr77"]["status"] == "unresolved"
     assert "only landed off main" in rows["pr77"]["reason"]
     assert "not in the table" in rows["pr77"]["reason"]
@@ -100,3 +104,87 @@ def test_resolve_bugs_lists_every_unresolved_row(repo):
 def test_not_a_repository(tmp_path):
     with pytest.raises(ValueError, match="not a git repository"):
         GitResolver(tmp_path)
+
+
+PT = "https://github.com/pytorch/pytorch/pull/{}"
+
+
+def landed(pr, title, summary=""):
+    """A commit message in PyTorch's ghstack / fbshipit style."""
+    return (f"{title}\n\nSummary:\n{summary or title}\n\nPull Request resolved: {PT.format(pr)}\n\n"
+            f"ghstack-source-id: 1\nDifferential Revision: D{pr}\n\nfbshipit-source-id: {pr:040d}")
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """PyTorch's real conventions, one each: ghstack bot lines, Summary bodies citing other PRs,
+    an fbshipit revert and a re-land, a plain revert, a cherry-pick into release/1.5 under its own
+    PR number, and multi-PR fixes landed consecutively or not."""
+    repo = tmp_path_factory.mktemp("pytorch")
+    git(repo, "init", "-q", "-b", "master")
+    day = iter(range(1, 28))
+
+    shas = {}
+
+    def c(message):
+        return commit(repo, f"f{len(shas)}", message, f"2020-05-{next(day):02d}T00:00:00Z")
+    shas["root"] = c("init")
+    shas["pr200"] = c(landed(200, "Fix conv padding dim", "Follow-up to #100; see also "
+                                                           f"{PT.format(101)} and (#102)."))
+    shas["pr300"] = c(landed(300, "Fix adam eps"))
+    shas["revert300"] = c("Revert D300: Fix adam eps\n\nSummary:\nOriginal commit changeset: D300\n\n"
+                          f"Pull Request resolved: {PT.format(300)}")
+    shas["reland300"] = c(landed(300, "Reland: Fix adam eps (with the CUDA case)"))
+    shas["pr400"] = c("Fix sgd nesterov (#400)")
+    shas["revert400"] = c(f'Revert "Fix sgd nesterov (#400)"\n\nThis reverts commit {shas["pr400"]}.')
+    shas["pr500"] = c(landed(500, "Fix the stream switch, part 1"))
+    shas["pr501"] = c(landed(501, "Fix the stream switch, part 2"))
+    shas["pr600"] = c(landed(600, "Fix pow grad at zero"))
+    shas["between"] = c(landed(650, "Unrelated change"))
+    shas["pr601"] = c(landed(601, "Fix pow grad at zero, complex case"))
+    git(repo, "checkout", "-q", "-b", "release/1.5", shas["pr200"])
+    shas["pick200"] = c(f"[v1.5.1] Fix conv padding dim (#38583)\n\nSummary:\nFix conv padding dim\n"
+                        f"Pull Request resolved: {PT.format(200)}\n\n(cherry picked from commit "
+                        f"{shas['pr200']})")
+    git(repo, "checkout", "-q", "master")
+    return repo, shas
+
+
+def test_real_conventions_ghstack_summary_and_cherry_pick(history):
+    repo, shas = history
+    resolver = GitResolver(repo, "pytorch/pytorch")
+    result = resolver.resolve(200)
+    assert (result.corrected_sha, result.buggy_sha) == (shas["pr200"], shas["root"])
+    assert result.cherry_picks == [shas["pick200"]] and result.note == ""
+    for cited in (100, 101, 102):  # cited in the Summary, not landed
+        with pytest.raises(Unresolved, match="no commit"):
+            resolver.resolve(cited)
+    with pytest.raises(Unresolved, match="only landed off master"):
+        resolver.resolve(38583)  # the release branch's own PR number
+
+
+def test_real_conventions_revert_and_reland(history):
+    repo, shas = history
+    resolver = GitResolver(repo, "pytorch/pytorch")
+    relanded = resolver.resolve(300)  # the fbshipit revert carries the bot line, not a SHA
+    assert (relanded.corrected_sha, relanded.buggy_sha) == (shas["reland300"], shas["revert300"])
+    assert relanded.note.startswith(f"re-landed: {shas['reland300'][:12]} stands")
+    reverted = resolver.resolve(400)
+    assert reverted.corrected_sha == shas["pr400"]
+    assert reverted.note == "reverted later on master and not re-landed"
+
+
+def test_an_entry_citing_several_prs_is_one_fix(history):
+    repo, shas = history
+    bugs = [{"id": "pr500", "pr": "500", "prs": "501 500"},  # cited out of order
+            {"id": "pr600", "pr": "600", "prs": "600 601"},
+            {"id": "pr300", "pr": "300", "prs": "300"}]
+    rows = {r["id"]: r for r in resolve_bugs(bugs, [GitResolver(repo, "pytorch/pytorch")])}
+    run = rows["pr500"]
+    assert run["status"] == "resolved"
+    assert (run["buggy_sha"], run["corrected_sha"]) == (shas["revert400"], shas["pr501"])
+    assert run["commits"] == f"501:{shas['pr501']} 500:{shas['pr500']}"
+    gap = rows["pr600"]
+    assert gap["status"] == "non_contiguous" and not gap.get("buggy_sha") and not gap.get("corrected_sha")
+    assert f"#600 {shas['pr600'][:12]}" in gap["reason"] and f"#601 {shas['pr601'][:12]}" in gap["reason"]
+    assert rows["pr300"]["reason"].startswith("re-landed")

@@ -20,7 +20,7 @@ from .io import InputError, read_csv, write_csv
 log = logging.getLogger(__name__)
 
 COLUMNS = ("id", "pr", "status", "resolver", "corrected_sha", "buggy_sha", "corrected_date",
-           "buggy_date", "cherry_picks", "other_prs", "onefix", "reason")
+           "buggy_date", "cherry_picks", "other_prs", "commits", "onefix", "reason")
 SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -31,6 +31,7 @@ class Resolution:
     corrected_date: str = ""
     buggy_date: str = ""
     cherry_picks: list = field(default_factory=list)
+    note: str = ""  # e.g. a re-land, or a revert that was never re-landed
 
 
 class Unresolved(Exception):
@@ -81,23 +82,37 @@ class GitResolver:
         return found
 
     def index(self):
-        """PR number -> [(sha, parents, date, on_default_branch)] in commit-date order."""
+        """PR number -> [(sha, parents, date, on_default_branch, reverted)] in commit-date order.
+
+        Reverts are not landings. A revert names the commit it reverts ("This reverts commit
+        <sha>"), or, in fbshipit style ("Revert D123: ..."), carries the reverted PR's bot line:
+        then the PR's latest landing so far is the one reverted. A re-land is a new landing."""
         if self._index is not None:
             return self._index
         default = set(_git(self.clone, "rev-list", self.branch).split())
         raw = _git(self.clone, "log", "--all", "--reverse", "--date-order",
                    "--format=%H%x00%P%x00%cI%x00%B%x1e")
-        index = {}
+        index, reverted = {}, set()
         for record in raw.split("\x1e"):
             record = record.strip("\n")
             if not record:
                 continue
             sha, parents, date, message = record.split("\x00", 3)
             message = message.strip()
-            if message.startswith('Revert "') or "This reverts commit" in message:
+            if message.startswith("Revert ") or "This reverts commit" in message:
+                named = re.findall(r"This reverts commit ([0-9a-f]{7,40})", message)
+                if named:
+                    reverted.update(named)
+                else:
+                    for number in self._landed_prs(message):
+                        if index.get(number):
+                            reverted.add(index[number][-1][0])
                 continue
             for number in self._landed_prs(message):
-                index.setdefault(number, []).append((sha, parents.split(), date, sha in default))
+                index.setdefault(number, []).append([sha, parents.split(), date, sha in default])
+        for landings in index.values():
+            for landing in landings:
+                landing.append(any(landing[0].startswith(r) for r in reverted))
         self._index = index
         return index
 
@@ -112,12 +127,21 @@ class GitResolver:
         if not on_default:
             raise Unresolved(f"git: PR #{pr} only landed off {self.branch} "
                              f"({', '.join(c[0][:12] for c in landings)})")
-        sha, parents, date, _ = on_default[0]
+        standing = [c for c in on_default if not c[4]]
+        note = ""
+        if standing:
+            sha, parents, date, _, _ = standing[-1]  # a re-land after a revert is what stands
+            if len(on_default) > 1:
+                note = (f"re-landed: {sha[:12]} stands; earlier landings "
+                        f"{', '.join(c[0][:12] for c in on_default[:-1])} were reverted")
+        else:  # the pair still isolates the fix, but a later release may not contain it
+            sha, parents, date, _, _ = on_default[-1]
+            note = f"reverted later on {self.branch} and not re-landed"
         if not parents:
             raise Unresolved(f"git: landing commit {sha} of PR #{pr} is a root commit")
         return Resolution(corrected_sha=sha, buggy_sha=parents[0], corrected_date=date,
                           buggy_date=self._date(parents[0]),
-                          cherry_picks=[c[0] for c in landings if not c[3]])
+                          cherry_picks=[c[0] for c in landings if not c[3]], note=note)
 
 
 class KnownResolver:
@@ -170,8 +194,41 @@ class ApiResolver:
                           parent["commit"]["committer"]["date"])
 
 
+def _resolve_pr(pr, resolvers, cache):
+    """(resolver name, Resolution) or (None, every resolver's reason); each PR is tried once."""
+    if pr not in cache:
+        reasons = []
+        for resolver in resolvers:
+            try:
+                cache[pr] = (resolver.name, resolver.resolve(pr))
+                break
+            except Unresolved as exc:
+                reasons.append(str(exc))
+        else:
+            cache[pr] = (None, "; ".join(reasons) or "no resolver configured")
+    return cache[pr]
+
+
+def consecutive(landings):
+    """The landings (``(pr, Resolution)``) ordered so that each one's parent is the one before,
+    or None when they are not one unbroken run of commits on the default branch."""
+    by_parent = {r.buggy_sha: (pr, r) for pr, r in landings}
+    heads = {r.corrected_sha for _, r in landings}
+    starts = [(pr, r) for pr, r in landings if r.buggy_sha not in heads]
+    if len(by_parent) != len(landings) or len(starts) != 1:
+        return None
+    chain = [starts[0]]
+    while chain[-1][1].corrected_sha in by_parent:
+        chain.append(by_parent[chain[-1][1].corrected_sha])
+    return chain if len(chain) == len(landings) else None
+
+
 def resolve_bugs(bugs, resolvers):
-    """One row per mined bug; unresolved ones carry every resolver's reason."""
+    """One row per mined bug; unresolved ones carry every resolver's reason.
+
+    An entry that cites several PRs is one fix: every PR is resolved and all landing commits are
+    recorded. When they are consecutive on the default branch, buggy is the parent of the first and
+    corrected the last; otherwise the row is ``non_contiguous`` and no commit is picked."""
     rows = []
     cache = {}
     for bug in bugs:
@@ -181,24 +238,36 @@ def resolve_bugs(bugs, resolvers):
             row.update(status="unresolved", reason="the entry cites no PR")
             rows.append(row)
             continue
-        pr = int(prs[0])
-        if pr not in cache:
-            reasons = []
-            for resolver in resolvers:
-                try:
-                    cache[pr] = (resolver.name, resolver.resolve(pr))
-                    break
-                except Unresolved as exc:
-                    reasons.append(str(exc))
-            else:
-                cache[pr] = (None, "; ".join(reasons) or "no resolver configured")
-        name, result = cache[pr]
-        if name is None:
-            row.update(status="unresolved", reason=result)
-        else:
-            row.update(status="resolved", resolver=name, corrected_sha=result.corrected_sha,
-                       buggy_sha=result.buggy_sha, corrected_date=result.corrected_date,
-                       buggy_date=result.buggy_date, cherry_picks=" ".join(result.cherry_picks))
+        results = [(int(pr), *_resolve_pr(int(pr), resolvers, cache)) for pr in prs]
+        failed = [(pr, result) for pr, name, result in results if name is None]
+        if failed:
+            reason = failed[0][1] if len(prs) == 1 else "; ".join(
+                f"#{pr}: {result}" for pr, result in failed)
+            row.update(status="unresolved", reason=reason)
+            rows.append(row)
+            continue
+        landings, seen = [], set()
+        for pr, _, result in results:
+            if result.corrected_sha not in seen:  # two PRs landed in one commit: one landing
+                seen.add(result.corrected_sha)
+                landings.append((pr, result))
+        row["commits"] = " ".join(f"{pr}:{result.corrected_sha}" for pr, _, result in results)
+        chain = consecutive(landings)
+        if chain is None:
+            row.update(status="non_contiguous", resolver=" ".join(sorted({n for _, n, _ in results})),
+                       reason="the PRs landed as commits that are not consecutive on the default "
+                              "branch: " + ", ".join(f"#{pr} {r.corrected_sha[:12]} (parent "
+                                                    f"{r.buggy_sha[:12]})" for pr, r in landings)
+                              + "; pick the commits by hand")
+            rows.append(row)
+            continue
+        first, last = chain[0][1], chain[-1][1]
+        row.update(status="resolved", resolver=" ".join(sorted({n for _, n, _ in results})),
+                   corrected_sha=last.corrected_sha, buggy_sha=first.buggy_sha,
+                   corrected_date=last.corrected_date, buggy_date=first.buggy_date,
+                   cherry_picks=" ".join(c for _, r in chain for c in r.cherry_picks),
+                   reason="; ".join(f"#{pr}: {r.note}" if len(chain) > 1 else r.note
+                                    for pr, r in chain if r.note))
         rows.append(row)
     return rows
 

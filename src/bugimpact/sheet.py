@@ -13,7 +13,7 @@ import yaml
 
 from .io import InputError, read_csv, write_csv
 
-MACHINE_COLUMNS = ("id", "release", "area", "pr", "prs", "text", "url", "buggy_sha",
+MACHINE_COLUMNS = ("id", "release", "area", "subarea", "pr", "prs", "text", "url", "buggy_sha",
                    "corrected_sha", "resolve_status", "onefix", "tags", "mined")
 PERSON_COLUMNS = ("decision", "reason", "notes")
 COLUMNS = MACHINE_COLUMNS + PERSON_COLUMNS
@@ -49,6 +49,7 @@ def rows_from_mining(bugs, commits):
     for bug in bugs:
         c = by_id.get(bug["id"], {})
         rows.append({"id": bug["id"], "release": bug["release"], "area": bug["area"],
+                     "subarea": bug.get("subarea", ""),
                      "pr": bug["pr"], "prs": bug["prs"], "text": bug["text"], "url": bug["url"],
                      "buggy_sha": c.get("buggy_sha", ""), "corrected_sha": c.get("corrected_sha", ""),
                      "resolve_status": c.get("status", "") or "unresolved",
@@ -153,7 +154,10 @@ def funnel(sheet_rows):
     reasons = Counter(r["reason"] or "unspecified" for r in rows if r["decision"] == "reject")
     out = [("mined", len(rows)),
            ("with_pr", sum(1 for r in rows if r.get("pr"))),
+           ("nested", sum(1 for r in rows if r.get("subarea"))),
+           ("multi_pr", sum(1 for r in rows if len((r.get("prs") or "").split()) > 1)),
            ("resolved", sum(1 for r in rows if r.get("buggy_sha") and r.get("corrected_sha"))),
+           ("non_contiguous", sum(1 for r in rows if r.get("resolve_status") == "non_contiguous")),
            ("undecided", sum(1 for r in rows if not r["decision"])),
            ("accepted", sum(1 for r in rows if r["decision"] == "accept")),
            ("rejected", sum(reasons.values()))]

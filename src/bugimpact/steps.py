@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from .io import InputError, read_csv, read_json, write_csv, write_json
+from .redact import RedactingFilter
 
 log = logging.getLogger("bugimpact")
 
@@ -218,8 +219,9 @@ def runtime(config, kind, artifact_manifest, out, interpreter=None):
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
     if manifest.get("status") == "failed":
+        what = "build" if manifest.get("source") == "docker" else "artifact"
         result = {"kind": kind, "status": "failed",
-                  "reason": f"artifact failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
+                  "reason": f"{what} failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
     else:
         try:
             if kind == "local":
@@ -300,6 +302,7 @@ def run_script(snakemake, func, **kwargs):
     """Run a step under Snakemake with its log file receiving everything the step says."""
     handler = logging.FileHandler(snakemake.log[0]) if snakemake.log else logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.addFilter(RedactingFilter())  # no token reaches a log file, whoever logged it
     logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(logging.INFO)
     try:

@@ -1,14 +1,20 @@
-"""A small GitHub REST client: pagination, bounded retries, rate-limit waits, token hygiene.
+"""GitHub access through PyGithub: pagination, bounded retries, bounded rate-limit waits, token
+hygiene.
 
-The token is read from ``GITHUB_TOKEN`` and only ever placed in the Authorization header: it is
-never logged, never part of an exception message, and never written to any output.
+The token is read from ``GITHUB_TOKEN`` and only ever placed in the Authorization header. Every error
+raised here is a ``GitHubError`` whose text passes through ``redact`` (a server may echo the token),
+and PyGithub's own log records are scrubbed the same way.
 """
 import logging
 import os
-import re
 import time
 
 import requests
+from github import Auth, Github, GithubException, GithubRetry, RateLimitExceededExceedsMaxWait
+from github.GitRelease import GitRelease
+from github.PaginatedList import PaginatedList
+
+from ..redact import RedactingFilter, redact
 
 log = logging.getLogger(__name__)
 
@@ -16,101 +22,105 @@ API_URL = "https://api.github.com"
 
 
 class GitHubError(RuntimeError):
-    pass
+    def __init__(self, message):
+        super().__init__(redact(message))
 
 
 class NetworkError(GitHubError):
-    """The API could not be reached at all (as opposed to an HTTP error answer)."""
+    pass
+
+
+class _Retry(GithubRetry):
+    """PyGithub's retry (rate limits waited for up to ``max_rate_limit_wait``, 5xx retried with
+    exponential backoff), with 429 retried too and the waiting done by an injectable ``sleeper``."""
+
+    def __init__(self, sleeper=time.sleep, **kwargs):
+        kwargs.setdefault("status_forcelist", list(range(500, 600)) + [429])
+        super().__init__(**kwargs)
+        self.sleeper = sleeper
+
+    def new(self, **kwargs):
+        retry = super().new(**kwargs)
+        retry.sleeper = self.sleeper
+        return retry
+
+    def sleep(self, response=None):
+        wait = self.get_retry_after(response) if response is not None else None
+        if wait is None:
+            wait = self.get_backoff_time()
+        if wait > 0:
+            log.warning("GitHub: waiting %.1fs before retrying", wait)
+            self.sleeper(wait)
 
 
 class GitHubClient:
     def __init__(self, base_url=API_URL, token=None, max_retries=4, backoff=1.0,
-                 max_rate_wait=900.0, timeout=30.0, sleep=time.sleep, clock=time.time):
-        self.base_url = base_url.rstrip("/")
-        self.max_retries, self.backoff = max_retries, backoff
-        self.max_rate_wait, self.timeout = max_rate_wait, timeout
-        self.sleep, self.clock = sleep, clock
-        self.session = requests.Session()
-        self.session.headers["Accept"] = "application/vnd.github+json"
-        self.session.headers["User-Agent"] = "bugimpact"
+                 max_rate_wait=900.0, timeout=30.0, sleep=time.sleep):
         token = token if token is not None else os.environ.get("GITHUB_TOKEN")
-        if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
+        self.token, self.max_retries, self.max_rate_wait = token, max_retries, max_rate_wait
+        self.base_url = base_url.rstrip("/")
+        logging.getLogger("github").addFilter(RedactingFilter([token or ""]))
+        retry = _Retry(sleeper=sleep, total=max_retries, backoff_factor=backoff,
+                       max_rate_limit_wait=max_rate_wait, secondary_rate_wait=min(60, max_rate_wait))
+        self.github = Github(auth=Auth.Token(token) if token else None, base_url=self.base_url,
+                             timeout=int(timeout), retry=retry, per_page=100)
 
-    def _rate_limit_wait(self, response):
-        """Seconds to wait for a rate-limit answer, or None if the answer is not one."""
-        if response.status_code not in (403, 429):
-            return None
-        if response.headers.get("Retry-After"):
-            return float(response.headers["Retry-After"])
-        if response.headers.get("X-RateLimit-Remaining") == "0":
-            reset = float(response.headers.get("X-RateLimit-Reset", self.clock() + 60))
-            return max(0.0, reset - self.clock()) + 1.0
-        return None
+    def _call(self, what, func):
+        """Run one PyGithub call; every failure becomes a redacted ``GitHubError``."""
+        try:
+            return func()
+        except RateLimitExceededExceedsMaxWait as exc:
+            raise GitHubError(f"{what}: rate limited; reset in {exc.wait:.0f}s exceeds the "
+                              f"{self.max_rate_wait:.0f}s wait allowed (set GITHUB_TOKEN)") from None
+        except GithubException as exc:
+            raise GitHubError(f"{what}: HTTP {exc.status}: {str(exc.data)[:200]}") from None
+        except requests.exceptions.RetryError as exc:
+            raise GitHubError(f"{what}: failed after {self.max_retries + 1} tries: "
+                              f"{str(exc)[-200:]}") from None
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise NetworkError(f"{what}: network error after {self.max_retries + 1} tries: "
+                               f"{type(exc).__name__}") from None
 
-    def get(self, url, params=None, headers=None):
-        """GET with retries on network errors and 5xx, and waits on rate limits; returns the response."""
-        if not url.startswith("http"):
-            url = self.base_url + url
-        attempt = 0
-        while True:
-            try:
-                response = self.session.get(url, params=params, headers=headers,
-                                            timeout=self.timeout)
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                if attempt >= self.max_retries:
-                    raise NetworkError(f"GET {url}: network error after {attempt + 1} tries: "
-                                      f"{type(exc).__name__}") from None
-                delay = self.backoff * 2 ** attempt
-                log.warning("GET %s: %s; retry in %.1fs", url, type(exc).__name__, delay)
-                attempt += 1
-                self.sleep(delay)
-                continue
-            wait = self._rate_limit_wait(response)
-            if wait is not None:
-                if wait > self.max_rate_wait:
-                    raise GitHubError(f"GET {url}: rate limited; reset in {wait:.0f}s exceeds the "
-                                      f"{self.max_rate_wait:.0f}s wait allowed (set GITHUB_TOKEN)")
-                if attempt >= self.max_retries:
-                    raise GitHubError(f"GET {url}: still rate limited after {attempt + 1} tries")
-                log.warning("GET %s: rate limited; waiting %.0fs for the reset", url, wait)
-                attempt += 1
-                self.sleep(wait)
-                continue
-            if response.status_code >= 500:
-                if attempt >= self.max_retries:
-                    raise GitHubError(f"GET {url}: HTTP {response.status_code} after {attempt + 1} tries")
-                delay = self.backoff * 2 ** attempt
-                log.warning("GET %s: HTTP %s; retry in %.1fs", url, response.status_code, delay)
-                attempt += 1
-                self.sleep(delay)
-                continue
-            if response.status_code >= 400:
-                raise GitHubError(f"GET {url}: HTTP {response.status_code}: {response.text[:200]}")
-            return response
-
-    def paginate(self, path, params=None):
-        """Every item of a list endpoint, following ``Link: <...>; rel="next"``."""
-        params = dict(params or {}, per_page=100)
-        url, items = path, []
-        while url:
-            response = self.get(url, params=params)
-            items.extend(response.json())
-            params = None  # the next link carries the query
-            match = re.search(r'<([^>]+)>;\s*rel="next"', response.headers.get("Link", ""))
-            url = match.group(1) if match else None
-        return items
+    def _get(self, path):
+        """One API object as a dict, through PyGithub's requester (auth, retries, errors)."""
+        return self._call(f"GET {path}", lambda: self.github.requester.requestJsonAndCheck(
+            "GET", path)[1])
 
     def releases(self, repo):
-        return self.paginate(f"/repos/{repo}/releases")
+        """Every release, in the API's shape (pages followed)."""
+        path = f"/repos/{repo}/releases"
+        pages = PaginatedList(GitRelease, self.github.requester, path, None)
+        # the listed data as sent: ``raw_data`` would refetch each release to "complete" it
+        return self._call(f"GET {path}", lambda: [dict(release._rawData) for release in pages])
 
     def pull(self, repo, number):
-        return self.get(f"/repos/{repo}/pulls/{number}").json()
+        return self._get(f"/repos/{repo}/pulls/{number}")
 
     def commit(self, repo, sha):
-        return self.get(f"/repos/{repo}/commits/{sha}").json()
+        return self._get(f"/repos/{repo}/commits/{sha}")
 
     def compare_diff(self, repo, base, head):
-        """The git diff between two commits, as ``git diff base head`` prints it."""
-        return self.get(f"/repos/{repo}/compare/{base}...{head}",
-                        headers={"Accept": "application/vnd.github.diff"}).text
+        """The diff between two commits in ``git diff`` format, rebuilt from the compare API's
+        files (a file without a patch, e.g. binary, says so and is refused downstream)."""
+        files = self._get(f"/repos/{repo}/compare/{base}...{head}").get("files") or []
+        return "".join(_file_diff(f) for f in files)
+
+
+def _file_diff(f):
+    name, status, patch = f["filename"], f.get("status"), f.get("patch")
+    old = f.get("previous_filename") or name
+    lines = [f"diff --git a/{old} b/{name}\n"]
+    if status == "added":
+        lines.append("new file mode 100644\n")
+    elif status == "removed":
+        lines.append("deleted file mode 100644\n")
+    elif status == "renamed":
+        lines += [f"rename from {old}\n", f"rename to {name}\n"]
+    if not patch:
+        if status != "renamed" or f.get("changes"):
+            lines.append(f"Binary files a/{old} and b/{name} differ\n")
+        return "".join(lines)
+    lines.append("--- /dev/null\n" if status == "added" else f"--- a/{old}\n")
+    lines.append("+++ /dev/null\n" if status == "removed" else f"+++ b/{name}\n")
+    lines.append(patch if patch.endswith("\n") else patch + "\n")
+    return "".join(lines)

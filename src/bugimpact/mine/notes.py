@@ -31,8 +31,9 @@ class Entry:
     text: str
     prs: list = field(default_factory=list)
     url: str = ""
-    kind: str = "bullet"  # bullet or heading
+    kind: str = "bullet"  # bullet, nested (a fix inside a grouping bullet) or heading
     id: str = ""
+    subarea: str = ""  # the grouping bullet's text, for nested entries
 
 
 def _inline_text(inline):
@@ -73,6 +74,71 @@ def _inline_refs(inline):
     return refs, urls, any(c.type == "link_open" for c in inline.children or ())
 
 
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _blocks(body):
+    """The body cut before each ATX heading that starts a line, outside fenced code, HTML blocks
+    and HTML comments. A heading ends any list or paragraph, so each block parses as it would in
+    place; where in doubt, no cut is made (it only costs memory)."""
+    block, fence, comment, html, raw_end = [], None, False, False, None
+    for line in body.splitlines(keepends=True):
+        if fence is None and not comment and not html and raw_end is None \
+                and line.startswith("#") and block \
+                and re.match(r"#{1,6}(\s|$)", line):
+            yield "".join(block)
+            block = []
+        block.append(line)
+        match = _FENCE.match(line)
+        raw = re.match(r" {0,3}<(pre|script|style|textarea)[\s>]", line, re.IGNORECASE)
+        if raw_end is not None:
+            raw_end = None if raw_end in line.lower() else raw_end
+        elif raw and f"</{raw.group(1).lower()}>" not in line.lower():
+            raw_end = f"</{raw.group(1).lower()}>"  # raw HTML runs to its closing tag
+        elif comment:
+            comment = "-->" not in line
+        elif fence is not None:
+            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
+                fence = None
+        elif match:
+            fence = match.group(1)
+        elif "<!--" in line and "-->" not in line.split("<!--", 1)[1]:
+            comment = True
+        elif html:
+            html = bool(line.strip())  # an HTML block ends at a blank line
+        elif line.lstrip(" ").startswith("<"):
+            html = True
+    if block:
+        yield "".join(block)
+
+
+def _item_tree(tokens, start):
+    """The list item opening at ``start``: its own inline tokens and its sub-items (a tree), and
+    the index after it."""
+    item, i = {"inlines": [], "children": []}, start + 1
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.type == "list_item_open":
+            child, i = _item_tree(tokens, i)
+            item["children"].append(child)
+            continue
+        if tok.type == "list_item_close":
+            return item, i + 1
+        if tok.type == "inline":
+            item["inlines"].append(tok)
+        i += 1
+    return item, i
+
+
+def _all_inlines(item):
+    return item["inlines"] + [x for child in item["children"] for x in _all_inlines(child)]
+
+
+def _cites(item):
+    """Whether an item or any of its sub-items cites a PR."""
+    return any(_inline_refs(x)[0] for x in _all_inlines(item))
+
+
 class NotesParser:
     def __init__(self, section_patterns=DEFAULT_SECTION_PATTERNS, repo="pytorch/pytorch"):
         self.patterns = [re.compile(p, re.IGNORECASE) for p in section_patterns]
@@ -84,66 +150,73 @@ class NotesParser:
         return any(p.search(text) for p in self.patterns)
 
     def parse(self, body, release, release_url=""):
-        tokens = self.md.parse(body or "")
+        """The fix entries of one release body. The body is parsed a heading's block at a time
+        (``_blocks``), so memory follows the largest block, not the whole release."""
         entries = []
         fix_level = None  # heading level of the open fix section
         section = area = ""
         in_heading_entry = False  # bullets under a heading entry describe it
-        list_depth = 0
-        i = 0
-        while i < len(tokens):
-            tok = tokens[i]
-            if tok.type == "heading_open":
-                level = int(tok.tag[1])
-                inline = tokens[i + 1]
-                text = _inline_text(inline)
-                following = tokens[i + 3].type if i + 3 < len(tokens) else None
-                if fix_level is not None and level <= fix_level and not self.is_fix_heading(text):
-                    fix_level = None
-                if self.is_fix_heading(text):
-                    if fix_level is None or level <= fix_level:
-                        fix_level, section = level, text
-                    area, in_heading_entry = text, False
-                elif fix_level is not None:
-                    refs, _, has_link = _inline_refs(inline)
-                    if refs or has_link or following not in ("bullet_list_open", "ordered_list_open"):
-                        entries.append(self._entry(release, section, area, inline, "heading", release_url))
-                        in_heading_entry = True
-                    else:
+        for block in _blocks(body or ""):
+            tokens = self.md.parse(block)
+            list_depth = 0
+            i = 0
+            while i < len(tokens):
+                tok = tokens[i]
+                if tok.type == "heading_open":
+                    level = int(tok.tag[1])
+                    inline = tokens[i + 1]
+                    text = _inline_text(inline)
+                    following = tokens[i + 3].type if i + 3 < len(tokens) else None
+                    if fix_level is not None and level <= fix_level and not self.is_fix_heading(text):
+                        fix_level = None
+                    if self.is_fix_heading(text):
+                        if fix_level is None or level <= fix_level:
+                            fix_level, section = level, text
                         area, in_heading_entry = text, False
-                i += 3
-                continue
-            if tok.type in ("bullet_list_open", "ordered_list_open"):
-                list_depth += 1
-            elif tok.type in ("bullet_list_close", "ordered_list_close"):
-                list_depth -= 1
-            elif (tok.type == "list_item_open" and list_depth == 1 and fix_level is not None
-                  and not in_heading_entry):
-                i, inlines = self._collect_item(tokens, i)
-                if inlines:
-                    entries.append(self._entry(release, section, area, inlines, "bullet", release_url))
-                continue
-            i += 1
+                    elif fix_level is not None:
+                        refs, _, has_link = _inline_refs(inline)
+                        if refs or has_link or following not in ("bullet_list_open",
+                                                                 "ordered_list_open"):
+                            entries.append(self._entry(release, section, area, inline, "heading",
+                                                       release_url))
+                            in_heading_entry = True
+                        else:
+                            area, in_heading_entry = text, False
+                    i += 3
+                    continue
+                if tok.type in ("bullet_list_open", "ordered_list_open"):
+                    list_depth += 1
+                elif tok.type in ("bullet_list_close", "ordered_list_close"):
+                    list_depth -= 1
+                elif (tok.type == "list_item_open" and list_depth == 1 and fix_level is not None
+                      and not in_heading_entry):
+                    item, i = _item_tree(tokens, i)
+                    entries.extend(self._item_entries(item, release, section, area, "", release_url))
+                    continue
+                i += 1
         return entries
 
-    @staticmethod
-    def _collect_item(tokens, start):
-        """Inline tokens of one top-level list item (nested lists included); index after it."""
-        depth, inlines, i = 0, [], start
-        while i < len(tokens):
-            tok = tokens[i]
-            if tok.type == "list_item_open":
-                depth += 1
-            elif tok.type == "list_item_close":
-                depth -= 1
-                if depth == 0:
-                    return i + 1, inlines
-            elif tok.type == "inline":
-                inlines.append(tok)
-            i += 1
-        return i, inlines
+    def _item_entries(self, item, release, section, area, subarea, release_url, kind="bullet"):
+        """Entries of one list item. A bullet whose sub-bullets cite PRs of their own groups
+        separate fixes: each sub-bullet is an entry, with the group's text as its sub-area, and
+        the group is an entry too when it cites a PR itself. Otherwise the sub-bullets describe
+        the bullet and are part of its one entry."""
+        if not any(_cites(child) for child in item["children"]):
+            inlines = _all_inlines(item)
+            return [self._entry(release, section, area, inlines, kind, release_url, subarea)] \
+                if inlines else []
+        out = []
+        if any(_inline_refs(x)[0] for x in item["inlines"]):
+            out.append(self._entry(release, section, area, item["inlines"], kind, release_url,
+                                   subarea))
+        own = _BARE_REFS.sub("", " ".join(_inline_text(x) for x in item["inlines"])).strip()
+        context = " / ".join(t for t in (subarea, own) if t)
+        for child in item["children"]:
+            out.extend(self._item_entries(child, release, section, area, context, release_url,
+                                          "nested"))
+        return out
 
-    def _entry(self, release, section, area, inlines, kind, release_url):
+    def _entry(self, release, section, area, inlines, kind, release_url, subarea=""):
         if not isinstance(inlines, list):
             inlines = [inlines]
         text = " ".join(t for t in (_inline_text(x) for x in inlines) if t)
@@ -161,7 +234,7 @@ class NotesParser:
         else:
             url = release_url
         return Entry(release=release, section=section, area=area, text=text, prs=prs, url=url,
-                     kind=kind)
+                     kind=kind, subarea=subarea)
 
 
 def text_hash_id(release, text):

@@ -29,7 +29,13 @@ def load_snapshot(path):
         for md in sorted(path.glob("*.md")):
             if md.name.lower() == "readme.md":
                 continue
-            releases.append({"tag_name": md.stem, "name": md.stem, "body": md.read_text("utf-8"),
+            try:
+                body = md.read_text("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(md, f"release {md.stem}: not UTF-8 text (byte {exc.start}: "
+                                 f"{exc.object[exc.start:exc.start + 1]!r}); save the notes as "
+                                 f"UTF-8 Markdown") from None
+            releases.append({"tag_name": md.stem, "name": md.stem, "body": body,
                              "published_at": "", "html_url": "", "prerelease": False,
                              "draft": False})
         if not releases:
@@ -39,14 +45,32 @@ def load_snapshot(path):
         raise InputError(path, "release snapshot not found")
     try:
         data = json.loads(path.read_text("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not UTF-8 text (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON: {exc}") from None
+    return check_releases(data, path)
+
+
+def check_releases(data, source):
+    """Releases in the API's shape, or an error naming the source, the release and the field."""
     if not isinstance(data, list):
-        raise InputError(path, "expected a JSON list of releases (the GitHub API's shape)")
+        raise InputError(source, "expected a JSON list of releases (the GitHub API's shape)")
     for index, rel in enumerate(data):
-        for key in ("tag_name", "body"):
-            if not isinstance(rel, dict) or key not in rel:
-                raise InputError(path, f"release {index} has no '{key}'", row=index, field=key)
+        if not isinstance(rel, dict):
+            raise InputError(source, f"release {index} is a {type(rel).__name__}, not an object",
+                             row=index)
+        tag = rel.get("tag_name")
+        if not isinstance(tag, str) or not tag:
+            raise InputError(source, f"release {index} has no text 'tag_name' (got {tag!r:.40})",
+                             row=index, field="tag_name")
+        for key, kinds in (("body", (str, type(None))), ("name", (str, type(None))),
+                           ("published_at", (str, type(None))), ("html_url", (str, type(None)))):
+            if key == "body" and key not in rel:
+                raise InputError(source, f"release {tag} has no 'body'", row=index, field=key)
+            if not isinstance(rel.get(key), kinds):
+                raise InputError(source, f"release {tag}: '{key}' is a {type(rel[key]).__name__}, "
+                                 f"expected text", row=index, field=key)
     return data
 
 
@@ -73,7 +97,7 @@ def fetch_releases(repo, cache_root, client=None, refresh=False):
     if client is None:
         from .github import GitHubClient
         client = GitHubClient()
-    releases = client.releases(repo)
+    releases = check_releases(client.releases(repo), f"GitHub API: /repos/{repo}/releases")
     save_cache(cache_root, repo, releases)
     return releases
 
