@@ -26,3 +26,17 @@ def git(repo, *args, env=None):
     out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=full_env,
                          check=True)
     return out.stdout.strip()
+
+
+def config_with(**changes):
+    """The default config.yaml with dotted keys changed, validated (defaults filled)."""
+    import yaml
+    from bugimpact.config import validate_config
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    for dotted, value in changes.items():
+        node = config
+        *path, last = dotted.split(".")
+        for key in path:
+            node = node.setdefault(key, {})
+        node[last] = value
+    return validate_config(config)

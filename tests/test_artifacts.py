@@ -3,27 +3,15 @@ import hashlib
 import sys
 
 import pytest
-import yaml
 
 from bugimpact import steps
 from bugimpact.artifacts.runtimes import GpuLock, harness_env, prepare_local
-from bugimpact.config import SHEET_SCHEMA, validate_config
+from bugimpact.config import SHEET_SCHEMA
 from bugimpact.experiment import artifact_id
 from bugimpact.io import InputError
 from bugimpact.plan import Plan
 
-from conftest import ROOT
-
-
-def config_with(**changes):
-    config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    for dotted, value in changes.items():
-        node = config
-        *path, last = dotted.split(".")
-        for key in path:
-            node = node.setdefault(key, {})
-        node[last] = value
-    return validate_config(config)
+from conftest import config_with
 
 
 def test_user_wheel_is_checked_against_its_sha256(tmp_path):

@@ -8,16 +8,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import yaml
 
 from bugimpact import steps
 from bugimpact.artifacts import interpreters, onefix, sources
 from bugimpact.artifacts.runtimes import prepare_venv
-from bugimpact.config import SHEET_SCHEMA, validate_config
+from bugimpact.config import SHEET_SCHEMA
 from bugimpact.io import InputError
 from bugimpact.plan import Plan
 
-from conftest import ROOT, git
+from conftest import ROOT, config_with, git
 
 PATCH = ROOT / "data" / "patches" / "pytorch" / "pr37881.diff"
 WHEEL_CACHE = ROOT / "data" / "cache" / "wheels"  # shared with the shipped study: one download
@@ -28,17 +27,6 @@ def py37():
         return interpreters.find("3.7")
     except InputError as exc:
         pytest.fail(f"Python 3.7 is needed for the torch 1.x tests (.ci/run installs it): {exc}")
-
-
-def config_with(**changes):
-    config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    for dotted, value in changes.items():
-        node = config
-        *path, last = dotted.split(".")
-        for key in path:
-            node = node.setdefault(key, {})
-        node[last] = value
-    return validate_config(config)
 
 
 def test_interpreters_are_found_by_version_and_give_their_wheel_tags():
@@ -116,12 +104,14 @@ def test_a_real_fix_is_reverse_applied_to_the_real_release_that_contains_it(tmp_
     assert again["python"] == runtime["python"]
 
 
-def _tiny_release(path, files):
-    """A wheel-shaped zip of the package files given (enough for the direction check)."""
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-    return path
+def _tiny_release(tmp_path, clone, sgd):
+    """A wheel-shaped zip holding ``torch/optim/sgd.py`` (enough for the direction check), and a
+    config that takes fix diffs from ``clone``."""
+    wheel = tmp_path / "torch-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("torch/optim/sgd.py", sgd)
+    return wheel, config_with(**{"artifacts.onefix.clone": str(clone),
+                                 "artifacts.wheel_cache": str(tmp_path / "cache")})
 
 
 @pytest.fixture
@@ -150,10 +140,7 @@ def fix_repo(tmp_path):
 
 def test_a_fix_from_a_clone_is_forward_applied_to_a_release_that_predates_it(tmp_path, fix_repo):
     repo, buggy, corrected, _ = fix_repo
-    wheel = _tiny_release(tmp_path / "torch-0.1-py3-none-any.whl",
-                          {"torch/optim/sgd.py": "def step(p, g, lr):\n    return p + lr * g\n"})
-    config = config_with(**{"artifacts.onefix.clone": str(repo),
-                            "artifacts.wheel_cache": str(tmp_path / "cache")})
+    wheel, config = _tiny_release(tmp_path, repo, "def step(p, g, lr):\n    return p + lr * g\n")
     spec = {"source": "onefix", "release": {"source": "wheel", "wheel": str(wheel)},
             "buggy_sha": buggy, "corrected_sha": corrected}
     manifest = steps.artifact(config, dict(spec, arm="corrected"), tmp_path / "c" / "manifest.json")
@@ -168,10 +155,7 @@ def test_a_fix_from_a_clone_is_forward_applied_to_a_release_that_predates_it(tmp
 
 def test_a_fix_that_cannot_be_isolated_on_a_release_is_refused_with_its_reason(tmp_path, fix_repo):
     repo, buggy, python_fix, cpp_fix = fix_repo
-    wheel = _tiny_release(tmp_path / "torch-0.1-py3-none-any.whl",
-                          {"torch/optim/sgd.py": "def step(p, g, lr):\n    return p * lr\n"})
-    config = config_with(**{"artifacts.onefix.clone": str(repo),
-                            "artifacts.wheel_cache": str(tmp_path / "cache")})
+    wheel, config = _tiny_release(tmp_path, repo, "def step(p, g, lr):\n    return p * lr\n")
     base = {"source": "onefix", "arm": "buggy", "release": {"source": "wheel", "wheel": str(wheel)}}
     compiled = steps.artifact(config, dict(base, buggy_sha=python_fix, corrected_sha=cpp_fix),
                               tmp_path / "a" / "manifest.json")
