@@ -7,6 +7,9 @@
 #   results/artifacts/<artifact>/manifest.json  step 4: framework builds, keyed by commit or version
 #   results/runs/<bug>/<key>/<arm>/<run>.json   step 5: one record per run, keyed by the experiment
 #   results/stats/, results/figures/, results/report.html   step 6
+import sys
+from pathlib import Path
+
 from snakemake.utils import min_version
 
 min_version("8.0")
@@ -14,7 +17,13 @@ min_version("8.0")
 
 # One config file is one whole study: config.yaml (the default study) unless --configfile names
 # another; --config key=value overrides either.
+# Snakemake's own message for a YAML error names no file or line: check it first. (A file given
+# with --configfile is read by Snakemake before this runs: `bugimpact validate-config FILE`.)
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from bugimpact.config import read_yaml
+
 if not workflow.overwrite_configfiles:
+    read_yaml(Path(workflow.basedir) / "config.yaml")
 
     configfile: "config.yaml"
 
@@ -34,3 +43,11 @@ rule all:
     default_target: True
     input:
         PLAN.targets(),
+
+
+# Failures are results, written into the tables; say at the end which there were.
+onsuccess:
+    from bugimpact.steps import failures_at_end
+
+    for line in failures_at_end():
+        print(line, file=sys.stderr)

@@ -34,15 +34,17 @@ def seeds_json(wildcards):
 
 def train_inputs(wildcards):
     bug, arm, run = wildcards.bug, wildcards.arm, int(wildcards.run)
+    # Seeds are archived once and the early decision only gates later runs: neither file being
+    # rewritten may retrain a finished run, so only their existence counts (ancient).
     inputs = {
-        "seeds": seeds_json(wildcards),
+        "seeds": ancient(seeds_json(wildcards)),
         "data": f"results/data/{config['train']['challenge']}.npz",
         "meta": f"results/data/{config['train']['challenge']}.json",
         "runtime": PLAN.runtime_json(bug, arm),
     }
     k = PLAN.early_runs()
     if k and run >= k:
-        inputs["early"] = f"results/early/{bug}/{PLAN.key}.json"
+        inputs["early"] = ancient(f"results/early/{bug}/{PLAN.key}.json")
     return inputs
 
 

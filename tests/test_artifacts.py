@@ -3,6 +3,7 @@ import hashlib
 import sys
 
 import pytest
+import yaml
 
 from bugimpact import steps
 from bugimpact.artifacts.runtimes import GpuLock, harness_env, prepare_local
@@ -11,7 +12,7 @@ from bugimpact.experiment import artifact_id
 from bugimpact.io import InputError
 from bugimpact.plan import Plan
 
-from conftest import config_with
+from conftest import ROOT, config_with
 
 
 def test_user_wheel_is_checked_against_its_sha256(tmp_path):
@@ -80,3 +81,26 @@ def test_each_job_claims_a_free_gpu(tmp_path):
         assert again.device == 0
     with GpuLock(0, str(tmp_path)) as cpu:
         assert cpu.device is None
+
+
+def test_unknown_models_and_faults_stop_the_plan_before_any_run(tmp_path):
+    sheet = str(tmp_path / "none.csv")
+    with pytest.raises(InputError, match=r"field 'train\.model': unknown model 'resnet50'"):
+        Plan(config_with(sheet=sheet, **{"train.model": "resnet50"}), SHEET_SCHEMA)
+    Plan(config_with(sheet=sheet, **{"train.model": "periodic.models:PeriodicCNN"}), SHEET_SCHEMA)
+    bad = {"x": {"buggy": {"source": "installed", "fault": "lr_scale"},
+                 "corrected": {"source": "installed"}}}
+    with pytest.raises(InputError, match="unknown fault 'lr_scale'|'lr_scale' is not one of"):
+        Plan(config_with(sheet=sheet, **{"bugs.controls": bad}), SHEET_SCHEMA)
+
+
+def test_the_schema_and_the_harness_registries_agree():
+    import torch  # noqa: F401 - the harness modules need it
+    from bugimpact.config import CONFIG_SCHEMA
+    from bugimpact.harness import faults, models, registry
+    schema = yaml.safe_load(CONFIG_SCHEMA.read_text())
+    assert tuple(schema["$defs"]["arm"]["properties"]["fault"]["enum"]) == registry.FAULTS
+    assert faults.FAULTS == registry.FAULTS and tuple(models.BUILTIN) == registry.MODELS
+    source = (ROOT / "src" / "bugimpact" / "harness" / "faults.py").read_text()
+    for name in registry.FAULTS:  # each named fault is handled by the harness
+        assert f'name == "{name}"' in source, name

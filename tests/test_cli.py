@@ -46,3 +46,26 @@ def test_retry_failed_removes_only_failures(tmp_path):
     assert out.returncode == 0 and "2 failed records removed" in out.stdout
     assert (runs / "b" / "k" / "buggy" / "1.json").exists()
     assert not (arts / "docker-x" / "manifest.json").exists()
+
+
+def test_the_sheet_command_validates_before_it_merges(tmp_path):
+    bugs = tmp_path / "bugs.csv"
+    bugs.write_text("id,release,area,pr,prs,text,url\npr1,v1,JIT,1,1,Fix,\n")
+    commits = tmp_path / "commits.csv"
+    commits.write_text("id,status\npr1,unresolved\n")
+    sheet = tmp_path / "s.csv"
+    sheet.write_text("id;decision;reason;buggy_sha;corrected_sha\npr1;;;;\n")
+    before = sheet.read_bytes()
+    out = cli("sheet", "--bugs", str(bugs), "--commits", str(commits), "--sheet", str(sheet),
+              "--funnel", str(tmp_path / "f.csv"), "--merge-report", str(tmp_path / "m.json"))
+    assert out.returncode == 2 and "separated by semicolons" in out.stderr
+    assert sheet.read_bytes() == before  # not doubled, nothing cut off
+
+
+def test_a_yaml_error_names_the_file_and_line(tmp_path):
+    bad = tmp_path / "study.yaml"
+    bad.write_text("study: x\nmine: {source: snapshot\n")
+    out = cli("validate-config", str(bad))
+    assert out.returncode == 2
+    assert f"{bad}: not valid YAML at line 3, column 1" in out.stderr
+    assert cli("validate-config", str(ROOT / "configs" / "releases.yaml")).returncode == 0

@@ -168,3 +168,13 @@ def test_a_release_wheel_is_chosen_for_the_runtime_image_python(setup, tmp_path)
     assert image_python["executable"].startswith("/opt/py/")  # probed inside the toolchain image
     tag = "cp" + "".join(image_python["version"].split(".")[:2])
     assert f"-{tag}-{tag}-" in Path(manifest["wheel"]).name
+
+
+def test_a_build_timeout_removes_its_container(setup, tmp_path):
+    """Killing the docker client alone would leave the container compiling."""
+    cfg = dict(setup["docker"], build_command="sleep 600", timeout_s=3)
+    manifest = build_wheel(setup["shas"]["buggy"], cfg, tmp_path / "w", tmp_path / "b.log")
+    assert manifest["status"] == "failed" and manifest["failure_class"] == "timeout"
+    left = subprocess.run(["docker", "ps", "-a", "--filter", "name=bugimpact-build-", "-q"],
+                          capture_output=True, text=True, check=True)
+    assert left.stdout.strip() == ""

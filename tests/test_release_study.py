@@ -26,9 +26,11 @@ def test_releases_study_dry_run(tmp_path):
 
 def small_study(work, own_model=False):
     config = yaml.safe_load((ROOT / "configs" / "releases.yaml").read_text())
-    config["bugs"]["controls"] = {"aa-1.5.1": {
-        "label": "A/A on torch 1.5.1", "buggy": {"source": "pypi", "version": "1.5.1"},
-        "corrected": {"source": "pypi", "version": "1.5.1"}}}
+    config["bugs"]["controls"] = {
+        "aa-1.5.1": {"label": "A/A on torch 1.5.1", "buggy": {"source": "pypi", "version": "1.5.1"},
+                     "corrected": {"source": "pypi", "version": "1.5.1"}},
+        "no-such-release": {"buggy": {"source": "pypi", "version": "1.5.9"},  # cannot be made
+                            "corrected": {"source": "pypi", "version": "1.5.1"}}}
     config["artifacts"]["wheel_cache"] = WHEEL_CACHE
     config["train"].update(runs=3, epochs=2)
     if own_model:  # the README's example of your own model: circular padding, (1, 2)
@@ -47,16 +49,23 @@ def records(work):
 def test_reruns_reuse_everything_and_another_interpreter_makes_new_runs(tmp_path):
     work = project_copy(tmp_path / "p")
     config = small_study(work)
-    snakemake(work, "--configfile", str(config))
+    first_run = snakemake(work, "--configfile", str(config))
     verdicts = {r["bug"]: r for r in read_csv(work / "results" / "stats" / "verdicts.csv")[1]}
     assert verdicts["aa-1.5.1"]["verdict"] == "not triggered"
     # zero padding never reaches the circular-padding code the fix changed
     assert verdicts["pr37881"]["verdict"] == "not triggered"
+    # an artifact that cannot be made is a result: the rest of the study is written
+    missing = verdicts["no-such-release"]
+    assert missing["verdict"] == "incomplete" and "no torch==1.5.9 wheel for cpython 3.7" in missing["reason"]
+    assert (work / "results" / "report.html").exists()
+    builds = {(r["bug"], r["arm"]): r for r in read_csv(work / "results" / "builds" / "summary.csv")[1]}
+    assert builds[("no-such-release", "buggy")]["failure_class"] == "download"
+    assert "bugimpact: these failed" in first_run.stderr and "no-such-release" in first_run.stderr
     manifest = json.loads((next((work / "results" / "artifacts").glob("onefix-buggy-*"))
                            / "manifest.json").read_text())
     assert manifest["apply"] == "reverse" and manifest["fix_in_release"]
     first = records(work)
-    assert len(first) == 2 * 2 * 3
+    assert len(first) == 3 * 2 * 3
     runtimes = sorted(p.name for p in (work / "results" / "runtimes").iterdir())
     assert len(runtimes) == 1 and runtimes[0].startswith("venv-py3.7.")
 

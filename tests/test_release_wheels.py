@@ -260,3 +260,18 @@ def test_accepted_sheet_rows_run_as_one_fix_artifacts(tmp_path):
     with pytest.raises(InputError, match="one-fix artifacts .* run in a venv runtime"):
         Plan(config_with(**{**base, "artifacts.onefix.release": release, "runtime.kind": "docker"}),
              SHEET_SCHEMA)
+
+
+def test_a_runtime_or_wheel_that_cannot_be_made_is_a_recorded_failure(tmp_path, httpserver):
+    manifest = tmp_path / "a" / "manifest.json"
+    manifest.parent.mkdir()
+    manifest.write_text(json.dumps({"source": "installed", "status": "ok", "wheel": None}))
+    result = steps.runtime(config_with(), "venv", manifest, tmp_path / "r" / "runtime.json",
+                           interpreter={"executable": str(tmp_path / "no-python")})
+    assert result["status"] == "failed" and "runtime failed" in result["reason"]
+    assert json.loads((tmp_path / "r" / "runtime.json").read_text())["status"] == "failed"
+    httpserver.expect_request("/gone.whl").respond_with_data("gone", status=404)
+    wheel = steps.artifact(config_with(**{"artifacts.wheel_cache": str(tmp_path / "c")}),
+                           {"source": "wheel", "wheel": httpserver.url_for("/gone.whl")},
+                           tmp_path / "w" / "manifest.json")
+    assert wheel["status"] == "failed" and "404" in wheel["error"]

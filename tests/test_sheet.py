@@ -116,3 +116,52 @@ def test_suggested_tags():
     assert "cpu_only" in suggest_tags("torch.lu Fix thread local issue on cpu")
     assert "build" in suggest_tags("C++ Extensions: fixed compilation error with older nvcc")
     assert "end_user" in suggest_tags("Better error message for quantized dispatch")
+
+
+def sheet_text(rows=("pr1,,,,,keep me",)):
+    return "id,decision,reason,buggy_sha,corrected_sha,notes\n" + "".join(r + "\n" for r in rows)
+
+
+def test_excel_csv_utf8_with_a_bom_is_read_and_kept(tmp_path):
+    from bugimpact.sheet import read_sheet
+    sheet = tmp_path / "s.csv"
+    sheet.write_bytes(b"\xef\xbb\xbf" + sheet_text(["pr1,reject,crash,,,café"]).encode())
+    assert validate(sheet, SHEET_SCHEMA)[0]["id"] == "pr1"
+    update_sheet(sheet, [bug("pr1", pr="1"), bug("pr2", pr="2")], [], SHEET_SCHEMA)
+    columns, rows, bom = read_sheet(sheet)
+    assert bom and [r["id"] for r in rows] == ["pr1", "pr2"]  # not doubled, edits kept by id
+    assert rows[0]["decision"] == "reject" and rows[0]["notes"] == "café"
+
+
+def test_a_semicolon_sheet_says_the_delimiter_is_the_problem(tmp_path):
+    sheet = tmp_path / "s.csv"
+    sheet.write_text(sheet_text().replace(",", ";"))
+    before = sheet.read_bytes()
+    with pytest.raises(InputError, match=r"s\.csv, row 1: the columns are separated by semicolons"):
+        validate(sheet, SHEET_SCHEMA)
+    with pytest.raises(InputError, match="semicolons"):  # merging validates first
+        update_sheet(sheet, [bug("pr1", pr="1")], [], SHEET_SCHEMA)
+    assert sheet.read_bytes() == before
+
+
+def test_a_latin1_byte_names_the_row_and_column(tmp_path):
+    sheet = tmp_path / "s.csv"
+    sheet.write_bytes(sheet_text(["pr1,,,,,ok", "pr2,,,,,caf\xe9"]).encode("latin-1"))
+    with pytest.raises(InputError, match=r"s\.csv, row 3, field 'notes': not UTF-8: byte 0xe9"):
+        validate(sheet, SHEET_SCHEMA)
+
+
+def test_outputs_honour_the_umask_and_the_sheet_keeps_its_mode(tmp_path):
+    import os
+    sheet = tmp_path / "s.csv"
+    sheet.write_text(sheet_text())
+    os.chmod(sheet, 0o664)
+    old = os.umask(0o022)
+    try:
+        update_sheet(sheet, [bug("pr1", pr="1")], [], SHEET_SCHEMA)
+        from bugimpact.io import write_json
+        write_json(tmp_path / "record.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert os.stat(sheet).st_mode & 0o777 == 0o664
+    assert os.stat(tmp_path / "record.json").st_mode & 0o777 == 0o644

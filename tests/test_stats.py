@@ -199,3 +199,19 @@ def test_first_divergence_epochs():
     a = record("buggy", 0, 0.9, fp="a", epochs=3)
     b = dict(a, fingerprints=dict(a["fingerprints"], epochs=["a-e1", "z", "z"]))
     assert first_divergence(a, a) is None and first_divergence(a, b) == 2
+
+
+def test_a_nan_metric_is_a_failed_measurement_never_a_tie():
+    rng = np.random.RandomState(3)
+    recs = [record(arm, i, 0.9 + rng.normal(0, 0.01), fp=f"{arm}{i}")
+            for arm in ("buggy", "corrected") for i in range(10)]
+    recs[3]["metrics"]["accuracy"] = float("nan")
+    label, reason, rows, info = verdict_of(recs, 10)
+    assert label == "incomplete" and "buggy 9/10" in reason
+    assert "accuracy is not a number (nan): a failed measurement" in info["failed"]
+    assert rows[0]["n_buggy"] == 9 and not math.isnan(rows[0]["mwu_p"]) and rows[0]["mwu_p"] < 1
+    for r in recs:
+        r["metrics"]["f1"] = float("nan")
+    label, _, rows, info = verdict_of(recs, 10)
+    assert label == "incomplete" and rows[1]["n_buggy"] == rows[1]["n_corrected"] == 0
+    assert info["failed"].count("f1 is not a number") == 20

@@ -211,3 +211,58 @@ def test_sigkill_mid_study_then_rerun_gives_the_same_tables(study, tmp_path):
     for name in ("pvalues.csv", "verdicts.csv"):
         assert (again / "results" / "stats" / name).read_text() == \
             (work / "results" / "stats" / name).read_text()
+
+
+def test_a_yaml_error_in_the_config_names_the_file_and_line(tmp_path):
+    work = project_copy(tmp_path / "p")
+    (work / "config.yaml").write_text((work / "config.yaml").read_text() + "train: {epochs: 3\n")
+    out = snakemake(work, "-n", check=False)
+    assert out.returncode != 0
+    assert "config.yaml: not valid YAML at line" in out.stdout + out.stderr
+
+
+def mtimes(work):
+    return {p: p.stat().st_mtime_ns for p in (work / "results" / "runs").rglob("*.json")}
+
+
+def test_deleting_an_early_record_retrains_only_it(study):
+    """Run 0 gates the runs after it (the early decision): rewriting that decision with the same
+    content must not retrain them."""
+    work, _ = study
+    target = next((work / "results" / "runs" / "fault-momentum").glob("*/buggy/0.json"))
+    others = {p: t for p, t in mtimes(work).items() if p != target}
+    target.unlink()
+    snakemake(work, "--configfile", FAST)
+    assert target.exists() and {p: mtimes(work)[p] for p in others} == others
+
+
+def test_garbage_in_a_seeds_file_stops_with_its_path_and_deletes_nothing(study):
+    work, _ = study
+    seeds = work / "results" / "seeds" / "fault-momentum.json"
+    kept, before = seeds.read_bytes(), mtimes(work)
+    seeds.write_text('{"bug": "fault-momentum", "seeds": [1, 2, "x')
+    out = snakemake(work, "--configfile", FAST, check=False)
+    assert out.returncode != 0 and "results/seeds/fault-momentum.json: not valid JSON" in out.stderr
+    assert mtimes(work) == before
+    seeds.write_bytes(kept)  # restored: nothing to redo
+    dry = snakemake(work, "--configfile", FAST, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr and mtimes(work) == before
+
+
+def test_a_truncated_record_is_named_and_verify_removes_only_it(study):
+    work, _ = study
+    target = next((work / "results" / "runs" / "fault-gradscale").glob("*/buggy/5.json"))
+    target.write_text(target.read_text()[:300])
+    out = snakemake(work, "--configfile", FAST, check=False)
+    assert out.returncode != 0
+    assert f"{target.relative_to(work)}: not valid JSON" in out.stderr + out.stdout
+    cli = [sys.executable, "-m", "bugimpact.cli", "verify", "--runs", "results/runs"]
+    env = dict(os.environ, PYTHONPATH=str(work / "src"))
+    listed = subprocess.run(cli, cwd=work, capture_output=True, text=True, env=env)
+    assert listed.returncode == 1 and "1 broken record(s)" in listed.stdout
+    assert str(target.relative_to(work)) in listed.stdout
+    others = {p: t for p, t in mtimes(work).items() if p != target}
+    removed = subprocess.run(cli + ["--remove"], cwd=work, capture_output=True, text=True, env=env)
+    assert removed.returncode == 0 and not target.exists()
+    snakemake(work, "--configfile", FAST)
+    assert target.exists() and {p: mtimes(work)[p] for p in others} == others

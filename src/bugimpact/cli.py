@@ -35,6 +35,9 @@ def main(argv=None):
     p = sub.add_parser("validate-sheet", help="check a filter sheet; errors name file, row, column")
     p.add_argument("sheet", nargs="?")
 
+    p = sub.add_parser("validate-config", help="check a study config; errors name file, line, key")
+    p.add_argument("file", nargs="?", help="default: --config")
+
     p = sub.add_parser("prepare-data", help="a challenge's official files to a canonical .npz")
     p.add_argument("challenge", choices=["digits", "cifar10", "mnist"])
     p.add_argument("--out", required=True)
@@ -58,6 +61,11 @@ def main(argv=None):
     p.add_argument("--runs", default="results/runs")
     p.add_argument("--artifacts", default="results/artifacts")
 
+    p = sub.add_parser("verify", help="list run records that are cut short, edited or from "
+                                      "another harness version; --remove deletes only those")
+    p.add_argument("--runs", default="results/runs")
+    p.add_argument("--remove", action="store_true")
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
@@ -75,6 +83,9 @@ def _dispatch(args):
     elif args.command == "sheet":
         sheet = args.sheet or _config(args)["sheet"]
         steps.dump(steps.sheet(sheet, args.bugs, args.commits, args.merge_report, args.funnel))
+    elif args.command == "validate-config":
+        load_config(args.file or args.config)
+        print(f"{args.file or args.config}: valid")
     elif args.command == "validate-sheet":
         from .sheet import accepted, validate
         rows = validate(args.sheet or _config(args)["sheet"], SHEET_SCHEMA)
@@ -92,6 +103,16 @@ def _dispatch(args):
     elif args.command == "stats":
         config = _config(args)
         steps.bug_stats(config, args.bug, args.records, args.out, args.json)
+    elif args.command == "verify":
+        from .records import broken
+        bad = broken(args.runs)
+        for path, why in bad:
+            if args.remove:
+                path.unlink()
+            print(f"{'removed ' if args.remove else ''}{path}: {why}")
+        print(f"{len(bad)} broken record(s)" + (" removed; rerun snakemake to make them again"
+                                                if args.remove and bad else ""))
+        return 1 if bad and not args.remove else 0
     elif args.command == "retry-failed":
         from pathlib import Path
         candidates = list(Path(args.runs).rglob("*.json")) + \

@@ -55,10 +55,17 @@ def validate_config(config, source="config.yaml", schema_path=CONFIG_SCHEMA):
     return config
 
 
-def load_config(path):
+def read_yaml(path):
+    """A YAML file's content; a syntax error names the file, the line and the column."""
     path = Path(path)
     try:
-        config = yaml.safe_load(path.read_text("utf-8")) or {}
+        return yaml.safe_load(path.read_text("utf-8")) or {}
     except yaml.YAMLError as exc:
-        raise InputError(path, f"not valid YAML: {exc}") from None
-    return validate_config(config, source=path)
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(path, f"not valid YAML{where}: {problem}") from None
+
+
+def load_config(path):
+    return validate_config(read_yaml(path), source=path)

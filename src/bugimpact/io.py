@@ -18,6 +18,7 @@ def atomic_open(path, mode="w", **kwargs):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, _target_mode(path))  # mkstemp makes 0600: keep the file's mode, or the umask's
         with os.fdopen(fd, mode, **kwargs) as handle:
             yield handle
             handle.flush()
@@ -27,6 +28,16 @@ def atomic_open(path, mode="w", **kwargs):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _target_mode(path):
+    """The mode a replaced file keeps, or what a new file gets under the current umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def write_text(path, text):
@@ -39,13 +50,20 @@ def write_json(path, obj):
 
 
 def read_json(path):
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    """A JSON file's content; a file that is not JSON is an error that names it."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                         f"{exc.msg}); was it cut short or edited?") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not UTF-8 text (byte {exc.start})") from None
 
 
-def write_csv(path, rows, columns):
+def write_csv(path, rows, columns, encoding="utf-8"):
     """Write dict rows with a fixed column order; missing keys become empty cells."""
-    with atomic_open(path, "w", encoding="utf-8", newline="") as handle:
+    with atomic_open(path, "w", encoding=encoding, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
         writer.writeheader()
         for row in rows:

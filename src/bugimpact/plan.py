@@ -9,6 +9,7 @@ import hashlib
 import json
 
 from .experiment import ARMS, artifact_id, experiment_key, study_bugs
+from .harness.registry import FAULTS, model_error
 from .io import InputError
 from .sheet import validate
 
@@ -20,6 +21,11 @@ class Plan:
         rows = validate(sheet_path, sheet_schema) if sheet_path.exists() else []
         self.sheet_rows = rows
         self.bugs = study_bugs(config, rows)
+        problem = model_error(config["train"]["model"])
+        if problem:  # checked here, not by every run failing
+            raise InputError("config.yaml", problem, field="train.model")
+        for bug in self.bugs:
+            check_seeds(Path(f"results/seeds/{bug}.json"), bug)
         self.runtime = config["runtime"]["kind"]
         arms = [a for b in self.bugs.values() for a in b["arms"].values()]
         recipe_sha = ""
@@ -65,6 +71,10 @@ class Plan:
 
     @staticmethod
     def _check_arm(bug, arm, spec):
+        if spec.get("fault") and spec["fault"] not in FAULTS:  # the harness's own registry
+            raise InputError("config.yaml", f"bug {bug}, arm {arm}: unknown fault "
+                             f"{spec['fault']!r}; the harness knows {', '.join(FAULTS)}",
+                             field=f"bugs.{bug}.{arm}.fault")
         need = {"docker": "commit", "pypi": "version", "wheel": "wheel", "onefix": "release"}.get(
             spec["source"])
         if need and not spec.get(need):
@@ -130,3 +140,17 @@ def runtime_id(runtime_cfg, interpreter, recipe_sha=""):
     digest = hashlib.sha256(json.dumps([kind, what, runtime_cfg.get("requirements", [])])
                             .encode()).hexdigest()[:8]
     return f"{kind}-{version}-{digest}"
+
+
+def check_seeds(path, bug):
+    """An archived seeds file must read back as this bug's seeds: a corrupt one stops the workflow
+    before anything runs (nothing is deleted); restore it from a backup, or delete it only if no
+    finished run of this bug should be kept."""
+    if not path.exists():
+        return
+    from .io import read_json
+    seeds = read_json(path)
+    if not (isinstance(seeds, dict) and seeds.get("bug") == bug and isinstance(seeds.get("seeds"), list)
+            and seeds["seeds"] and all(isinstance(s, int) for s in seeds["seeds"])):
+        raise InputError(path, f"not the archived seeds of bug {bug} (expected bug, seeds: a list of "
+                         "integers); restore the file: the finished runs were made with it")

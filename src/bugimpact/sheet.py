@@ -4,6 +4,8 @@ The sheet is merged, never regenerated: new mined entries are appended, blank ma
 filled, and everything a person wrote (decision, reason, notes, extra columns, even corrected SHAs)
 is kept. Entries that mining no longer finds stay in the sheet, flagged ``mined=gone``.
 """
+import csv
+import io
 import re
 from collections import Counter
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from .io import InputError, read_csv, write_csv
+from .io import InputError, write_csv
 
 MACHINE_COLUMNS = ("id", "release", "area", "subarea", "pr", "prs", "text", "url", "buggy_sha",
                    "corrected_sha", "resolve_status", "onefix", "tags", "mined")
@@ -93,18 +95,47 @@ def merge(existing_columns, existing_rows, mined_rows):
                              "cells_filled": filled, "flagged_gone": gone, "total": len(merged)}
 
 
-def update_sheet(path, bugs, commits):
-    """Create the sheet, or merge new mining into it; returns the change summary."""
+def update_sheet(path, bugs, commits, schema_path=None):
+    """Create the sheet, or merge new mining into it; returns the change summary. An existing
+    sheet is validated first: a sheet that cannot be read right is never rewritten."""
     path = Path(path)
     mined_rows = rows_from_mining(bugs, commits)
+    bom = False
     if path.exists():
-        columns, rows = read_csv(path)
+        if schema_path is not None:
+            validate(path, schema_path)
+        columns, rows, bom = read_sheet(path)
     else:
         columns, rows = [], []
     columns, merged, summary = merge(columns, rows, mined_rows)
     summary["created"] = not path.exists()
-    write_csv(path, merged, columns)
+    write_csv(path, merged, columns, encoding="utf-8-sig" if bom else "utf-8")
     return summary
+
+
+def read_sheet(path):
+    """(columns, rows, had_bom) of a sheet as spreadsheets save it: UTF-8 with or without a BOM
+    (Excel's "CSV UTF-8"). Other encodings and delimiters are errors that say what to do."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        header = next(csv.reader([data.split(b"\n", 1)[0].decode("utf-8-sig", "replace")]), [])
+        before = data[start:exc.start].decode("utf-8", "replace")
+        cells = next(csv.reader([before]), [""]) if before else [""]
+        column = header[len(cells) - 1] if 0 < len(cells) <= len(header) else None
+        raise InputError(path, f"not UTF-8: byte 0x{data[exc.start]:02x}; save the sheet as "
+                         f"\"CSV UTF-8\"", row=line, field=column) from None
+    first = text.split("\n", 1)[0]
+    if "," not in first:
+        for name, delimiter in (("semicolons", ";"), ("tabs", "\t")):
+            if delimiter in first:
+                raise InputError(path, f"the columns are separated by {name}, not commas; save "
+                                 f"the sheet as comma-separated CSV (\"CSV UTF-8\")", row=1)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    return list(reader.fieldnames or []), list(reader), data.startswith(b"\xef\xbb\xbf")
 
 
 def load_schema(schema_path):
@@ -114,7 +145,7 @@ def load_schema(schema_path):
 
 def validate(path, schema_path):
     """Rows of a valid sheet; otherwise an InputError naming the file, row (CSV line) and column."""
-    columns, rows = read_csv(path)
+    columns, rows, _ = read_sheet(path)
     missing = [c for c in ("id", "decision", "reason", "buggy_sha", "corrected_sha")
                if c not in columns]
     if missing:

@@ -67,8 +67,9 @@ def sheet(sheet_path, bugs_csv, commits_csv, out_merge, out_funnel):
     from . import sheet as sheets
     _, bugs = read_csv(bugs_csv)
     _, commits = read_csv(commits_csv)
-    summary = sheets.update_sheet(sheet_path, bugs, commits)
-    _, rows = read_csv(sheet_path)
+    from .config import SHEET_SCHEMA
+    summary = sheets.update_sheet(sheet_path, bugs, commits, SHEET_SCHEMA)
+    _, rows, _ = sheets.read_sheet(sheet_path)
     write_csv(out_funnel, sheets.funnel(rows), ("stage", "count"))
     write_json(out_merge, {"sheet": str(sheet_path), **summary})
     log.info("sheet %s: %s", sheet_path, summary)
@@ -248,14 +249,26 @@ def train_run(train_cfg, bug, arm, arm_spec, run_index, key, artifact_id, seeds_
     spec = build_spec(train_cfg, bug, arm, arm_spec, int(run_index), read_json(seeds_json),
                       data_npz, read_json(data_meta), key, artifact_id)
     return train_one(spec, out, log_path, read_json(runtime_json), retries=retries,
-                     threads=train_cfg["threads"], gpus=gpus, early=load_early(early_json))
+                     threads=train_cfg["threads"], gpus=gpus, early=load_early(early_json),
+                     timeout=train_cfg["timeout_s"])
 
 
 def early(config, bug, records, out):
+    """The early decision. Rewriting it never retrains a finished run (the train rule takes it as
+    ancient); if it no longer says not triggered, the runs it skipped are removed to be trained."""
+    from .records import read_record
     from .stats.analysis import early_decision
-    decision = early_decision([read_json(p) for p in records],
+    decision = early_decision([read_record(p) for p in records],
                               config["train"]["early_decision"]["runs"])
     decision["bug"] = bug
+    before = read_json(out) if Path(out).exists() else {}
+    if before.get("decision") == "not_triggered" and decision["decision"] != "not_triggered":
+        key_dir = Path(records[0]).parents[1]
+        skipped = [p for p in sorted(key_dir.glob("*/*.json")) if read_json(p).get("status") == "skipped"]
+        for path in skipped:
+            path.unlink()
+        log.warning("%s: the early decision changed to %s; %d skipped runs removed: run snakemake "
+                    "again to train them", bug, decision["decision"], len(skipped))
     write_json(out, decision)
     log.info("%s: %s (%s)", bug, decision["decision"], decision["reason"])
     return decision
@@ -296,6 +309,21 @@ def report(config, verdicts, pvalues, summary, figures, std_png, builds, out):
             f"all bugs x metrics.")
     render(config["study"], text, verdicts, pvalues, summary, builds,
            {Path(f).stem: f for f in figures}, std_png, out)
+
+
+def failures_at_end(summary_csv="results/stats/summary.csv",
+                    builds_csv="results/builds/summary.csv"):
+    """Lines for the terminal when the workflow ends: every artifact that could not be made and
+    every bug with failed runs; empty when nothing failed."""
+    lines = []
+    if Path(builds_csv).exists():
+        lines += [f"  artifact for {r['bug']} ({r['arm']}): {r['failure_class']}: "
+                  f"{(r['log_tail'] or '').strip().splitlines()[-1][:200] if r['log_tail'] else ''}"
+                  for r in read_csv(builds_csv)[1] if r["status"] == "failed"]
+    if Path(summary_csv).exists():
+        lines += [f"  {r['name']}" for r in read_csv(summary_csv)[1] if r["section"] == "failed"]
+    return (["bugimpact: these failed (recorded; their bugs are incomplete, the rest of the study "
+             "is written):"] + lines) if lines else []
 
 
 def run_script(snakemake, func, **kwargs):

@@ -33,8 +33,8 @@ def _tail(path, limit=4000):
         return ""
 
 
-def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=None):
-    from .artifacts.runtimes import launch
+def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=None, timeout=None):
+    from .artifacts.runtimes import RunTimeout, launch
     if early is not None and early.get("decision") == "not_triggered" \
             and spec["run"] >= early.get("runs", 0):
         write_json(out, {"status": "skipped", "spec": spec, "reason": early.get("reason", "")})
@@ -43,17 +43,21 @@ def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=
         write_json(out, {"status": "failed", "spec": spec, "exit_codes": None,
                          "log_tail": runtime.get("reason", "runtime unavailable")})
         return "failed"
-    attempts = []
+    attempts, failure_class = [], "exit"
     for attempt in range(retries + 1):
         with open(log_path, "a") as log:
             log.write(f"attempt {attempt + 1}: {runtime['kind']} runtime, seed {spec['seed']}\n")
             log.flush()
-            code = launch(runtime, spec, out, log, threads=threads, gpus=gpus)
+            try:
+                code = launch(runtime, spec, out, log, threads=threads, gpus=gpus, timeout=timeout)
+            except RunTimeout as exc:
+                log.write(f"\n{exc}: the run and its processes were killed\n")
+                code, failure_class = "timeout", "timeout"
         attempts.append(code)
         if code == 0 and os.path.exists(out):
             return "ok"
     write_json(out, {"status": "failed", "spec": spec, "exit_codes": attempts,
-                     "log_tail": _tail(log_path)})
+                     "failure_class": failure_class, "log_tail": _tail(log_path)})
     return "failed"
 
 

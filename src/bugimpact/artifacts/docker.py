@@ -134,16 +134,16 @@ def build_wheel(commit, docker_cfg, out_dir, log_path):
             log.write(f"$ {script}\n")
             log.flush()
             volume = docker_cfg["ccache_volume"]
-            cmd = ["docker", "run", "--rm", "--user", f"{os.getuid()}:{os.getgid()}",
-                   "-e", "HOME=/tmp", "-v", f"{src}:/src", "-v", f"{wheels}:/out",
-                   "-v", f"{volume}:/ccache", *env_args, "-w", "/src", tag, "bash", "-c", script]
+            args = ["--user", f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp", "-v", f"{src}:/src",
+                    "-v", f"{wheels}:/out", "-v", f"{volume}:/ccache", *env_args, "-w", "/src", tag,
+                    "bash", "-c", script]
             _ccache_volume(volume, tag)
             try:
-                out = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                     timeout=docker_cfg["timeout_s"])
-                code = out.returncode
+                code = run_container(args, f"bugimpact-build-{commit[:12]}-{os.getpid()}", log,
+                                     docker_cfg["timeout_s"])
             except subprocess.TimeoutExpired:
-                raise BuildFailed("compile", f"build exceeded {docker_cfg['timeout_s']}s") from None
+                log.write(f"\ntimed out after {docker_cfg['timeout_s']}s: container removed\n")
+                raise BuildFailed("timeout", f"build exceeded {docker_cfg['timeout_s']}s") from None
         built = sorted(wheels.glob("*.whl"))
         if code != 0:
             raise BuildFailed(classify(Path(log_path).read_text(errors="replace")),
@@ -162,6 +162,29 @@ def build_wheel(commit, docker_cfg, out_dir, log_path):
         shutil.rmtree(work, ignore_errors=True)
     manifest["build_seconds"] = round(time.time() - started, 2)
     return manifest
+
+
+def run_container(args, name, log, timeout=None):
+    """``docker run --rm --name NAME ARGS``; returns its exit code. On a timeout (re-raised) or an
+    interrupt the container itself is killed and removed: killing the client leaves it running."""
+    proc = subprocess.Popen(["docker", "run", "--rm", "--name", name, *args], stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        return proc.wait(timeout=timeout)
+    except BaseException:
+        remove_container(name)
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def remove_container(name):
+    """Kill and remove a container by name, through the Docker API; gone already is fine."""
+    import docker as sdk
+    try:
+        sdk.from_env().containers.get(name).remove(force=True)
+    except sdk.errors.NotFound:
+        pass
 
 
 def _ccache_volume(volume, image):
@@ -221,6 +244,11 @@ def image_interpreter(docker_cfg, runtime_cfg):
     return probe("python", prefix=("docker", "run", "--rm", "--network", "none", tag))
 
 
+def container_name(out):
+    """A run's container name, unique per record path, so a timeout can remove it."""
+    return "bugimpact-run-" + hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()[:16]
+
+
 def run_command(runtime, out, env, data):
     """``docker run`` for one harness run: harness and data read-only, the run folder writable,
     no network, the caller's uid, the harness environment variables, GPUs when configured."""
@@ -228,7 +256,7 @@ def run_command(runtime, out, env, data):
     spec_env = ["PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                 "CUDA_VISIBLE_DEVICES"]
     data_dir = Path(data).resolve().parent
-    cmd = ["docker", "run", "--rm", "-i", "--network", "none", "--user",
+    cmd = ["docker", "run", "--rm", "-i", "--name", container_name(out), "--network", "none", "--user",
            f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp", "-e", "PYTHONPATH=/bugimpact/src",
            "-e", "PYTHONDONTWRITEBYTECODE=1",
            "-v", f"{SRC}:/bugimpact/src:ro", "-v", f"{out.parent}:{out.parent}"]

@@ -122,11 +122,35 @@ def harness_command(runtime, out, env, data):
     raise ValueError(f"unknown runtime {runtime['kind']!r}")
 
 
-def launch(runtime, spec, out, log_handle, threads=1, gpus=0):
-    """Run the harness once; returns its exit code. Progress goes to the rule's log."""
+class RunTimeout(Exception):
+    pass
+
+
+def launch(runtime, spec, out, log_handle, threads=1, gpus=0, timeout=None):
+    """Run the harness once; returns its exit code, or raises ``RunTimeout`` after ``timeout``
+    seconds, when the whole process group (and a docker run's container) has been killed. A hang
+    is one of the bugs this tool studies: it must not block the study. Progress goes to the log."""
     with GpuLock(gpus if spec.get("device") == "cuda" else 0) as lock:
         env = harness_env(threads, lock.device)
         cmd, env = harness_command(runtime, out, env, spec["data"])
-        proc = subprocess.run(cmd, input=json.dumps(spec), text=True, env=env,
-                              stdout=log_handle, stderr=log_handle)
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, text=True, env=env, stdout=log_handle,
+                                stderr=log_handle, start_new_session=True)
+        try:
+            proc.communicate(json.dumps(spec), timeout=timeout)
+        except BaseException as exc:
+            _kill(proc, runtime, out)
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise RunTimeout(f"timed out after {timeout}s") from None
+            raise
     return proc.returncode
+
+
+def _kill(proc, runtime, out):
+    try:
+        os.killpg(proc.pid, 9)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    if runtime["kind"] == "docker":
+        from .docker import container_name, remove_container
+        remove_container(container_name(out))

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-FAULTS = ("relu_leak", "momentum_ignored", "dropout_shift", "grad_scale")
+from .registry import FAULTS
 RELU_LEAK = 1e-3
 DROPOUT_SHIFT = 0.1
 GRAD_SCALE = 0.99

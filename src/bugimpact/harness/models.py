@@ -9,6 +9,8 @@ import importlib
 import torch
 import torch.nn as nn
 
+from .registry import model_error
+
 
 def _flat_size(features, in_channels, size):
     with torch.no_grad():  # a shape probe: consumes no random numbers
@@ -88,16 +90,16 @@ class SmallCNN(nn.Module):
         return self.classifier(x.view(x.size(0), -1))
 
 
-BUILTIN = {"vggx": VGGX, "alexnet": AlexNet32, "smallcnn": SmallCNN}
+BUILTIN = {"vggx": VGGX, "alexnet": AlexNet32, "smallcnn": SmallCNN}  # registry.MODELS
 
 
 def build(name, in_channels, num_classes, size):
+    error = model_error(name)
+    if error:
+        raise ValueError(error)
     if name in BUILTIN:
         cls = BUILTIN[name]
     else:
         module, _, attr = name.replace(":", ".").rpartition(".")
-        if not module:
-            raise ValueError("unknown model %r: use one of %s or a dotted path module:Class"
-                             % (name, ", ".join(sorted(BUILTIN))))
         cls = getattr(importlib.import_module(module), attr)
     return cls(in_channels=in_channels, num_classes=num_classes, size=size)

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from . import HARNESS_VERSION, data, determinism, environment, faults, metrics, models
 
-RECORD_SCHEMA = 1
+from .registry import RECORD_SCHEMA
 
 
 def _log(spec, message):

@@ -95,6 +95,13 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
     ok = {arm: {i: r for i, r in arms[arm].items() if r["status"] == "ok"} for arm in ARMS}
     failed = [f"{arm} run {i}: exit {r.get('exit_codes')}: {_last_line(r.get('log_tail', ''))}"
               for arm in ARMS for i, r in sorted(arms[arm].items()) if r["status"] == "failed"]
+    for arm in ARMS:  # a NaN metric is a failed measurement: reported, never fed to a test
+        for i, r in sorted(ok[arm].items()):
+            bad = [m for m in metrics if not _finite(r["metrics"].get(m))]
+            if bad:
+                failed.append(f"{arm} run {i}: {', '.join(bad)} is not a number "
+                              f"({r['metrics'].get(bad[0])!r}): a failed measurement")
+                del ok[arm][i]
     skipped = sum(1 for arm in ARMS for r in arms[arm].values() if r["status"] == "skipped")
     common = sorted(set(ok["buggy"]) & set(ok["corrected"]))
     divergence = [first_divergence(ok["buggy"][i], ok["corrected"][i]) for i in common]
@@ -152,6 +159,10 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         row["exact_diff"] = (row["mean_buggy"] - row["mean_corrected"]) if within_identical else math.nan
         rows.append(row)
     return rows, bug_info
+
+
+def _finite(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _last_line(text):

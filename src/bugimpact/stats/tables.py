@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ..io import read_json, write_csv, write_json
+from ..records import read_record
 from .analysis import METRIC_COLUMNS, analyse_bug, verdict
 from .effects import adjust
 
@@ -30,7 +31,7 @@ def _apply(rows, bug_info, alpha, min_effect, adjusted):
 
 
 def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv, out_json):
-    records = [read_json(p) for p in record_paths]
+    records = [read_record(p) for p in record_paths]
     rows, info = analyse_bug(bug, records, stats_cfg["metrics"], required_runs, seed_policy,
                              stats_cfg["alpha"], stats_cfg["power"], stats_cfg["bootstrap"])
     adjusted = adjust([r["primary_p"] for r in rows], "holm")
@@ -84,6 +85,11 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
     summary += [{"section": "verdict", "name": k, "count": c} for k, c in counts.items()]
     summary.append({"section": "runs", "name": "skipped_by_early_decision",
                     "count": sum(v["skipped"] for v in verdicts)})
+    summary.append({"section": "runs", "name": "failed",
+                    "count": sum(len(v["failed"].split("; ")) for v in verdicts if v["failed"])})
+    # what failed, bug by bug: the terminal prints these rows at the end of the workflow
+    summary += [{"section": "failed", "name": f"{v['bug']}: {v['failed'][:300]}",
+                 "count": len(v["failed"].split("; "))} for v in verdicts if v["failed"]]
     write_csv(out_summary, summary, ("section", "name", "count"))
     return table, verdicts, summary
 

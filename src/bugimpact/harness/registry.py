@@ -1,0 +1,17 @@
+"""The names the harness knows, without importing torch, so the host can check a config against
+them before any run starts (the harness modules use the same names)."""
+MODELS = ("vggx", "alexnet", "smallcnn")
+RECORD_SCHEMA = 1  # bump when a run record's fields change meaning
+FAULTS = ("relu_leak", "momentum_ignored", "dropout_shift", "grad_scale")
+
+
+def model_error(name):
+    """Why a model name cannot be built, or None: a built-in name, or a dotted path
+    ``module:Class`` (or ``module.Class``) to a model importable inside the runtime."""
+    if name in MODELS:
+        return None
+    module, _, attr = str(name).replace(":", ".").rpartition(".")
+    if module and attr and all(part.isidentifier() for part in module.split(".") + [attr]):
+        return None
+    return "unknown model %r: use one of %s, or a dotted path module:Class to your own" % (
+        name, ", ".join(MODELS))

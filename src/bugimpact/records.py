@@ -1,0 +1,48 @@
+"""Run records, checked whenever they are read: a record cut short or edited by hand is named,
+with what to do, instead of failing a later step with a bare parse error."""
+from pathlib import Path
+
+from .harness.registry import RECORD_SCHEMA
+from .io import InputError, read_json
+
+STATUSES = ("ok", "failed", "skipped")
+FIX = "run `bugimpact verify --remove` to remove it, then rerun: only it is retrained"
+
+
+def problem(record):
+    """What is wrong with a parsed record, or None."""
+    if not isinstance(record, dict):
+        return f"a {type(record).__name__}, not a record"
+    if record.get("status") not in STATUSES:
+        return f"status {record.get('status')!r} is none of {', '.join(STATUSES)}"
+    if not isinstance(record.get("spec"), dict):
+        return "no 'spec'"
+    if record["status"] == "ok":
+        if record.get("record_schema") != RECORD_SCHEMA:
+            return (f"record_schema {record.get('record_schema')!r}, expected {RECORD_SCHEMA} "
+                    "(written by another harness version)")
+        if not isinstance(record.get("metrics"), dict) or not isinstance(record.get("fingerprints"), dict):
+            return "no 'metrics' or 'fingerprints'"
+    return None
+
+
+def read_record(path):
+    try:
+        record = read_json(path)
+    except InputError as exc:
+        raise InputError(path, f"{str(exc).split(': ', 1)[1]}; {FIX}") from None
+    why = problem(record)
+    if why:
+        raise InputError(path, f"not a valid run record: {why}; {FIX}")
+    return record
+
+
+def broken(root):
+    """(path, reason) of every record under ``root`` that does not read as a valid record."""
+    out = []
+    for path in sorted(Path(root).rglob("*.json")):
+        try:
+            read_record(path)
+        except InputError as exc:
+            out.append((path, str(exc).split(": ", 1)[1].split(f"; {FIX}")[0]))
+    return out
