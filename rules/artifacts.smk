@@ -1,4 +1,21 @@
+# Before hours of builds: what can be checked in seconds. Builds and downloads wait for it; it is
+# redone when the config changes.
+rule preflight:
+    output:
+        "results/preflight.txt",
+    params:
+        config_sha=CONFIG_SHA,
+    log:
+        "logs/preflight.log",
+    conda:
+        "../envs/host.yaml"
+    script:
+        "../scripts/preflight.py"
+
+
 rule artifact:
+    input:
+        "results/preflight.txt",
     output:
         "results/artifacts/{artifact}/manifest.json",
     wildcard_constraints:
@@ -38,6 +55,8 @@ rule runtime:
 # Builds are keyed by commit and recipe hash: editing this project's code never rebuilds a wheel.
 # A failed build is a result (status failed, its class and log tail), so other bugs go on.
 rule docker_build:
+    input:
+        "results/preflight.txt",
     output:
         "results/artifacts/{artifact}/manifest.json",
     wildcard_constraints:

@@ -1,4 +1,5 @@
 # Parse-time helpers: validated config, the plan (bugs, artifacts, experiment key), input functions.
+import hashlib
 import json
 import os
 import sys
@@ -15,6 +16,7 @@ from bugimpact.plan import Plan
 
 config.update(validate_config(dict(config), source="config (config.yaml and --config)"))
 PLAN = Plan(config, SHEET_SCHEMA)
+CONFIG_SHA = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 FRAMEWORK = config["framework"]
 BUGS = sorted(PLAN.bugs) or ["__none__"]
 

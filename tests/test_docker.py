@@ -178,3 +178,19 @@ def test_a_build_timeout_removes_its_container(setup, tmp_path):
     left = subprocess.run(["docker", "ps", "-a", "--filter", "name=bugimpact-build-", "-q"],
                           capture_output=True, text=True, check=True)
     assert left.stdout.strip() == ""
+
+
+def test_a_moved_submodule_is_fetched_through_a_rewrite(setup, tmp_path):
+    """Old commits pin submodule URLs that moved or vanished: a rewrite in the config fetches them
+    from a mirror, in the build's own clone (the user's clone is not changed)."""
+    from tinypkg import add_submodule
+    repo = setup["base"] / "tinyact"
+    sha = add_submodule(repo, tmp_path / "mirrors" / "dep", "https://unreachable.invalid/mirrors/dep",
+                        start=setup["shas"]["corrected"])
+    broken = build_wheel(sha, setup["docker"], tmp_path / "a", tmp_path / "a.log")
+    assert broken["status"] == "failed" and broken["failure_class"] == "submodules"
+    cfg = dict(setup["docker"], git_rewrites={"https://unreachable.invalid/mirrors/": f"{tmp_path}/mirrors/"})
+    built = build_wheel(sha, cfg, tmp_path / "b", tmp_path / "b.log")
+    assert built["status"] == "ok", built.get("log_tail")
+    assert built["recipe_sha"] == broken["recipe_sha"]  # where sources come from is not the recipe
+    assert "insteadof" not in (repo / ".git" / "config").read_text().lower()

@@ -266,3 +266,17 @@ def test_a_truncated_record_is_named_and_verify_removes_only_it(study):
     assert removed.returncode == 0 and not target.exists()
     snakemake(work, "--configfile", FAST)
     assert target.exists() and {p: mtimes(work)[p] for p in others} == others
+
+
+def test_a_failed_preflight_starts_no_build(tmp_path):
+    work = project_copy(tmp_path / "p")
+    sheet = work / "data" / "filter" / "pytorch.csv"
+    sheet.write_text(f"id,decision,reason,buggy_sha,corrected_sha\npr1,accept,,{'a' * 40},{'b' * 40}\n")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    out = snakemake(work, "--config", "bugs={controls: {}}", "runtime={kind: docker}",
+                    f"artifacts={{docker: {{clone: {clone}}}}}", check=False)
+    assert out.returncode != 0
+    assert "so no build starts" in out.stderr and "commits (docker)" in out.stderr
+    assert "2 of 2 not in" in (work / "logs" / "preflight.log").read_text()
+    assert not list((work / "logs").glob("artifacts/docker-*.log"))  # no build was started

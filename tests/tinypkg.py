@@ -66,3 +66,21 @@ def make_repo(path, fillers=24, functions_per_filler=40):
         git(path, "commit", "-q", "-m", f"{name} (#{len(shas) + 1})")
         shas[name] = git(path, "rev-parse", "HEAD")
     return shas
+
+
+def add_submodule(repo, mirror, url, start="HEAD"):
+    """A commit on top of ``start`` (on a branch of its own) with a submodule whose .gitmodules URL
+    is ``url`` (e.g. one that moved or vanished); its content lives in a real repository at
+    ``mirror``. Returns the SHA."""
+    mirror.mkdir(parents=True)
+    git(mirror, "init", "-q", "-b", "main")
+    (mirror / "dep.h").write_text("/* a vendored dependency */\n")
+    git(mirror, "add", "-A")
+    git(mirror, "commit", "-q", "-m", "dep")
+    git(repo, "checkout", "-q", "-b", f"submodule-{mirror.name}", start)
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(mirror),
+        "third_party/dep")
+    git(repo, "config", "-f", ".gitmodules", "submodule.third_party/dep.url", url)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "vendor dep as a submodule (#4)")
+    return git(repo, "rev-parse", "HEAD")

@@ -61,6 +61,11 @@ def main(argv=None):
     p.add_argument("--runs", default="results/runs")
     p.add_argument("--artifacts", default="results/artifacts")
 
+    p = sub.add_parser("preflight", help="check in seconds what hours of builds need: commits, "
+                                         "submodules, images, disk, GPUs, data, wheels")
+    p.add_argument("--nvidia-smi", help="a recorded `nvidia-smi --query-gpu=name,compute_cap,"
+                                        "driver_version --format=csv,noheader` (default: run it)")
+
     p = sub.add_parser("verify", help="list run records that are cut short, edited or from "
                                       "another harness version; --remove deletes only those")
     p.add_argument("--runs", default="results/runs")
@@ -103,6 +108,11 @@ def _dispatch(args):
     elif args.command == "stats":
         config = _config(args)
         steps.bug_stats(config, args.bug, args.records, args.out, args.json)
+    elif args.command == "preflight":
+        try:
+            steps.preflight(_config(args), nvidia_smi=args.nvidia_smi)
+        except InputError:
+            return 1
     elif args.command == "verify":
         from .records import broken
         bad = broken(args.runs)

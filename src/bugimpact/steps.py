@@ -148,7 +148,7 @@ def _target_interpreter(config, spec):
     if spec.get("python"):
         return spec["python"]
     from .artifacts.docker import image_interpreter
-    return image_interpreter(config["artifacts"]["docker"], config["runtime"])
+    return image_interpreter(config["artifacts"]["docker"])
 
 
 def _release_artifact(config, spec):
@@ -309,6 +309,25 @@ def report(config, verdicts, pvalues, summary, figures, std_png, builds, out):
             f"all bugs x metrics.")
     render(config["study"], text, verdicts, pvalues, summary, builds,
            {Path(f).stem: f for f in figures}, std_png, out)
+
+
+def preflight(config, out=None, nvidia_smi=None):
+    """Everything checkable in seconds before builds start; raises when a check fails (the
+    workflow's builds wait for this job), after printing and logging the table."""
+    from . import preflight as checks
+    from .config import SHEET_SCHEMA
+    from .plan import Plan
+    results = checks.run(config, Plan(config, SHEET_SCHEMA),
+                         Path(nvidia_smi).read_text() if nvidia_smi else None)
+    text = checks.table(results)
+    log.info("preflight:\n%s", text)
+    if checks.failed(results):
+        raise InputError("preflight", f"{len(checks.failed(results))} check(s) failed, so no build "
+                         f"starts:\n{checks.table(checks.failed(results))}")
+    if out:
+        from .io import write_text
+        write_text(out, text)
+    return results
 
 
 def failures_at_end(summary_csv="results/stats/summary.csv",

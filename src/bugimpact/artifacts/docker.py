@@ -43,16 +43,48 @@ def docker(*args, check=True, **kwargs):
     return out
 
 
+# Variables that change how fast a build runs, never what it produces: kept out of the recipe hash,
+# so changing them rebuilds and retrains nothing.
+NOT_RECIPE = ("MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "CCACHE_MAXSIZE", "CCACHE_DIR")
+
+
+def toolchain_dir(docker_cfg):
+    folder = ROOT / "envs" / "docker" / docker_cfg["toolchain"]
+    if not (folder / "Dockerfile").exists():
+        raise FileNotFoundError(f"no toolchain {docker_cfg['toolchain']!r}: {folder}/Dockerfile is missing")
+    return folder
+
+
+def preset(docker_cfg):
+    """The toolchain's era preset (``preset.yaml`` beside its Dockerfile): CUDA facts for preflight
+    and the build environment that era needs."""
+    import yaml
+    path = toolchain_dir(docker_cfg) / "preset.yaml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def build_env(docker_cfg):
+    """The build's environment: the preset's (its CPU switches when USE_CUDA is 0), then the
+    config's, which wins."""
+    era = preset(docker_cfg)
+    user = {k: str(v) for k, v in docker_cfg.get("build_env", {}).items()}
+    env = {k: str(v) for k, v in (era.get("build_env") or {}).items()}
+    if user.get("USE_CUDA", env.get("USE_CUDA")) == "0" or not era.get("cuda"):
+        env.update({k: str(v) for k, v in (era.get("cpu_build_env") or {}).items()})
+    env.update(user)
+    return dict(sorted(env.items()))
+
+
 def recipe(docker_cfg):
     """Everything that decides what a build produces, and its hash (the artifact key's suffix)."""
-    dockerfile = ROOT / "envs" / "docker" / docker_cfg["toolchain"] / "Dockerfile"
-    if not dockerfile.exists():
-        raise FileNotFoundError(f"no toolchain {docker_cfg['toolchain']!r}: {dockerfile} is missing")
-    parts = {"dockerfile": dockerfile.read_text(), "toolchain": docker_cfg["toolchain"],
+    folder = toolchain_dir(docker_cfg)
+    env = build_env(docker_cfg)
+    parts = {"dockerfile": (folder / "Dockerfile").read_text(), "toolchain": docker_cfg["toolchain"],
              "base_image": docker_cfg.get("base_image", ""),
              "build_command": docker_cfg["build_command"],
-             "build_env": {k: str(v) for k, v in sorted(docker_cfg.get("build_env", {}).items())}}
+             "build_env": {k: v for k, v in env.items() if k not in NOT_RECIPE}}
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:10]
+    parts["runner_env"] = {k: v for k, v in env.items() if k in NOT_RECIPE}
     return parts, digest
 
 
@@ -90,6 +122,15 @@ def toolchain_image(docker_cfg, log):
     return tag, image_id
 
 
+def rewrite_args(docker_cfg):
+    """``git -c`` options that fetch submodules from where the config says (old prefix -> new);
+    given to the build's own clone only, never written into the user's clone."""
+    args = ["-c", "protocol.file.allow=always"]  # local mirrors are a plain path
+    for old, new in sorted(docker_cfg.get("git_rewrites", {}).items()):
+        args += ["-c", f"url.{new}.insteadOf={old}"]
+    return args
+
+
 def _git(args, cwd, log, failure_class):
     out = subprocess.run(["git", *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
     if out.returncode != 0:
@@ -116,7 +157,8 @@ def build_wheel(commit, docker_cfg, out_dir, log_path):
     parts, digest = recipe(docker_cfg)
     manifest = {"source": "docker", "commit": commit, "toolchain": docker_cfg["toolchain"],
                 "recipe_sha": digest, "build_command": parts["build_command"],
-                "build_env": parts["build_env"], "log": str(log_path)}
+                "build_env": parts["build_env"], "runner_env": parts["runner_env"],
+                "git_rewrites": docker_cfg.get("git_rewrites", {}), "log": str(log_path)}
     work = Path(tempfile.mkdtemp(prefix=f"bugimpact-build-{commit[:12]}-"))
     try:
         with open(log_path, "a") as log:
@@ -126,10 +168,12 @@ def build_wheel(commit, docker_cfg, out_dir, log_path):
             _git(["clone", "--quiet", "--shared", "--no-checkout", str(docker_cfg["clone"]), str(src)],
                  work, log, "checkout")
             _git(["checkout", "--quiet", commit], src, log, "checkout")
-            _git(["submodule", "update", "--init", "--recursive"], src, log, "submodules")
+            _git([*rewrite_args(docker_cfg), "submodule", "update", "--init", "--recursive"], src,
+                 log, "submodules")
             wheels = work / "out"
             wheels.mkdir()
-            env_args = [a for k, v in parts["build_env"].items() for a in ("-e", f"{k}={v}")]
+            env_args = [a for k, v in {**parts["build_env"], **parts["runner_env"]}.items()
+                        for a in ("-e", f"{k}={v}")]
             script = f"{parts['build_command']} && cp dist/*.whl /out/"
             log.write(f"$ {script}\n")
             log.flush()
@@ -236,7 +280,7 @@ def prepare_runtime(artifact, config, folder):
             "probe": json.loads(probe.strip().splitlines()[-1])}
 
 
-def image_interpreter(docker_cfg, runtime_cfg):
+def image_interpreter(docker_cfg):
     """The interpreter of the runtime image (the toolchain's), that a release wheel must fit."""
     from .interpreters import probe
     with open(os.devnull, "w") as log:

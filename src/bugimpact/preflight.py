@@ -1,0 +1,359 @@
+"""Before hours of builds: everything about a study that can be checked in seconds.
+
+``bugimpact preflight`` (and the workflow's first job, which every build and artifact waits for)
+prints one table: each check, pass or fail, what it found, and the fix for a failure. Checks:
+accepted commits in the clone; each commit's submodules and the URL each will fetch (after
+``git_rewrites``); the Docker engine and the toolchain image or its base image; free disk against the
+builds still to make; the GPUs (``nvidia-smi``) against the toolchain's CUDA and architectures and the
+release wheels' CUDA era; the dataset files and their checksums; the runtime's interpreter and the
+wheel each release arm will use.
+"""
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .io import write_text
+
+# Compute capability by GPU name, for drivers too old to report compute_cap.
+KNOWN_GPUS = (("H100", 9.0), ("H200", 9.0), ("GH200", 9.0), ("L40", 8.9), ("L4", 8.9),
+              ("A100", 8.0), ("A30", 8.0), ("A10", 8.6), ("A40", 8.6), ("RTX 30", 8.6),
+              ("T4", 7.5), ("RTX 20", 7.5), ("V100", 7.0), ("P100", 6.0), ("P40", 6.1), ("K80", 3.7))
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # pass, warn or FAIL
+    detail: str
+    fix: str = ""
+
+
+def run(config, plan, nvidia_smi=None, timeout=20):
+    """Every check for this config and plan (``nvidia_smi``: recorded output, for tests)."""
+    checks = []
+    docker_arms = [(bug, arm, spec) for bug, b in sorted(plan.bugs.items())
+                   for arm, spec in b["arms"].items() if spec["source"] == "docker"]
+    onefix_arms = [(bug, arm, spec) for bug, b in sorted(plan.bugs.items())
+                   for arm, spec in b["arms"].items()
+                   if spec["source"] == "onefix" and not spec.get("patch")]
+    checks += _commits(config, docker_arms, onefix_arms)
+    if docker_arms:
+        checks += _submodules(config, docker_arms, timeout)
+    if docker_arms or config["runtime"]["kind"] == "docker":
+        checks += _docker(config)
+        checks += _disk(config, plan, docker_arms)
+    checks += _gpus(config, plan, nvidia_smi)
+    checks += _data(config)
+    checks += _interpreter(config, plan)
+    return checks
+
+
+def failed(checks):
+    return [c for c in checks if c.status == "FAIL"]
+
+
+def table(checks):
+    """The checks as a plain-text table, failures with their fix."""
+    width = max([len(c.name) for c in checks] + [5])
+    lines = [f"{'check':<{width}}  status  detail", f"{'-' * width}  ------  ------"]
+    for c in checks:
+        lines.append(f"{c.name:<{width}}  {c.status:<6}  {c.detail}")
+        if c.fix:
+            lines.append(f"{'':<{width}}          fix: {c.fix}")
+    bad = failed(checks)
+    lines.append(f"preflight: {len(checks)} checks, {len(bad)} failed"
+                 + (f" ({', '.join(c.name for c in bad)})" if bad else ""))
+    return "\n".join(lines) + "\n"
+
+
+def write(checks, path):
+    write_text(path, table(checks))
+
+
+def _git(clone, *args, timeout=60):
+    return subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _clone_for(config, source):
+    if source == "docker":
+        return config["artifacts"]["docker"]["clone"], "artifacts.docker.clone"
+    return (config["artifacts"]["onefix"]["clone"] or config["resolve"]["clone"],
+            "artifacts.onefix.clone")
+
+
+def _commits(config, docker_arms, onefix_arms):
+    checks = []
+    for source, arms in (("docker", docker_arms), ("onefix", onefix_arms)):
+        if not arms:
+            continue
+        clone, key = _clone_for(config, source)
+        wanted = sorted({spec[k] for _, _, spec in arms
+                         for k in (("commit",) if source == "docker" else ("buggy_sha", "corrected_sha"))})
+        if not clone or not Path(clone).exists():
+            checks.append(Check(f"commits ({source})", "FAIL" if source == "docker" else "warn",
+                                f"{len(wanted)} commits to check, but {key} is "
+                                f"{clone or 'not set'}",
+                                f"clone the framework once and set {key} to it"))
+            continue
+        missing = [sha for sha in wanted if _git(clone, "cat-file", "-e", f"{sha}^{{commit}}").returncode]
+        if missing:
+            bugs = sorted({b for b, _, s in arms for k in ("commit", "buggy_sha", "corrected_sha")
+                           if s.get(k) in missing})
+            checks.append(Check(f"commits ({source})", "FAIL",
+                                f"{len(missing)} of {len(wanted)} not in {clone}: "
+                                f"{', '.join(m[:12] for m in missing[:5])} (bugs {', '.join(bugs[:5])})",
+                                f"git -C {clone} fetch origin, or correct those rows of the sheet"))
+        else:
+            checks.append(Check(f"commits ({source})", "pass", f"all {len(wanted)} in {clone}"))
+    return checks
+
+
+def rewrite(url, rewrites):
+    """The URL git will fetch: the longest matching ``insteadOf`` prefix replaced, as git does."""
+    best = max((old for old in rewrites if url.startswith(old)), key=len, default=None)
+    return rewrites[best] + url[len(best):] if best is not None else url
+
+
+def _submodules(config, docker_arms, timeout):
+    cfg = config["artifacts"]["docker"]
+    clone, rewrites = cfg["clone"], cfg.get("git_rewrites", {})
+    if not clone or not Path(clone).exists():
+        return []
+    urls, missing_entries = {}, set()
+    for sha in sorted({spec["commit"] for _, _, spec in docker_arms}):
+        out = _git(clone, "config", "--blob", f"{sha}:.gitmodules", "--get-regexp",
+                   r"^submodule\..*\.url$")
+        for line in out.stdout.splitlines():
+            name, url = line.split(" ", 1)
+            name = name[len("submodule."):-len(".url")]
+            urls.setdefault(rewrite(url, rewrites), set()).add(url)
+            if not (Path(clone) / ".git" / "modules" / name).exists():
+                missing_entries.add(name)
+    if not urls:
+        return [Check("submodules", "pass", "the commits name no submodules")]
+    unreachable = []
+    for url in sorted(urls):
+        try:
+            probe = subprocess.run(["git", "-c", "protocol.file.allow=always", "ls-remote",
+                                    "--exit-code", "-q", url, "HEAD"], capture_output=True,
+                                   text=True, timeout=timeout,
+                                   env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+            ok = probe.returncode in (0, 2)  # 2: reachable, no HEAD ref
+        except subprocess.TimeoutExpired:
+            ok = False
+        if not ok:
+            unreachable.append(url)
+    shown = ", ".join(f"{sorted(urls[u])[0]} -> {u}" if sorted(urls[u])[0] != u else u
+                      for u in sorted(urls)[:3])
+    checks = []
+    if unreachable:
+        checks.append(Check("submodules", "FAIL",
+                            f"{len(unreachable)} of {len(urls)} submodule URLs cannot be fetched: "
+                            f"{', '.join(unreachable[:4])}",
+                            "mirror them and add artifacts.docker.git_rewrites: {old-prefix: "
+                            "new-prefix} (applied in the build's clone only)"))
+    else:
+        checks.append(Check("submodules", "pass", f"{len(urls)} URLs reachable ({shown}"
+                            f"{', ...' if len(urls) > 3 else ''})"))
+    if missing_entries:
+        checks.append(Check("submodule entries", "warn",
+                            f"{len(missing_entries)} submodules not initialised in the clone "
+                            f"({', '.join(sorted(missing_entries)[:4])}): each build fetches them",
+                            f"git -C {clone} submodule update --init --recursive, then mirror"))
+    return checks
+
+
+def _docker(config):
+    from .artifacts.docker import recipe
+    cfg = config["artifacts"]["docker"]
+    if not shutil.which("docker") or subprocess.run(["docker", "info"], capture_output=True,
+                                                    timeout=60).returncode:
+        return [Check("docker", "FAIL", "no Docker engine answers",
+                      "start dockerd (bin/start-docker), or use release wheels (source pypi/onefix)")]
+    parts, digest = recipe(cfg)
+    tag = f"bugimpact-toolchain:{cfg['toolchain']}-{digest}"
+    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
+        return [Check("toolchain image", "pass", f"{tag} exists")]
+    base = cfg.get("base_image") or re.search(r"ARG BASE_IMAGE=(\S+)", parts["dockerfile"]).group(1)
+    if subprocess.run(["docker", "image", "inspect", base], capture_output=True).returncode == 0:
+        return [Check("toolchain image", "pass", f"{tag} will be built from {base} (present)")]
+    remote = subprocess.run(["docker", "manifest", "inspect", base], capture_output=True, text=True,
+                            timeout=60)
+    if remote.returncode == 0:
+        return [Check("toolchain image", "pass", f"{tag} will be built from {base} (in its registry)")]
+    return [Check("toolchain image", "FAIL", f"{tag} is not built and its base image {base} is "
+                  "neither here nor reachable in a registry",
+                  "docker pull/load the base image, set artifacts.docker.base_image to one you have, "
+                  "or make one with bin/make-base-image")]
+
+
+def _disk(config, plan, docker_arms):
+    from .artifacts.docker import preset
+    per_build = float(preset(config["artifacts"]["docker"]).get("disk_gb_per_build", 2))
+    todo = sorted({spec["artifact"] for _, _, spec in docker_arms
+                   if not Path(f"results/artifacts/{spec['artifact']}/manifest.json").exists()})
+    need = per_build * len(todo)
+    folder = Path(".").resolve()
+    free = shutil.disk_usage(folder).free / 1e9
+    return [disk_check(need, free, len(todo), per_build, folder)]
+
+
+def disk_check(need_gb, free_gb, builds, per_build, folder):
+    detail = (f"{builds} builds to make x {per_build:g} GB = {need_gb:.0f} GB needed, "
+              f"{free_gb:.0f} GB free at {folder}")
+    if need_gb > free_gb:
+        return Check("disk", "FAIL", detail, "free disk, or build fewer bugs at a time "
+                     "(snakemake results/stats/<bug>.csv)")
+    return Check("disk", "pass" if need_gb < 0.8 * free_gb else "warn", detail)
+
+
+def parse_nvidia_smi(text):
+    """[(name, compute capability, driver)] from ``nvidia-smi --query-gpu=name,compute_cap,
+    driver_version --format=csv,noheader`` (or its two-column form from older drivers)."""
+    gpus = []
+    for line in text.strip().splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if not cells or not cells[0]:
+            continue
+        name, driver = cells[0], cells[-1]
+        cap = next((float(c) for c in cells[1:-1] if re.fullmatch(r"\d+\.\d+", c)), None)
+        if cap is None:
+            cap = next((c for key, c in KNOWN_GPUS if key in name), None)
+        gpus.append((name, cap, driver))
+    return gpus
+
+
+def _version(text):
+    return tuple(int(p) for p in re.findall(r"\d+", str(text))[:3])
+
+
+def _gpus(config, plan, recorded):
+    if config["train"]["device"] != "cuda":
+        return [Check("gpus", "pass", "device cpu: no GPU needed")]
+    if recorded is None:
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap,driver_version",
+                                  "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
+            recorded = out.stdout if out.returncode == 0 else ""
+        except (OSError, subprocess.TimeoutExpired):
+            recorded = ""
+    gpus = parse_nvidia_smi(recorded)
+    if not gpus:
+        return [Check("gpus", "FAIL", "device cuda, but nvidia-smi shows no GPU",
+                      "run on a GPU machine with the NVIDIA driver, or set train.device: cpu")]
+    checks = []
+    arms = [spec for b in plan.bugs.values() for spec in b["arms"].values()]
+    caps = sorted({cap for _, cap, _ in gpus if cap is not None})
+    names = ", ".join(f"{n} (sm_{int(c * 10) if c else '?'}, driver {d})" for n, c, d in gpus)
+    if any(a["source"] == "docker" for a in arms):
+        from .artifacts.docker import build_env, preset
+        cfg = config["artifacts"]["docker"]
+        era = preset(cfg)
+        archs = build_env(cfg).get("TORCH_CUDA_ARCH_LIST") or era.get("arch_list") or ""
+        top = max((float(a) for a in re.findall(r"\d+\.\d+", archs)), default=None)
+        too_new = [c for c in caps if top is not None and c > top + 0.05]
+        driver_low = [d for _, _, d in gpus if era.get("min_driver")
+                      and _version(d) < _version(era["min_driver"])]
+        if era.get("cuda") and too_new:
+            checks.append(Check("gpus vs toolchain", "FAIL",
+                                f"{names}: toolchain {cfg['toolchain']} builds CUDA {era['cuda']} "
+                                f"for sm {archs}, which cannot run on sm_{int(max(too_new) * 10)}",
+                                "use an older GPU (V100, T4), train.device: cpu, or release wheels "
+                                "and one-fix artifacts (source pypi/onefix) of a CUDA era that fits"))
+        elif driver_low:
+            checks.append(Check("gpus vs toolchain", "FAIL", f"{names}: CUDA {era['cuda']} needs "
+                                f"driver >= {era['min_driver']}", "update the NVIDIA driver"))
+        else:
+            checks.append(Check("gpus vs toolchain", "pass", f"{names}; toolchain CUDA "
+                                f"{era.get('cuda')} for sm {archs}"))
+    releases = sorted({a.get("version") or a.get("release", {}).get("version") for a in arms
+                       if a["source"] in ("pypi", "onefix")} - {None}, key=_version)
+    # torch < 1.7 wheels are CUDA 10.x builds (up to sm_75); sm_90 needs CUDA 11.8+ (torch 2.x)
+    old = [v for v in releases if _version(v) < (1, 7) and caps and max(caps) >= 8.0]
+    newer = [v for v in releases if _version(v) < (2, 0) and caps and max(caps) >= 9.0]
+    if old:
+        checks.append(Check("gpus vs release wheels", "FAIL",
+                            f"{names}: torch {', '.join(old)} wheels are CUDA 10.x builds for up to "
+                            "sm_75", "use a V100/T4-era GPU, or train.device: cpu (the wheels run there)"))
+    elif newer:
+        checks.append(Check("gpus vs release wheels", "warn",
+                            f"{names}: torch {', '.join(newer)} wheels predate sm_90 kernels (PTX only)"))
+    elif releases:
+        checks.append(Check("gpus vs release wheels", "pass", f"{names}; torch {', '.join(releases)}"))
+    if not checks:
+        checks.append(Check("gpus", "pass", names))
+    return checks
+
+
+def _data(config):
+    from .datasets import CIFAR10_MD5, MNIST_FILES, md5_file
+    challenge = config["train"]["challenge"]
+    if challenge == "digits":
+        return [Check("data", "pass", "digits ships with scikit-learn")]
+    if challenge == "cifar10":
+        files = {Path(config["data"]["cifar10"]): CIFAR10_MD5}
+    else:
+        folder = Path(config["data"]["mnist"])
+        files = {}
+        for stem, md5 in MNIST_FILES.values():  # gzipped as distributed (md5-checked), or unpacked
+            raw = folder / stem
+            files.update({raw: None} if raw.exists() and not (folder / f"{stem}.gz").exists()
+                         else {folder / f"{stem}.gz": md5})
+    missing = [str(p) for p in files if not p.exists()]
+    if missing:
+        return [Check("data", "FAIL", f"{challenge}: missing {', '.join(missing)}",
+                      f"put the official files there (data.{challenge} in the config)")]
+    wrong = [f"{p} (md5 {md5_file(p)})" for p, md5 in files.items() if md5 and md5_file(p) != md5]
+    if wrong:
+        return [Check("data", "FAIL", f"{challenge}: not the official files: {', '.join(wrong)}",
+                      "download the official release again")]
+    return [Check("data", "pass", f"{challenge}: {len(files)} file(s), official checksums")]
+
+
+def _interpreter(config, plan):
+    from .artifacts import interpreters
+    if config["runtime"]["kind"] != "venv" or plan.interpreter is None:
+        return []
+    info = plan.interpreter
+    checks = [Check("interpreter", "pass", interpreters.describe(info))]
+    releases = sorted({a.get("version") or a.get("release", {}).get("version")
+                       for b in plan.bugs.values() for a in b["arms"].values()
+                       if a["source"] in ("pypi", "onefix")} - {None}, key=_version)
+    if not releases:
+        return checks
+    tags = interpreters.wheel_tags(info)
+    cache = Path(config["artifacts"]["wheel_cache"]) / "pypi"
+    cached = [v for v in releases if list((cache / f"torch-{v}" / tags["key"]).glob("torch-*.whl"))]
+    available = _available(tags, config["artifacts"]["pip_index_url"])
+    absent = [v for v in releases if v not in cached and available is not None and v not in available]
+    detail = (f"torch {', '.join(releases)} for {tags['key']}: {len(cached)} cached, "
+              f"{len(releases) - len(cached) - len(absent)} to download")
+    if absent:
+        return checks + [Check("release wheels", "FAIL", f"{detail}; no wheel of "
+                               f"{', '.join(absent)} for it", f"versions that exist for it: "
+                               f"{', '.join(sorted(available, key=_version)[:40])}")]
+    if available is None and len(cached) < len(releases):
+        return checks + [Check("release wheels", "warn", f"{detail}; the index did not answer")]
+    return checks + [Check("release wheels", "pass", detail)]
+
+
+def _available(tags, index_url=""):
+    """The torch versions the index has for these wheel tags, or None when it cannot be asked."""
+    import sys
+    cmd = [sys.executable, "-m", "pip", "index", "versions", "torch", "--only-binary", ":all:",
+           "--python-version", tags["python_version"], "--implementation", tags["implementation"],
+           "--abi", tags["abi"]]
+    for platform in tags["platforms"]:
+        cmd += ["--platform", platform]
+    if index_url:
+        cmd += ["--index-url", index_url]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return None
+    match = re.search(r"Available versions: (.*)", out.stdout)
+    return [v.strip() for v in match.group(1).split(",")] if match else None

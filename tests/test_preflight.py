@@ -1,0 +1,140 @@
+"""Preflight: what hours of builds need, checked in seconds, on real git repositories (and, for the
+GPU check only, recorded nvidia-smi outputs: no GPU here)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bugimpact import preflight, steps
+from bugimpact.artifacts.docker import recipe
+from bugimpact.config import SHEET_SCHEMA
+from bugimpact.io import InputError
+from bugimpact.plan import Plan
+
+from conftest import ROOT, config_with
+from tinypkg import add_submodule, make_repo
+
+H100 = "NVIDIA H100 80GB HBM3, 9.0, 550.54.15\n"
+T4 = "Tesla T4, 7.5, 535.104.05\n"
+OLD_V100 = "Tesla V100-SXM2-16GB, 418.67\n"  # an old driver: no compute_cap column
+
+
+def rows(checks):
+    return {c.name: c for c in checks}
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    base = tmp_path_factory.mktemp("pf")
+    shas = make_repo(base / "clone", fillers=1, functions_per_filler=1)
+    shas["submodule"] = add_submodule(base / "clone", base / "mirrors" / "dep",
+                                      "https://unreachable.invalid/mirrors/dep")
+    return base, shas
+
+
+def docker_study(tmp_path, base, buggy, corrected, **changes):
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text(f"id,decision,reason,buggy_sha,corrected_sha\npr1,accept,,{buggy},{corrected}\n")
+    return config_with(**{"sheet": str(sheet), "bugs.controls": {}, "runtime.kind": "docker",
+                          "artifacts.docker.clone": str(base / "clone"), **changes})
+
+
+def test_the_default_study_passes(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "bugimpact.cli", "preflight"], cwd=ROOT,
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    assert out.returncode == 0 and "preflight: 2 checks, 0 failed" in out.stderr
+
+
+def test_missing_commits_and_unreachable_submodules_fail_with_their_fix(tmp_path, repo):
+    base, shas = repo
+    config = docker_study(tmp_path, base, "f" * 40, shas["submodule"])
+    checks = rows(preflight.run(config, Plan(config, SHEET_SCHEMA)))
+    assert checks["commits (docker)"].status == "FAIL" and "ffffffffffff" in checks["commits (docker)"].detail
+    sub = checks["submodules"]
+    assert sub.status == "FAIL" and "https://unreachable.invalid/mirrors/dep" in sub.detail
+    assert "git_rewrites" in sub.fix
+    # rewritten to the local mirror, it goes through; the user's clone is not touched
+    fixed = docker_study(tmp_path, base, shas["buggy"], shas["submodule"], **{
+        "artifacts.docker.git_rewrites": {"https://unreachable.invalid/mirrors/": f"{base}/mirrors/"}})
+    checks = rows(preflight.run(fixed, Plan(fixed, SHEET_SCHEMA)))
+    assert checks["commits (docker)"].status == "pass"
+    assert checks["submodules"].status == "pass"
+    assert f"https://unreachable.invalid/mirrors/dep -> {base}/mirrors/dep" in checks["submodules"].detail
+    assert "submodule entries" not in checks  # the clone has initialised it
+    assert "url." not in (base / "clone" / ".git" / "config").read_text()
+
+
+def test_the_workflow_step_raises_with_the_failed_rows(tmp_path, repo):
+    base, shas = repo
+    config = docker_study(tmp_path, base, "f" * 40, shas["buggy"])
+    with pytest.raises(InputError, match=r"check\(s\) failed, so no build starts:(.|\n)*commits \(docker\)"):
+        steps.preflight(config, tmp_path / "preflight.txt")
+    assert not (tmp_path / "preflight.txt").exists()
+
+
+@pytest.mark.parametrize("smi, toolchain, status, words", [
+    (H100, "pytorch1-cuda10", "FAIL", "cannot run on sm_90"),
+    (T4, "pytorch1-cuda10", "pass", "toolchain CUDA 10.2"),
+    (OLD_V100, "pytorch1-cuda10", "FAIL", "needs driver >= 440.33"),
+    (H100, "pytorch2-cuda12", "pass", "toolchain CUDA 12.4"),
+])
+def test_gpus_against_the_toolchain(tmp_path, repo, smi, toolchain, status, words):
+    base, shas = repo
+    config = docker_study(tmp_path, base, shas["buggy"], shas["corrected"], **{
+        "artifacts.docker.toolchain": toolchain, "train.device": "cuda"})
+    check = rows(preflight._gpus(config, Plan(config, SHEET_SCHEMA), smi))["gpus vs toolchain"]
+    assert check.status == status and words in check.detail
+    if status == "FAIL" and "sm_90" in words:
+        assert "older GPU" in check.fix and "train.device: cpu" in check.fix
+
+
+def test_gpus_against_release_wheels_and_no_gpu(tmp_path):
+    config = config_with(**{"sheet": str(tmp_path / "none.csv"), "runtime.kind": "venv",
+                            "runtime.python": "3.7", "train.device": "cuda",
+                            "bugs.controls": {"up": {"buggy": {"source": "pypi", "version": "1.5.0"},
+                                                     "corrected": {"source": "pypi", "version": "1.5.1"}}}})
+    plan = Plan(config, SHEET_SCHEMA)
+    a100 = "NVIDIA A100-SXM4-40GB, 8.0, 535.104.05\n"
+    check = rows(preflight._gpus(config, plan, a100))["gpus vs release wheels"]
+    assert check.status == "FAIL" and "torch 1.5.0, 1.5.1 wheels are CUDA 10.x builds" in check.detail
+    assert rows(preflight._gpus(config, plan, T4))["gpus vs release wheels"].status == "pass"
+    assert rows(preflight._gpus(config, plan, ""))["gpus"].status == "FAIL"
+
+
+def test_release_wheels_the_interpreter_can_use(tmp_path):
+    config = config_with(**{"sheet": str(tmp_path / "none.csv"), "runtime.kind": "venv",
+                            "runtime.python": "3.7", "artifacts.wheel_cache": str(tmp_path / "c"),
+                            "bugs.controls": {"up": {"buggy": {"source": "pypi", "version": "1.5.9"},
+                                                     "corrected": {"source": "pypi", "version": "1.5.1"}}}})
+    checks = rows(preflight.run(config, Plan(config, SHEET_SCHEMA)))
+    assert checks["interpreter"].detail.startswith("cpython 3.7.")
+    wheels = checks["release wheels"]
+    assert wheels.status == "FAIL" and "no wheel of 1.5.9 for it" in wheels.detail
+    assert "1.5.1" in wheels.fix and "0 cached, 1 to download" in wheels.detail
+
+
+def test_dataset_files_and_checksums(tmp_path):
+    missing = config_with(**{"sheet": str(tmp_path / "none.csv"), "train.challenge": "cifar10",
+                             "data.cifar10": str(tmp_path / "cifar-10-python.tar.gz")})
+    assert preflight._data(missing)[0].status == "FAIL"
+    (tmp_path / "cifar-10-python.tar.gz").write_bytes(b"not the official tarball")
+    wrong = preflight._data(missing)[0]
+    assert wrong.status == "FAIL" and "not the official files" in wrong.detail
+
+
+def test_disk_against_the_builds_planned():
+    assert preflight.disk_check(900, 30, 36, 25, "/data").status == "FAIL"
+    assert preflight.disk_check(50, 1000, 2, 25, "/data").status == "pass"
+
+
+def test_build_speed_settings_are_not_part_of_the_recipe():
+    cfg = {"toolchain": "pytorch1-cuda10", "base_image": "", "build_command": "python setup.py bdist_wheel",
+           "build_env": {"MAX_JOBS": 16, "USE_CUDA": 1}}
+    parts, digest = recipe(cfg)
+    assert recipe({**cfg, "build_env": {"MAX_JOBS": 2, "USE_CUDA": 1}})[1] == digest
+    assert recipe({**cfg, "build_env": {"MAX_JOBS": 16, "USE_CUDA": 0}})[1] != digest
+    # the era preset is part of the recipe: BUILD_TEST off; on CPU its CPU switches too
+    assert parts["build_env"]["BUILD_TEST"] == "0" and parts["runner_env"] == {"MAX_JOBS": "16"}
+    cpu = recipe({**cfg, "build_env": {"USE_CUDA": 0}})[0]["build_env"]
+    assert cpu["USE_CUDNN"] == "0" and cpu["USE_DISTRIBUTED"] == "0"
