@@ -118,7 +118,7 @@ class Plan:
         return self.artifacts[ident]
 
     def targets(self):
-        out = ["results/filter/funnel.csv", "results/mined/releases.csv"]
+        out = ["results/preflight.txt", "results/filter/funnel.csv", "results/mined/releases.csv"]
         if self.bugs:
             # Records are targets in their own right: a deleted one is rerun even when the
             # statistics built from it are up to date.

@@ -311,9 +311,10 @@ def report(config, verdicts, pvalues, summary, figures, std_png, builds, out):
            {Path(f).stem: f for f in figures}, std_png, out)
 
 
-def preflight(config, out=None, nvidia_smi=None):
-    """Everything checkable in seconds before builds start; raises when a check fails (the
-    workflow's builds wait for this job), after printing and logging the table."""
+def preflight(config, out=None, nvidia_smi=None, builds_only=False):
+    """Everything checkable in seconds before builds start; raises when a check fails, after
+    logging the table. The workflow's builds wait for this job, which fails only for the checks
+    that concern builds (``builds_only``): the other failures are recorded by their own steps."""
     from . import preflight as checks
     from .config import SHEET_SCHEMA
     from .plan import Plan
@@ -321,9 +322,10 @@ def preflight(config, out=None, nvidia_smi=None):
                          Path(nvidia_smi).read_text() if nvidia_smi else None)
     text = checks.table(results)
     log.info("preflight:\n%s", text)
-    if checks.failed(results):
-        raise InputError("preflight", f"{len(checks.failed(results))} check(s) failed, so no build "
-                         f"starts:\n{checks.table(checks.failed(results))}")
+    bad = checks.failed(results, builds_only)
+    if bad:
+        raise InputError("preflight", f"{len(bad)} check(s) failed, so no build starts:\n"
+                         f"{checks.table(bad)}")
     if out:
         from .io import write_text
         write_text(out, text)
