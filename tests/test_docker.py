@@ -37,8 +37,18 @@ def setup(tmp_path_factory):
                   "build_command": "python setup.py bdist_wheel", "build_env": {"MAX_JOBS": "2"},
                   "ccache_volume": f"bugimpact-test-{uuid.uuid4().hex[:8]}",
                   "ca_bundle": CA if Path(CA).exists() else "", "timeout_s": 3600}
+    before = set(images())
     yield {"base": base, "shas": shas, "torch": torch_wheel, "docker": docker_cfg}
     subprocess.run(["docker", "volume", "rm", "-f", docker_cfg["ccache_volume"]], capture_output=True)
+    made = [i for i in images() if i not in before]  # runtime images of wheels built here: GBs each
+    if made:
+        subprocess.run(["docker", "rmi", "-f", *made], capture_output=True)
+
+
+def images():
+    out = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}",
+                          "bugimpact-runtime"], capture_output=True, text=True)
+    return out.stdout.split()
 
 
 @pytest.fixture(scope="module")

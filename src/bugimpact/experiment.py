@@ -10,6 +10,7 @@ import json
 import re
 
 from .harness import HARNESS_VERSION
+from .harness.data import sha256_file
 from .io import write_json
 
 KEY_FIELDS = ("model", "challenge", "epochs", "batch_size", "test_batch_size", "optimizer", "lr",
@@ -56,11 +57,6 @@ def write_seeds(path, study_seed, bug, policy):
                       "seeds": derive_seeds(study_seed, bug, policy)})
 
 
-def file_sha256(path):
-    with open(path, "rb") as handle:
-        return hashlib.sha256(handle.read()).hexdigest()
-
-
 def artifact_id(arm, recipe_sha="", target=""):
     """Artifacts are keyed by what they are, never by the bug that uses them: docker builds by
     commit plus the hash of the build recipe; release wheels by version and the wheel tags of the
@@ -76,7 +72,7 @@ def artifact_id(arm, recipe_sha="", target=""):
     if source == "docker":
         return f"docker-{arm['commit'][:12]}-{recipe_sha}"
     if source == "onefix":
-        diff = ({"patch": file_sha256(arm["patch"])} if arm.get("patch")
+        diff = ({"patch": sha256_file(arm["patch"])} if arm.get("patch")
                 else {"commits": [arm.get("buggy_sha"), arm.get("corrected_sha")]})
         what = json.dumps([artifact_id(arm["release"], recipe_sha, target), diff], sort_keys=True)
         return f"onefix-{arm['arm']}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"

@@ -3,10 +3,9 @@
 Kept out of the rule files so it can be unit-tested: the bug list (accepted sheet rows plus
 controls), each arm's artifact, the experiment key, and every target path.
 """
-from pathlib import Path
-
 import hashlib
 import json
+from pathlib import Path
 
 from .experiment import ARMS, artifact_id, experiment_key, study_bugs
 from .harness.registry import FAULTS, model_error
