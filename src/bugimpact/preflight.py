@@ -15,7 +15,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .io import write_text
 
 # Compute capability by GPU name, for drivers too old to report compute_cap.
 KNOWN_GPUS = (("H100", 9.0), ("H200", 9.0), ("GH200", 9.0), ("L40", 8.9), ("L4", 8.9),
@@ -73,10 +72,6 @@ def table(checks):
     lines.append(f"preflight: {len(checks)} checks, {len(bad)} failed"
                  + (f" ({', '.join(c.name for c in bad)})" if bad else ""))
     return "\n".join(lines) + "\n"
-
-
-def write(checks, path):
-    write_text(path, table(checks))
 
 
 def _git(clone, *args, timeout=60):

@@ -5,7 +5,6 @@ runtime's interpreter, never the host's. The interpreter (its path and version) 
 runtime's identity: another interpreter can change every result, so it gets its own venv and runs.
 """
 import glob
-import hashlib
 import json
 import os
 import shutil
@@ -80,12 +79,6 @@ def find(spec, field="runtime.python", source="config.yaml"):
 def host():
     """The interpreter running this code (the ``local`` runtime's)."""
     return probe(sys.executable)
-
-
-def identity(info):
-    """A short, path-safe name for an interpreter: its version and a hash of its path."""
-    digest = hashlib.sha256(f"{info['executable']}\0{info['prefix']}".encode()).hexdigest()[:8]
-    return f"py{info['version']}-{digest}"
 
 
 def describe(info):
