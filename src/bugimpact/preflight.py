@@ -232,6 +232,13 @@ def _version(text):
     return tuple(int(p) for p in re.findall(r"\d+", str(text))[:3])
 
 
+def _releases(plan):
+    """The torch releases the arms install (pypi versions and one-fix releases), oldest first."""
+    return sorted({a.get("version") or a.get("release", {}).get("version")
+                   for b in plan.bugs.values() for a in b["arms"].values()
+                   if a["source"] in ("pypi", "onefix")} - {None}, key=_version)
+
+
 def _gpus(config, plan, recorded):
     if config["train"]["device"] != "cuda":
         return [Check("gpus", "pass", "device cpu: no GPU needed")]
@@ -271,8 +278,7 @@ def _gpus(config, plan, recorded):
         else:
             checks.append(Check("gpus vs toolchain", "pass", f"{names}; toolchain CUDA "
                                 f"{era.get('cuda')} for sm {archs}"))
-    releases = sorted({a.get("version") or a.get("release", {}).get("version") for a in arms
-                       if a["source"] in ("pypi", "onefix")} - {None}, key=_version)
+    releases = _releases(plan)
     # torch < 1.7 wheels are CUDA 10.x builds (up to sm_75); sm_90 needs CUDA 11.8+ (torch 2.x)
     old = [v for v in releases if _version(v) < (1, 7) and caps and max(caps) >= 8.0]
     newer = [v for v in releases if _version(v) < (2, 0) and caps and max(caps) >= 9.0]
@@ -321,9 +327,7 @@ def _interpreter(config, plan):
         return []
     info = plan.interpreter
     checks = [Check("interpreter", "pass", interpreters.describe(info))]
-    releases = sorted({a.get("version") or a.get("release", {}).get("version")
-                       for b in plan.bugs.values() for a in b["arms"].values()
-                       if a["source"] in ("pypi", "onefix")} - {None}, key=_version)
+    releases = _releases(plan)
     if not releases:
         return checks
     tags = interpreters.wheel_tags(info)
@@ -345,13 +349,8 @@ def _interpreter(config, plan):
 def _available(tags, index_url=""):
     """The torch versions the index has for these wheel tags, or None when it cannot be asked."""
     import sys
-    cmd = [sys.executable, "-m", "pip", "index", "versions", "torch", "--only-binary", ":all:",
-           "--python-version", tags["python_version"], "--implementation", tags["implementation"],
-           "--abi", tags["abi"]]
-    for platform in tags["platforms"]:
-        cmd += ["--platform", platform]
-    if index_url:
-        cmd += ["--index-url", index_url]
+    from .artifacts.interpreters import pip_target
+    cmd = [sys.executable, "-m", "pip", "index", "versions", "torch", *pip_target(tags, index_url)]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:

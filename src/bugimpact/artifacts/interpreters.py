@@ -101,3 +101,12 @@ def wheel_tags(info):
     platforms.append(info["platform"].replace("-", "_").replace(".", "_"))
     return {"python_version": f"{major}.{minor}", "implementation": impl, "abi": abi,
             "platforms": platforms, "key": f"{impl}{major}{minor}-{abi}-{platforms[-1]}"}
+
+
+def pip_target(tags, index_url=""):
+    """``pip download``/``pip index`` options that choose wheels for these ``wheel_tags``."""
+    args = ["--only-binary", ":all:", "--python-version", tags["python_version"],
+            "--implementation", tags["implementation"], "--abi", tags["abi"]]
+    for platform in tags["platforms"]:
+        args += ["--platform", platform]
+    return args + (["--index-url", index_url] if index_url else [])

@@ -50,7 +50,7 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
     The cache is keyed by version, Python tag, ABI and platform; pip picks the wheel for the target
     interpreter's tags (``pip download --python-version ...``), not for the host's.
     """
-    from .interpreters import describe, wheel_tags
+    from .interpreters import describe, pip_target, wheel_tags
     tags = wheel_tags(interpreter)
     folder = Path(cache) / "pypi" / f"torch-{version}" / tags["key"]
     folder.mkdir(parents=True, exist_ok=True)
@@ -60,13 +60,8 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
         if wheels:
             return wheels[0]
         with tempfile.TemporaryDirectory(dir=folder) as tmp:  # a killed download leaves no wheel
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                   "--python-version", tags["python_version"], "--implementation",
-                   tags["implementation"], "--abi", tags["abi"], "-d", tmp, f"torch=={version}"]
-            for platform in tags["platforms"]:
-                cmd += ["--platform", platform]
-            if index_url:
-                cmd += ["--index-url", index_url]
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", tmp,
+                   *pip_target(tags, index_url), f"torch=={version}"]
             out = subprocess.run(cmd, capture_output=True, text=True)
             got = [w for w in sorted(Path(tmp).glob("torch-*.whl")) if fits(w, tags)]
             if out.returncode == 0 and got:
