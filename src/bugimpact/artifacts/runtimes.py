@@ -56,13 +56,11 @@ def prepare_venv(artifact, folder, base_python="python3", requirements=()):
             out = subprocess.run(install, capture_output=True, text=True)
             if out.returncode != 0:
                 raise RuntimeError(f"pip install {' '.join(packages)} failed: {out.stderr[-800:]}")
-        if artifact.get("overlay"):
-            install_overlay(artifact, _site_packages(python))
         done.write_text("")
-    runtime = {"kind": "venv", "python": str(python), "base_python": base_python,
-               "probe": _probe(str(python))}
-    if artifact.get("overlay"):  # what is installed now, checked against the overlay
+    runtime = {"kind": "venv", "python": str(python), "base_python": base_python}
+    if artifact.get("overlay"):  # installed (again, on reuse: idempotent) and checked
         runtime["overlay_installed"] = install_overlay(artifact, _site_packages(python))
+    runtime["probe"] = _probe(str(python))
     return runtime
 
 
