@@ -6,6 +6,7 @@ rule bug_stats:
         json="results/stats/{bug}.json",
     params:
         stats=config["stats"],
+        tags=lambda wc: PLAN.bugs[wc.bug].get("tags", ""),
     log:
         "logs/stats/{bug}.log",
     conda:
@@ -24,7 +25,7 @@ rule study_stats:
         summary="results/stats/summary.csv",
     params:
         stats=config["stats"],
-        bugs={b: {"kind": s["kind"], "label": s["label"]} for b, s in PLAN.bugs.items()},
+        bugs={b: {k: s.get(k, "") for k in ("kind", "label", "tags")} for b, s in PLAN.bugs.items()},
     log:
         "logs/stats/study.log",
     conda:

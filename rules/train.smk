@@ -21,9 +21,21 @@ rule train:
         "../scripts/train.py"
 
 
+# A measured repeat for the early decision: the same arm and seed run a second time. On CUDA a
+# determinism flag proves nothing (before torch 1.8 nothing reports a non-deterministic kernel).
+use rule train as train_repeat with:
+    output:
+        "results/repeats/{bug}/{key}/{arm}/{run}.json",
+    log:
+        "logs/train/{bug}/{key}/{arm}/{run}.repeat.log",
+    benchmark:
+        "benchmarks/train/{bug}/{key}/{arm}/{run}.repeat.tsv"
+
+
 rule early_decision:
     input:
-        lambda wc: PLAN.records(wc.bug, PLAN.early_runs()),
+        records=lambda wc: PLAN.records(wc.bug, PLAN.early_runs()),
+        repeats=lambda wc: PLAN.repeat_records(wc.bug),
     output:
         "results/early/{bug}/{key}.json",
     log:

@@ -3,4 +3,4 @@ from bugimpact import steps
 
 steps.run_script(snakemake, steps.bug_stats, config=snakemake.config, bug=snakemake.wildcards.bug,
                  records=list(snakemake.input), out_csv=snakemake.output.csv,
-                 out_json=snakemake.output.json)
+                 out_json=snakemake.output.json, tags=snakemake.params.tags)

@@ -2,4 +2,5 @@
 from bugimpact import steps
 
 steps.run_script(snakemake, steps.early, config=snakemake.config, bug=snakemake.wildcards.bug,
-                 records=list(snakemake.input), out=snakemake.output[0])
+                 records=list(snakemake.input.records), out=snakemake.output[0],
+                 repeats=list(snakemake.input.repeats))

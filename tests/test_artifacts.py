@@ -64,7 +64,7 @@ def test_plan_checks_arms_and_runtimes(tmp_path):
     with pytest.raises(InputError, match="need venv or docker"):
         Plan(config, SHEET_SCHEMA)  # docker builds cannot run in the local runtime
     plan = Plan(config_with(sheet=str(sheet), **{"runtime.kind": "docker"}), SHEET_SCHEMA)
-    assert sorted(plan.bugs) == ["aa", "fault-gradscale", "fault-momentum", "pr1"]
+    assert sorted(plan.bugs) == ["aa", "fault-labelnoise", "fault-momentum", "pr1"]
     assert plan.arm("pr1", "buggy")["artifact"].startswith("docker-aaaaaaaaaaaa-")
     assert plan.arm("fault-momentum", "buggy")["fault"] == "momentum_ignored"
     bad = config_with(sheet=str(sheet), **{"runtime.kind": "docker",

@@ -98,7 +98,7 @@ def test_prepared_cifar_trains_in_the_harness(tmp_path):
     import bugimpact.datasets as ds
     arrays = ds.load_cifar10(tarball, md5=md5_file(tarball))
     write_npz(tmp_path / "c.npz", arrays)
-    loaded = data.load(tmp_path / "c.npz", sha256_file(tmp_path / "c.npz"), seed=1, test_fraction=0.25)
+    loaded = data.load(tmp_path / "c.npz", sha256_file(tmp_path / "c.npz"), test_fraction=0.25)
     assert loaded["x_train"].shape == (30, 3, 32, 32) and loaded["x_test"].shape == (6, 3, 32, 32)
     assert np.allclose(loaded["x_train"].mean(axis=(0, 2, 3)), 0, atol=1e-5)
     assert np.allclose(loaded["x_train"].std(axis=(0, 2, 3)), 1, atol=1e-4)

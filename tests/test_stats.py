@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from bugimpact.stats.analysis import RANK_EFFICIENCY, analyse_bug, early_decision, first_divergence
-from bugimpact.stats.effects import (benjamini_hochberg, detectable_d, holm, median_difference_ci,
-                                     vargha_delaney_a12)
+from bugimpact.stats.analysis import (RANK_EFFICIENCY, analyse_bug, early_decision, first_divergence,
+                                      verdict)
+from bugimpact.stats.effects import (_power, adjust, benjamini_hochberg, detectable_d, hodges_lehmann,
+                                     holm, vargha_delaney_a12)
 from bugimpact.stats.rank_tests import mann_whitney, wilcoxon
-from bugimpact.stats.tables import _apply
-from bugimpact.stats.effects import adjust
+from bugimpact.stats.tables import _apply, family_pvalues
 
 
-@pytest.mark.parametrize("m,n,seed", [(3, 4, 0), (5, 5, 1), (8, 12, 2), (20, 20, 3), (50, 50, 4),
+@pytest.mark.parametrize("m,n,seed", [(3, 4, 0), (5, 5, 1), (8, 12, 2), (20, 20, 3), (49, 49, 4),
                                       (7, 30, 5)])
 def test_mann_whitney_exact_equals_scipy(m, n, seed):
     rng = np.random.RandomState(seed)
@@ -47,7 +47,7 @@ def test_mann_whitney_by_hand():
     assert mann_whitney([0.9] * 5, [0.9] * 5).method.startswith("degenerate")
 
 
-@pytest.mark.parametrize("n,seed", [(6, 0), (12, 1), (20, 2), (50, 3)])
+@pytest.mark.parametrize("n,seed", [(6, 0), (12, 1), (20, 2), (49, 3)])
 def test_wilcoxon_exact_equals_scipy(n, seed):
     rng = np.random.RandomState(seed)
     x = rng.normal(size=n)
@@ -58,26 +58,69 @@ def test_wilcoxon_exact_equals_scipy(n, seed):
     assert ours.statistic == ref.statistic and ours.p_value == pytest.approx(ref.pvalue, rel=1e-9)
 
 
-def test_wilcoxon_ties_and_zeros_equal_scipy_approx():
+def test_wilcoxon_ties_and_zeros_beyond_the_exact_limit_equal_scipy_with_correction():
     rng = np.random.RandomState(7)
-    x = np.round(rng.normal(size=40), 1)
-    y = np.round(x + rng.normal(0.1, 0.3, size=40), 1)
+    x = np.round(rng.normal(size=70), 1)
+    y = np.round(x + rng.normal(0.1, 0.3, size=70), 1)
     ours = wilcoxon(x, y)
-    ref = st.wilcoxon(x, y, method="approx", zero_method="wilcox", correction=False)
-    assert ours.p_value == pytest.approx(ref.pvalue, rel=1e-12)
+    d = np.round(x - y, 12)
+    ref = st.wilcoxon(d, method="approx", zero_method="wilcox", correction=True)
+    assert ours.method.startswith("asymptotic") and ours.p_value == pytest.approx(ref.pvalue, rel=1e-12)
+
+
+def _enumerated_p(d):
+    """Two-sided p by listing all 2^n sign patterns of the non-zero differences' ranks."""
+    d = d[d != 0]
+    ranks = st.rankdata(np.abs(d))
+    observed = min(ranks[d > 0].sum(), ranks[d < 0].sum())
+    n, extreme = len(d), 0
+    for mask in range(2 ** n):
+        plus = sum(ranks[i] for i in range(n) if mask >> i & 1)
+        extreme += min(plus, ranks.sum() - plus) <= observed + 1e-9
+    return extreme / 2 ** n
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_wilcoxon_with_ties_and_zeros_is_the_exact_conditional_distribution(seed):
+    rng = np.random.RandomState(seed)
+    n = rng.randint(4, 13)
+    y = np.round(rng.uniform(0.8, 0.95, n), 2)
+    x = np.round(y + rng.choice([-0.02, -0.01, 0.0, 0.01, 0.02, 0.03], n), 2)
+    ours = wilcoxon(x, y)
+    assert ours.p_value == pytest.approx(min(1.0, _enumerated_p(np.round(x - y, 12))), rel=1e-12)
 
 
 def test_wilcoxon_by_hand():
     # five positive differences: only the all-positive sign pattern (1 of 32) is as extreme
     assert wilcoxon([2, 3, 4, 5, 6], [1, 1, 1, 1, 1]).p_value == pytest.approx(2 / 32)
     assert wilcoxon([1, 2], [1, 2]).method.startswith("degenerate")
+    # The issue's case: differences 1, 1, 3, 3, 0, 1. R's default (normal, corrected) gives
+    # 0.0533 and the uncorrected normal gave 0.0384, below the design's smallest exact p: 5 non-zero
+    # differences, all positive, so exactly 2 of the 32 sign patterns are as extreme.
+    result = wilcoxon([1, 1, 3, 3, 0, 1], [0] * 6)
+    assert result.p_value == pytest.approx(2 / 32) == result.min_p
+    assert result.method == "exact conditional (tied ranks)"
+
+
+def test_float_rounding_does_not_break_true_ties():
+    # 0.82 - 0.81 != 0.83 - 0.82 in floating point, but both are 1 test sample in 100
+    assert 0.82 - 0.81 != 0.83 - 0.82
+    x, y = [0.82, 0.83, 0.84, 0.85], [0.81, 0.82, 0.83, 0.84]
+    tied = wilcoxon(x, y)
+    assert tied.p_value == pytest.approx(2 / 16) and tied.method == "exact conditional (tied ranks)"
+    assert mann_whitney([0.3 - 0.1], [0.2]).p_value == 1.0  # 0.19999999999999998 ties 0.2
+    assert vargha_delaney_a12([0.3 - 0.1], [0.2]) == 0.5
+    assert hodges_lehmann(x, y, paired=True)[0] == 0.01
 
 
 def test_effect_sizes_by_hand():
     assert vargha_delaney_a12([1, 2, 3], [2]) == pytest.approx(0.5)  # (1 + 0.5) / 3
     assert vargha_delaney_a12([3, 4], [1, 2]) == 1.0
-    point, low, high = median_difference_ci([1, 2, 3, 4, 5], [0, 0, 0, 0, 0], paired=True)
-    assert point == 3 and low <= 3 <= high
+    # Walsh averages of 1, 2, 3: 1, 1.5, 2, 2, 2.5, 3 -> median 2; 3 pairs cannot reach 95%: the
+    # interval is the whole range, and covers unless all 3 signs agree (1 - 2/8)
+    assert hodges_lehmann([1, 2, 3], [0, 0, 0], paired=True) == (2.0, 1.0, 3.0, 0.75)
+    # all 2 x 2 differences 1, 2, 2, 3 -> median 2
+    assert hodges_lehmann([3, 4], [1, 2], paired=False)[0] == 2.0
 
 
 def test_holm_and_bh_by_hand_and_against_scipy():
@@ -99,17 +142,35 @@ def test_detectable_effect_matches_the_methodology():
     assert detectable_d(50, 50, alpha=0.05 / 72) == pytest.approx(0.87, abs=0.02)
 
 
-def test_simulated_false_positive_rate_and_power():
-    """Paired runs as the default study makes them: the primary test at alpha 0.05."""
+def test_detectable_effect_at_tiny_n_and_alpha():
+    # Before: 6.50 for 2 pairs (scipy's noncentral t is NaN there and NaN counted as power 1),
+    # and a ValueError at alpha 0.001. R's power.t.test(n=2, type="paired", power=0.8): 11.5499.
+    assert detectable_d(2) == pytest.approx(11.54989, rel=1e-6)
+    crit = st.t.ppf(1 - 0.05 / 2, 1)
+    assert _power(6.50, 1, math.sqrt(2), crit) == pytest.approx(0.53, abs=0.01)
+    d = detectable_d(2, 2, alpha=0.001)
+    assert math.isfinite(d) and _power(d, 2, 1.0, st.t.ppf(1 - 0.0005, 2)) == pytest.approx(0.8)
+    # the Monte Carlo power of the t-test at that effect, as an independent check
+    rng = np.random.RandomState(0)
+    x = rng.normal(d, 1, size=(200000, 2))
+    p = st.ttest_ind(x, rng.normal(0, 1, size=(200000, 2)), axis=1).pvalue
+    assert np.mean(p < 0.001) == pytest.approx(0.8, abs=0.005)
+
+
+@pytest.mark.parametrize("resolution", [None, 1 / 450])
+def test_simulated_false_positive_rate_and_power(resolution):
+    """Paired runs as the default study makes them: the primary test at alpha 0.05, on continuous
+    metrics and on accuracies of a 450-sample test set (ties and zeros)."""
     rng = np.random.RandomState(2024)
-    n, sims, alpha, power = 30, 1500, 0.05, 0.8
+    n, sims, alpha, power = 20, 2000, 0.05, 0.8
     design = detectable_d(n, None, alpha, power) / RANK_EFFICIENCY
+    quantise = (lambda v: v) if resolution is None else (lambda v: np.round(v / resolution) * resolution)
     null = effect = 0
     for _ in range(sims):
-        base = rng.normal(0.9, 0.01, n)
-        noise = rng.normal(0, 0.01, n)
-        null += wilcoxon(base + noise, base).p_value < alpha
-        effect += wilcoxon(base + noise + design * 0.01, base).p_value < alpha
+        base = rng.normal(0.98, 0.003, n)
+        noise = rng.normal(0, 0.004, n)
+        null += wilcoxon(quantise(base + noise), quantise(base)).p_value < alpha
+        effect += wilcoxon(quantise(base + noise + design * 0.004), quantise(base)).p_value < alpha
     se = math.sqrt(alpha * (1 - alpha) / sims)
     assert null / sims <= alpha + 3 * se
     assert effect / sims >= power - 3 * math.sqrt(power * (1 - power) / sims)
@@ -117,27 +178,57 @@ def test_simulated_false_positive_rate_and_power():
 
 # Records crafted for each verdict -------------------------------------------------------------
 
-def record(arm, run, acc, fp="x", status="ok", epochs=2):
+def record(arm, run, acc, fp="x", status="ok", epochs=2, device="cpu"):
     fps = [f"{fp}-e{e}" for e in range(1, epochs + 1)]
     return {"status": status, "spec": {"arm": arm, "run": run},
-            "fingerprints": {"init": f"{fp}-init", "epochs": fps, "predictions": f"{fp}-p"},
+            "fingerprints": {"init": f"{fp}-init", "epochs": fps, "predictions": f"{fp}-p",
+                             "losses": [f"{fp}-l{e}" for e in range(1, epochs + 1)],
+                             "logits": f"{fp}-o"},
             "metrics": {"accuracy": acc, "precision": acc, "recall": acc, "f1": acc},
-            "nondeterministic_ops": [], "environment": {"determinism": {"cudnn_deterministic": True}},
+            "nondeterministic_ops": [],
+            "environment": {"determinism": {"cudnn_deterministic": True}, "device": device,
+                            "torch": "1.5.0", "torch_git_version": "4ff3872a2099993bf7e8c588f7182f3df777205b"},
             "exit_codes": [1], "log_tail": "RuntimeError: CUDA out of memory\n"}
 
 
-def verdict_of(records, runs, policy="paired", min_effect=0.0):
+def verdict_of(records, runs, policy="paired", min_effect=0.0, tags=""):
     rows, info = analyse_bug("b", records, ["accuracy", "f1"], runs, policy)
-    label, reason = _apply(rows, info, 0.05, min_effect, adjust([r["primary_p"] for r in rows], "holm"))
+    adjusted = adjust(family_pvalues([(rows, info)], {"b": tags}), "holm")
+    label, reason = _apply(rows, info, 0.05, min_effect, adjusted, tags)
     return label, reason, rows, info
 
 
 def test_not_triggered_proven_without_statistics():
     recs = [record(arm, i, 0.9 + i / 100, fp=f"s{i}") for arm in ("buggy", "corrected") for i in range(6)]
-    label, reason, _, info = verdict_of(recs, 6)
+    label, reason, rows, info = verdict_of(recs, 6)
     assert label == "not triggered" and "identical in all 6 run pairs" in reason
     assert info["first_divergence_epoch"] == ""
+    # what it proved, and where: device, both builds, seeds, and what was fingerprinted
+    assert ("on cpu; buggy torch 1.5.0 (git 4ff3872a20); corrected torch 1.5.0 (git 4ff3872a20); "
+            "6 seed pairs; fingerprinted: parameters at initialisation, parameters after every "
+            "epoch, every batch's training loss, test-set log-probabilities, test-set "
+            "predictions") in reason
+    assert all(math.isnan(r["adjusted_p"]) for r in rows)  # not part of the family
 
+
+def test_a_cuda_bug_on_a_cpu_is_not_called_not_triggered_without_saying_so():
+    recs = [record(arm, i, 0.9, fp=f"s{i}") for arm in ("buggy", "corrected") for i in range(3)]
+    label, reason, _, _ = verdict_of(recs, 3, tags="cuda;crash")
+    assert label == "not triggered on cpu" and "never ran CUDA code" in reason
+    gpu = [record(arm, i, 0.9, fp=f"s{i}", device="cuda") for arm in ("buggy", "corrected")
+           for i in range(3)]
+    assert verdict_of(gpu, 3, tags="cuda")[0] == "not triggered"
+
+
+def test_a_difference_only_in_the_loss_or_logits_is_a_divergence():
+    a = record("buggy", 0, 0.9, fp="a")
+    b = dict(a, fingerprints=dict(a["fingerprints"], losses=["a-l1", "other"]))
+    assert first_divergence(a, b) == 2
+    c = dict(a, fingerprints=dict(a["fingerprints"], logits="other"))
+    assert first_divergence(a, c) == 2
+    old = dict(a, fingerprints={k: v for k, v in a["fingerprints"].items()
+                                if k not in ("losses", "logits")})
+    assert first_divergence(old, old) is None  # records from before: fewer fingerprints
 
 def test_impact_and_first_divergence():
     rng = np.random.RandomState(0)
@@ -150,10 +241,61 @@ def test_impact_and_first_divergence():
     assert label == "impact" and "accuracy" in reason
     assert info["first_divergence_epoch"] == 0
     assert rows[0]["primary_test"] == "wilcoxon signed-rank"
-    assert rows[0]["median_diff"] == pytest.approx(-0.03, abs=1e-9)
+    assert rows[0]["effect"] == pytest.approx(-0.03, abs=1e-9)
+    assert rows[0]["effect_low"] <= -0.03 <= rows[0]["effect_high"]
+    assert "accuracy -0.03 [-0.03, -0.03], p_adj" in reason and "MDE" in reason
     # the same data with an effect threshold above the effect is no impact
-    assert verdict_of(recs, 12, min_effect=0.05)[0] == "no evidence of impact"
+    label, reason, _, _ = verdict_of(recs, 12, min_effect=0.05)
+    assert label == "no evidence of impact" and "no effect beyond min_effect 0.05" in reason
 
+
+def test_a_zero_effect_is_never_an_impact():
+    """Before: with min_effect 0, abs(median difference) >= 0 always held, and a significant test
+    with an arm-median difference of exactly 0 was called impact without naming an effect."""
+    recs = []
+    for i in range(20):  # 11 pairs unchanged, 9 pairs up by one test sample in 100
+        up = 0.01 if i < 9 else 0.0
+        recs += [record("buggy", i, 0.9 + i / 1000 + up, fp=f"b{i}"),
+                 record("corrected", i, 0.9 + i / 1000, fp=f"c{i}")]
+    rows, info = analyse_bug("b", recs, ["accuracy"], 20, "paired")
+    assert rows[0]["primary_p"] == pytest.approx(2 / 2 ** 9)
+    # Walsh averages: 66 of 0, 99 of 0.005, 45 of 0.01 -> the pseudo-median is 0.005
+    assert rows[0]["effect"] == 0.005
+    label, reason = _apply(rows, info, 0.05, 0.0, adjust([rows[0]["primary_p"]], "holm"))
+    assert label == "impact" and reason.startswith("accuracy +0.005 [")
+    rows[0]["effect"] = 0.0  # a significant test whose effect estimate is exactly zero
+    assert verdict(info, rows, 0.05, 0.0)[0] == "no evidence of impact"
+
+
+def test_min_effect_gates_the_paired_effect_not_the_medians_of_the_arms():
+    """The issue's case: 20 pairs, 14 up and none down, p = 2/2^14; the arms' medians differ by
+    less than the paired shift, so a gate on them said no evidence."""
+    recs = []
+    for i in range(20):
+        base = 0.95 + (i % 10) * 0.003
+        up = 0.002 if i < 14 else 0.0
+        recs += [record("buggy", i, base + up, fp=f"b{i}"), record("corrected", i, base, fp=f"c{i}")]
+    rows, info = analyse_bug("b", recs, ["accuracy"], 20, "paired")
+    assert rows[0]["median_buggy"] - rows[0]["median_corrected"] == pytest.approx(0.001)
+    assert rows[0]["primary_p"] == pytest.approx(2 / 2 ** 14)
+    # Walsh averages: 21 of 0, 84 of 0.001, 105 of 0.002 -> pseudo-median 0.0015
+    assert rows[0]["effect"] == pytest.approx(0.0015)
+    p_adj = adjust([rows[0]["primary_p"]], "holm")
+    assert _apply(rows, info, 0.05, 0.0012, p_adj)[0] == "impact"  # the arms' 0.001 fell short
+    assert _apply(rows, info, 0.05, 0.0015, p_adj)[0] == "no evidence of impact"
+
+
+def test_the_family_is_the_bugs_actually_tested():
+    """Before: under seed_policy fixed every not-triggered bug added p = 1 rows to Holm's family."""
+    rng = np.random.RandomState(5)
+    tested = [record(arm, i, 0.9 + rng.normal(0, 0.01) - (0.02 if arm == "buggy" else 0),
+                     fp=f"{arm}{i}") for arm in ("buggy", "corrected") for i in range(8)]
+    quiet = [record(arm, i, 0.9, fp="same") for arm in ("buggy", "corrected") for i in range(8)]
+    alone = analyse_bug("t", tested, ["accuracy", "f1"], 8, "fixed")
+    items = [alone] + [analyse_bug(f"q{k}", quiet, ["accuracy", "f1"], 8, "fixed") for k in range(5)]
+    family = family_pvalues(items, {})
+    assert sum(not math.isnan(p) for p in family) == 2
+    assert list(adjust(family, "holm")[:2]) == list(adjust([r["primary_p"] for r in alone[0]], "holm"))
 
 def test_no_evidence_reports_detectable_effect():
     rng = np.random.RandomState(1)
@@ -193,6 +335,23 @@ def test_early_decision():
     noisy = [dict(r, nondeterministic_ops=["adaptive_avg_pool2d_backward_cuda"]) for r in same]
     assert early_decision(noisy, 2)["decision"] == "continue"
     assert early_decision(same[:2], 2)["decision"] == "continue"  # a run missing
+
+
+def test_early_decision_needs_a_measured_repeat_where_one_is_asked_for():
+    """On CUDA before torch 1.8 nothing reports a non-deterministic kernel: identical pairs could be
+    luck, so the decision waits for buggy run 0 run twice and bit-identical."""
+    same = [record(arm, i, 0.9, fp=f"s{i}", device="cuda") for arm in ("buggy", "corrected")
+            for i in range(2)]
+    again = record("buggy", 0, 0.9, fp="s0", device="cuda")
+    decision = early_decision(same, 2, [again])
+    assert decision["decision"] == "not_triggered" and decision["repeat"] == "identical"
+    assert "a repeat of the same arm and seed was bit-identical" in decision["reason"]
+    drift = dict(again, fingerprints=dict(again["fingerprints"], epochs=["s0-e1", "atomics"]))
+    decision = early_decision(same, 2, [drift])
+    assert decision["decision"] == "continue" and decision["repeat"] == "differs"
+    assert "run twice differs from epoch 2" in decision["reason"]
+    failed = record("buggy", 0, 0.9, status="failed")
+    assert early_decision(same, 2, [failed])["decision"] == "continue"
 
 
 def test_first_divergence_epochs():

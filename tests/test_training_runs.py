@@ -58,11 +58,22 @@ def test_same_seed_is_bit_identical_other_seed_differs(tmp_path, digits):
     assert a["fingerprints"]["init"] != c["fingerprints"]["init"]
     assert a["fingerprints"]["predictions"] != c["fingerprints"]["predictions"]
     assert len(a["fingerprints"]["epochs"]) == 3 and "epoch 3/3" in log
+    assert len(a["fingerprints"]["losses"]) == 3 and a["fingerprints"]["logits"]
+    assert a["fingerprints"]["losses"] != c["fingerprints"]["losses"]
+
     env = a["environment"]
     assert env["threads"] == 1 and env["dataset_sha256"] == digits[1]["sha256"]
     assert env["determinism"]["cudnn_deterministic"] and env["determinism"]["PYTHONHASHSEED"] == "0"
     assert env["torch"] and env["python"] and env["harness_version"] == a["harness_version"]
     assert a["metrics"]["accuracy"] > 0.5
+
+
+def test_cosine_schedule_sets_the_rate_per_epoch():
+    from bugimpact.harness.run import learning_rate
+    rates = [learning_rate({"lr": 0.1, "epochs": 4, "lr_schedule": "cosine"}, e) for e in range(1, 5)]
+    # 0.1 * (1 + cos(pi * (e - 1) / 4)) / 2
+    assert rates == pytest.approx([0.1, 0.0853553, 0.05, 0.0146447], rel=1e-5)
+    assert learning_rate({"lr": 0.1, "epochs": 4}, 3) == 0.1
 
 
 def test_real_aa_records_are_not_triggered_without_the_early_decision(tmp_path, digits):
@@ -105,12 +116,22 @@ def test_dataset_hash_mismatch_is_refused(tmp_path, digits):
     assert proc.wait() == 3 and "refusing to train" in err and not out.exists()
 
 
-@pytest.mark.parametrize("fault", ["relu_leak", "momentum_ignored", "dropout_shift", "grad_scale"])
+@pytest.mark.parametrize("fault", ["relu_leak", "momentum_ignored", "dropout_shift", "grad_scale",
+                                   "label_noise"])
 def test_each_fault_changes_training(tmp_path, digits, fault):
     base, _ = run_harness(tmp_path, spec(digits, epochs=1), "base.json")
     faulty, _ = run_harness(tmp_path, spec(digits, epochs=1, fault=fault), "f.json")
     assert faulty["fingerprints"]["init"] == base["fingerprints"]["init"] or fault == "dropout_shift"
     assert faulty["fingerprints"]["epochs"] != base["fingerprints"]["epochs"]
+
+
+def test_label_noise_relabels_a_fixed_three_percent():
+    from bugimpact.harness.faults import adjust_labels
+    labels = np.arange(1000) % 10
+    noisy = adjust_labels("label_noise", labels, 10)
+    assert (noisy != labels).sum() == 30  # always another class, never the same one
+    assert (adjust_labels("label_noise", labels, 10) == noisy).all()  # the same subset every run
+    assert adjust_labels("", labels, 10) is labels
 
 
 def test_seeded_augmentation_is_reproducible(tmp_path, digits):
@@ -147,12 +168,54 @@ def test_models():
     assert sum(p.numel() for p in vggx.parameters()) == (1792 + 147712 + 1180160 + 13108224
                                                           + 1049600 + 10250)
     assert vggx(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    adaptive = models.build("vggx", 3, 10, 32, pooling="adaptive")
+    assert list(adaptive.state_dict()) == list(vggx.state_dict())  # the same parameters either way
     assert models.build("alexnet", 3, 10, 32)(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
     assert models.build("smallcnn", 1, 10, 8)(torch.zeros(2, 1, 8, 8)).shape == (2, 10)
     user = models.build("bugimpact.harness.models:SmallCNN", 1, 4, 8)
     assert user(torch.zeros(1, 1, 8, 8)).shape == (1, 4)
     with pytest.raises(ValueError, match="unknown model"):
         models.build("resnet", 3, 10, 32)
+
+
+@pytest.mark.parametrize("size,out", [(16, 5), (8, 5), (5, 5), (7, 3), (32, 5)])
+def test_matrix_pooling_equals_adaptive_average_pooling_on_cpu(size, out):
+    """VGG-X's 16x16 -> 5x5 pool has overlapping windows, whose CUDA backward uses atomic adds; the
+    matrix form must compute the same function and the same gradient."""
+    import torch
+    from bugimpact.harness.models import MatrixAvgPool2d
+    torch.manual_seed(0)
+    x = torch.randn(4, 6, size, size, dtype=torch.float64, requires_grad=True)
+    reference = torch.nn.AdaptiveAvgPool2d((out, out))(x)
+    ours = MatrixAvgPool2d((out, out))(x)
+    assert torch.allclose(ours, reference, rtol=0, atol=1e-12)
+    grad = torch.randn_like(reference)
+    g_ref, = torch.autograd.grad(reference, x, grad)
+    g_ours, = torch.autograd.grad(ours, x, grad)
+    assert torch.allclose(g_ours, g_ref, rtol=0, atol=1e-12)
+    x32 = x.detach().float()
+    assert torch.allclose(MatrixAvgPool2d((out, out))(x32), torch.nn.AdaptiveAvgPool2d((out, out))(x32),
+                          rtol=0, atol=1e-6)
+
+
+def test_vggx_trains_deterministically_with_either_pooling(tmp_path):
+    """Two real VGG-X runs on small CIFAR-shaped data: identical with the matrix pool; and the
+    paper's adaptive pool gives the same training within float tolerance on CPU."""
+    from bugimpact.harness.data import sha256_file
+    rng = np.random.RandomState(0)
+    npz = tmp_path / "tiny.npz"
+    np.savez(npz, x_train=rng.randint(0, 255, (64, 3, 32, 32)).astype(np.uint8),
+             y_train=rng.randint(0, 10, 64), x_test=rng.randint(0, 255, (32, 3, 32, 32)).astype(np.uint8),
+             y_test=rng.randint(0, 10, 32))
+    base = {"bug": "v", "arm": "buggy", "run": 0, "seed": 3, "model": "vggx", "challenge": "cifar10",
+            "data": str(npz), "data_sha256": sha256_file(npz), "epochs": 1, "batch_size": 32,
+            "lr": 0.01, "momentum": 0.9, "threads": 1}
+    a, _ = run_harness(tmp_path, base, "a.json")
+    b, _ = run_harness(tmp_path, base, "b.json")
+    assert a["fingerprints"] == b["fingerprints"]
+    paper, _ = run_harness(tmp_path, dict(base, pooling="adaptive"), "c.json")
+    assert paper["fingerprints"]["init"] == a["fingerprints"]["init"]
+    assert paper["epochs"][0]["train_loss"] == pytest.approx(a["epochs"][0]["train_loss"], rel=1e-5)
 
 
 def test_harness_parses_as_python36_and_imports_only_numpy_and_torch():

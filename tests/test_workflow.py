@@ -1,5 +1,6 @@
 """The workflow as a user runs it: lint, dry runs, and the default study end to end (faster
 config) in a temporary copy of the project, with a deleted record and a SIGKILL mid-study."""
+import json
 import os
 import signal
 import subprocess
@@ -88,7 +89,7 @@ def test_config_errors_name_the_key(tmp_path):
 
 def test_defaults_are_filled():
     config = load_config(ROOT / "config.yaml")
-    assert config["stats"]["bootstrap"] == 2000
+    assert config["train"]["early_decision"]["repeat"] == "cuda" and config["train"]["pooling"] == "deterministic"
     assert config["artifacts"]["docker"]["build_command"].startswith("python setup.py")
     assert CONFIG_SCHEMA.exists()
 
@@ -121,18 +122,25 @@ def test_study_outputs_and_verdicts(study):
     for path in ["mined/bugs.csv", "mined/releases.csv", "resolved/commits.csv",
                  "filter/funnel.csv", "stats/pvalues.csv", "stats/verdicts.csv",
                  "stats/summary.csv", "figures/std.png", "report.html"] + \
-            [f"stats/{b}.csv" for b in ("aa", "fault-momentum", "fault-gradscale")] + \
-            [f"figures/{b}.png" for b in ("aa", "fault-momentum", "fault-gradscale")]:
+            [f"stats/{b}.csv" for b in ("aa", "fault-momentum", "fault-labelnoise")] + \
+            [f"figures/{b}.png" for b in ("aa", "fault-momentum", "fault-labelnoise")]:
         assert (res / path).stat().st_size > 0, path
     assert (work / "data" / "filter" / "pytorch.csv").exists()
     verdicts = {r["bug"]: r for r in rows(res / "stats" / "verdicts.csv")}
     assert verdicts["aa"]["verdict"] == "not triggered"
     assert "early decision" in verdicts["aa"]["reason"] and verdicts["aa"]["skipped"] == "16"
+    early = json.loads(next((res / "early" / "aa").glob("*.json")).read_text())
+    assert early["repeat"] == "identical"  # buggy run 0, run twice for real, bit-identical
+    assert next((res / "repeats" / "aa").glob("*/buggy/0.json")).exists()
+    assert verdicts["aa"]["scope"].startswith("cpu; buggy torch ")
+    assert "fingerprinted: parameters at initialisation" in verdicts["aa"]["reason"]
+    assert float(verdicts["fault-momentum"]["effect"]) < 0 and float(verdicts["fault-momentum"]["mde"]) > 0
     assert verdicts["fault-momentum"]["verdict"] == "impact"
-    assert verdicts["fault-gradscale"]["verdict"] in ("impact", "no evidence of impact")
+    assert verdicts["fault-labelnoise"]["verdict"] in ("impact", "no evidence of impact")
     table = rows(res / "stats" / "pvalues.csv")
-    assert [r["bug"] for r in table] == ["calibration-aa", "calibration-fault-gradscale",
+    assert [r["bug"] for r in table] == ["calibration-aa", "calibration-fault-labelnoise",
                                          "calibration-fault-momentum"]
+    assert table[0]["accuracy_adjusted"] == ""  # not triggered: not part of the Holm family
     columns = read_csv(res / "stats" / "pvalues.csv")[0]
     assert columns[:5] == ["bug", "accuracy", "precision", "recall", "f1"]
     per_bug = rows(res / "stats" / "fault-momentum.csv")
@@ -151,7 +159,7 @@ def test_study_outputs_and_verdicts(study):
 
 def test_deleting_one_record_reruns_only_that_record(study):
     work, _ = study
-    target = next((work / "results" / "runs" / "fault-gradscale").glob("*/corrected/7.json"))
+    target = next((work / "results" / "runs" / "fault-labelnoise").glob("*/corrected/7.json"))
     others = {p: p.stat().st_mtime_ns for p in (work / "results" / "runs").rglob("*.json")
               if p != target}
     before = target.read_text()
@@ -251,7 +259,7 @@ def test_garbage_in_a_seeds_file_stops_with_its_path_and_deletes_nothing(study):
 
 def test_a_truncated_record_is_named_and_verify_removes_only_it(study):
     work, _ = study
-    target = next((work / "results" / "runs" / "fault-gradscale").glob("*/buggy/5.json"))
+    target = next((work / "results" / "runs" / "fault-labelnoise").glob("*/buggy/5.json"))
     target.write_text(target.read_text()[:300])
     out = snakemake(work, "--configfile", FAST, check=False)
     assert out.returncode != 0

@@ -14,8 +14,8 @@ from .harness.data import sha256_file
 from .io import write_json
 
 KEY_FIELDS = ("model", "challenge", "epochs", "batch_size", "test_batch_size", "optimizer", "lr",
-              "momentum", "seed_policy", "study_seed", "threads", "device", "allow_tf32", "augment",
-              "test_fraction")
+              "momentum", "lr_schedule", "pooling", "seed_policy", "study_seed", "threads", "device",
+              "allow_tf32", "augment", "test_fraction")
 MAX_RUNS = 1000
 ARMS = ("buggy", "corrected")
 
@@ -24,6 +24,8 @@ def experiment(train):
     attrs = {k: train.get(k) for k in KEY_FIELDS}
     if attrs["challenge"] != "digits":
         attrs["test_fraction"] = None  # official test splits: the fraction plays no part
+    if attrs["model"] != "vggx":
+        attrs["pooling"] = None  # only VGG-X has the pool it chooses
     attrs["harness_version"] = HARNESS_VERSION
     return attrs
 
@@ -105,15 +107,17 @@ def study_bugs(config, sheet_rows):
                 if spec["source"] == "onefix":
                     arms[arm].update({"arm": arm, **{k: row[k] for k in ("buggy_sha", "corrected_sha")
                                                      if not spec.get(k)}})
-            bugs[row["id"]] = {"label": row.get("text", ""), "kind": "bug", "arms": arms}
+            bugs[row["id"]] = {"label": row.get("text", ""), "kind": "bug", "arms": arms,
+                               "tags": row.get("tags") or ""}
     for fix_id, spec in config["bugs"].get("fixes", {}).items():
         if fix_id in bugs:
             raise ValueError(f"config.yaml: fix id {fix_id!r} is also a sheet id")
         bugs[fix_id] = {"label": spec.get("label", fix_id), "kind": "bug",
-                        "arms": _onefix_arms(spec["release"], spec)}
+                        "arms": _onefix_arms(spec["release"], spec), "tags": spec.get("tags", "")}
     for control_id, spec in config["bugs"].get("controls", {}).items():
         if control_id in bugs:
             raise ValueError(f"config.yaml: control id {control_id!r} is also a sheet id")
         bugs[control_id] = {"label": spec.get("label", control_id), "kind": "control",
-                            "arms": {arm: dict(spec[arm]) for arm in ARMS}}
+                            "arms": {arm: dict(spec[arm]) for arm in ARMS},
+                            "tags": spec.get("tags", "")}
     return bugs

@@ -97,6 +97,14 @@ class Plan:
         early = self.config["train"]["early_decision"]
         return early["runs"] if early["enabled"] and early["runs"] < self.runs else 0
 
+    def repeat_records(self, bug):
+        """The repeat the early decision needs first: buggy run 0 once more (on CUDA, or always)."""
+        early = self.config["train"]["early_decision"]
+        needed = early.get("repeat", "cuda") == "always" or self.config["train"]["device"] == "cuda"
+        if not (self.early_runs() and needed):
+            return []
+        return [f"results/repeats/{bug}/{self.key}/buggy/0.json"]
+
     def arm(self, bug, arm):
         return self.bugs[bug]["arms"][arm]
 

@@ -253,13 +253,14 @@ def train_run(train_cfg, bug, arm, arm_spec, run_index, key, artifact_id, seeds_
                      timeout=train_cfg["timeout_s"])
 
 
-def early(config, bug, records, out):
+def early(config, bug, records, out, repeats=()):
     """The early decision. Rewriting it never retrains a finished run (the train rule takes it as
     ancient); if it no longer says not triggered, the runs it skipped are removed to be trained."""
     from .records import read_record
     from .stats.analysis import early_decision
     decision = early_decision([read_record(p) for p in records],
-                              config["train"]["early_decision"]["runs"])
+                              config["train"]["early_decision"]["runs"],
+                              [read_record(p) for p in repeats] if repeats else None)
     decision["bug"] = bug
     before = read_json(out) if Path(out).exists() else {}
     if before.get("decision") == "not_triggered" and decision["decision"] != "not_triggered":
@@ -274,10 +275,10 @@ def early(config, bug, records, out):
     return decision
 
 
-def bug_stats(config, bug, records, out_csv, out_json):
+def bug_stats(config, bug, records, out_csv, out_json, tags=""):
     from .stats.tables import bug_stats as compute
     return compute(bug, records, config["stats"], config["train"]["runs"],
-                   config["train"]["seed_policy"], out_csv, out_json)
+                   config["train"]["seed_policy"], out_csv, out_json, tags)
 
 
 def study_stats(config, bugs, bug_jsons, funnel_csv, out_pvalues, out_verdicts, out_summary):

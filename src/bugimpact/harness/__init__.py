@@ -5,4 +5,4 @@ Runs inside old runtimes (Python 3.6, PyTorch 1.1): standard library, numpy and 
 change could alter what a run computes: it is part of the experiment key, so old records never mix
 with new ones, while edits that change nothing computed retrain nothing.
 """
-HARNESS_VERSION = "1"
+HARNESS_VERSION = "2"

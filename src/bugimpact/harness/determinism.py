@@ -54,13 +54,19 @@ def _deterministic_algorithms():
 
     warn_only keeps a run alive on an op without a deterministic kernel; the harness records such
     warnings, and a run that had any is not treated as deterministic by the early decision.
+
+    From torch 2.x, ``use_deterministic_algorithms`` also sets torch._inductor's flag, and importing
+    torch._inductor (and torch._dynamo) costs about 2 s per run; the harness never compiles, so it
+    sets the switch the kernels read, ``torch._C._set_deterministic_algorithms``, directly. (A user
+    model that calls torch.compile is outside this guarantee.)
     """
-    if hasattr(torch, "use_deterministic_algorithms"):
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)  # 1.8+
+    if setter is not None:
         try:
-            torch.use_deterministic_algorithms(True, warn_only=True)
+            setter(True, warn_only=True)
             return "use_deterministic_algorithms(warn_only)"
-        except TypeError:
-            torch.use_deterministic_algorithms(True)
+        except TypeError:  # before 1.11
+            setter(True)
             return "use_deterministic_algorithms"
     if hasattr(torch, "set_deterministic"):
         torch.set_deterministic(True)

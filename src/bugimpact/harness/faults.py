@@ -6,8 +6,13 @@ effect. Each is small and targeted; their strengths differ on purpose:
 - ``relu_leak``: every ReLU becomes LeakyReLU with slope 1e-3.
 - ``momentum_ignored``: the optimizer runs with momentum 0 whatever is configured (strong).
 - ``dropout_shift``: every dropout probability is raised by 0.1.
-- ``grad_scale``: every gradient is multiplied by 0.99 before the step (subtle).
+- ``grad_scale``: every gradient is multiplied by 0.99 before the step (too small to matter once
+  training converges: no measurable effect).
+- ``label_noise``: 3% of the training labels (a fixed subset, the same in every run) are replaced
+  by another class, as a data-pipeline bug would (subtle: about -0.5 accuracy points on the default
+  study's digits, measured; see the README).
 """
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -16,6 +21,8 @@ from .registry import FAULTS
 RELU_LEAK = 1e-3
 DROPOUT_SHIFT = 0.1
 GRAD_SCALE = 0.99
+LABEL_NOISE = 0.03
+LABEL_NOISE_SEED = 12345  # the subset is a property of the fault, not of the run
 
 
 def patch_framework(name):
@@ -35,6 +42,16 @@ def adjust_model(name, model):
         for module in model.modules():
             if isinstance(module, nn.Dropout):
                 module.p = min(1.0, module.p + DROPOUT_SHIFT)
+
+
+def adjust_labels(name, labels, num_classes):
+    if name == "label_noise":
+        rng = np.random.RandomState(LABEL_NOISE_SEED)
+        wrong = rng.permutation(len(labels))[:int(round(LABEL_NOISE * len(labels)))]
+        out = labels.copy()
+        out[wrong] = (out[wrong] + 1 + rng.randint(0, num_classes - 1, size=len(wrong))) % num_classes
+        return out
+    return labels
 
 
 def adjust_momentum(name, momentum):

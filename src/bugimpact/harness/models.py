@@ -17,12 +17,49 @@ def _flat_size(features, in_channels, size):
         return int(features(torch.zeros(1, in_channels, size, size)).numel())
 
 
+def pooling_matrix(size, out):
+    """(out x size) matrix whose row i averages the window AdaptiveAvgPool uses for output i:
+    [floor(i * size / out), ceil((i + 1) * size / out))."""
+    matrix = torch.zeros(out, size, dtype=torch.float64)  # cast to the input's type when used
+    for i in range(out):
+        start, stop = (i * size) // out, -((-(i + 1) * size) // out)
+        matrix[i, start:stop] = 1.0 / (stop - start)
+    return matrix
+
+
+class MatrixAvgPool2d(nn.Module):
+    """AdaptiveAvgPool2d as two constant matrix products, P_h x P_w^T.
+
+    Where windows overlap (16 -> 5), AdaptiveAvgPool2d's CUDA backward accumulates with atomic
+    adds, so it is not deterministic on any PyTorch version (and 1.8+ refuses it under
+    deterministic algorithms); a matmul's backward is a GEMM, deterministic under the cuBLAS
+    workspace setting. The matrices are not parameters or buffers, so the state_dict (and its
+    fingerprint) is the same as the original's. Works on torch 1.1 (broadcasting matmul)."""
+
+    def __init__(self, output_size):
+        super(MatrixAvgPool2d, self).__init__()
+        self.output_size = output_size
+        self._matrices = {}
+
+    def forward(self, x):
+        h, w = x.shape[-2], x.shape[-1]
+        key = (h, w, x.device, x.dtype)
+        if key not in self._matrices:
+            self._matrices[key] = (pooling_matrix(h, self.output_size[0]).to(x.device, x.dtype),
+                                   pooling_matrix(w, self.output_size[1]).t().to(x.device, x.dtype))
+        rows, cols = self._matrices[key]
+        return torch.matmul(torch.matmul(rows, x), cols)
+
+
 class VGGX(nn.Module):
     """VGG-11 adapted to 32x32 inputs, no batch norm, ~15M parameters (ReproduceML's VGG-X):
-    conv 64, conv 256, maxpool, conv 512 (3x3, ReLU), adaptive average pool to 5x5, then
-    12800-1024-1024-classes with ReLU and dropout 0.5 after each hidden layer."""
+    conv 64, conv 256, maxpool, conv 512 (3x3, ReLU), average pool to 5x5, then
+    12800-1024-1024-classes with ReLU and dropout 0.5 after each hidden layer.
 
-    def __init__(self, in_channels=3, num_classes=10, size=32):
+    ``pooling="deterministic"`` (the default) pools with ``MatrixAvgPool2d``; ``"adaptive"`` keeps
+    the paper's ``nn.AdaptiveAvgPool2d``, whose CUDA backward is not deterministic."""
+
+    def __init__(self, in_channels=3, num_classes=10, size=32, pooling="deterministic"):
         super(VGGX, self).__init__()
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, 64, 3, padding=1), nn.ReLU(inplace=True),
@@ -30,7 +67,10 @@ class VGGX(nn.Module):
             nn.MaxPool2d(2, 2),
             nn.Conv2d(256, 512, 3, padding=1), nn.ReLU(inplace=True),
         )
-        self.avgpool = nn.AdaptiveAvgPool2d((5, 5))
+        if pooling not in ("deterministic", "adaptive"):
+            raise ValueError("pooling %r: use deterministic or adaptive" % (pooling,))
+        self.avgpool = (MatrixAvgPool2d((5, 5)) if pooling == "deterministic"
+                        else nn.AdaptiveAvgPool2d((5, 5)))
         self.classifier = nn.Sequential(
             nn.Linear(512 * 5 * 5, 1024), nn.ReLU(inplace=True), nn.Dropout(0.5),
             nn.Linear(1024, 1024), nn.ReLU(inplace=True), nn.Dropout(0.5),
@@ -93,10 +133,12 @@ class SmallCNN(nn.Module):
 BUILTIN = {"vggx": VGGX, "alexnet": AlexNet32, "smallcnn": SmallCNN}  # registry.MODELS
 
 
-def build(name, in_channels, num_classes, size):
+def build(name, in_channels, num_classes, size, pooling="deterministic"):
     error = model_error(name)
     if error:
         raise ValueError(error)
+    if name == "vggx":
+        return VGGX(in_channels=in_channels, num_classes=num_classes, size=size, pooling=pooling)
     if name in BUILTIN:
         cls = BUILTIN[name]
     else:

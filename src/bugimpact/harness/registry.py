@@ -2,7 +2,7 @@
 them before any run starts (the harness modules use the same names)."""
 MODELS = ("vggx", "alexnet", "smallcnn")
 RECORD_SCHEMA = 1  # bump when a run record's fields change meaning
-FAULTS = ("relu_leak", "momentum_ignored", "dropout_shift", "grad_scale")
+FAULTS = ("relu_leak", "momentum_ignored", "dropout_shift", "grad_scale", "label_noise")
 
 
 def model_error(name):

@@ -7,6 +7,7 @@ neither a record nor a partial file, and is simply run again.
 import argparse
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -37,13 +38,24 @@ def state_fingerprint(model):
 
 
 def predict(model, x, batch_size, device):
+    """Test-set outputs (log-probabilities) and predicted classes."""
     model.eval()
     out = []
     with torch.no_grad():
         for start in range(0, len(x), batch_size):
             xb = torch.from_numpy(x[start:start + batch_size]).to(device)
-            out.append(model(xb).argmax(dim=1).cpu().numpy())
-    return np.concatenate(out).astype(np.int64)
+            out.append(model(xb).float().cpu().numpy())
+    logits = np.concatenate(out)
+    return logits, logits.argmax(axis=1).astype(np.int64)
+
+
+def learning_rate(spec, epoch):
+    """The rate for an epoch (1-based), set by hand in the optimizer's param groups: no
+    lr_scheduler, whose step order changed in torch 1.1."""
+    lr = float(spec["lr"])
+    if spec.get("lr_schedule") == "cosine":
+        return lr * 0.5 * (1.0 + math.cos(math.pi * (epoch - 1) / float(spec["epochs"])))
+    return lr
 
 
 def train(spec):
@@ -53,11 +65,13 @@ def train(spec):
                                   bool(spec.get("allow_tf32", False)))
     device = torch.device("cuda" if spec.get("device") == "cuda" else "cpu")
     seed = int(spec["seed"])
-    dataset = data.load(spec["data"], spec.get("data_sha256"), seed, spec.get("test_fraction", 0.25))
+    dataset = data.load(spec["data"], spec.get("data_sha256"), spec.get("test_fraction", 0.25))
     determinism.seed_everything(seed)
     faults.patch_framework(fault)
-    x_train, y_train = dataset["x_train"], dataset["y_train"]
-    model = models.build(spec["model"], x_train.shape[1], dataset["num_classes"], x_train.shape[2])
+    x_train = dataset["x_train"]
+    y_train = faults.adjust_labels(fault, dataset["y_train"], dataset["num_classes"])
+    model = models.build(spec["model"], x_train.shape[1], dataset["num_classes"], x_train.shape[2],
+                         spec.get("pooling") or "deterministic")
     faults.adjust_model(fault, model)
     model.to(device)
     if spec.get("optimizer", "sgd") == "adam":
@@ -67,14 +81,18 @@ def train(spec):
                                     momentum=faults.adjust_momentum(fault, spec.get("momentum", 0.0)))
     # The data order has its own generator, so model code that draws random numbers cannot shift it.
     order_rng = np.random.RandomState((seed * 7919 + 17) % (2 ** 32))
-    record = {"fingerprints": {"init": state_fingerprint(model), "epochs": []}, "epochs": []}
+    record = {"fingerprints": {"init": state_fingerprint(model), "epochs": [], "losses": []},
+              "epochs": []}
     nondeterministic = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for epoch in range(1, int(spec["epochs"]) + 1):
             start = time.time()
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(spec, epoch)
             model.train()
             total, seen = 0.0, 0
+            losses = hashlib.sha256()
             for xb, yb in data.batches(x_train, y_train, spec.get("batch_size", 64), order_rng,
                                        bool(spec.get("augment"))):
                 xb = torch.from_numpy(np.ascontiguousarray(xb)).to(device)
@@ -84,13 +102,17 @@ def train(spec):
                 loss.backward()
                 faults.adjust_gradients(fault, model)
                 optimizer.step()
-                total += float(loss.item()) * len(yb)
+                value = loss.item()
+                losses.update(np.float64(value).tobytes())  # every batch's loss, bit for bit
+                total += float(value) * len(yb)
                 seen += len(yb)
-            predictions = predict(model, dataset["x_test"], spec.get("test_batch_size", 1000), device)
+            logits, predictions = predict(model, dataset["x_test"], spec.get("test_batch_size", 1000),
+                                          device)
             accuracy = float(np.mean(predictions == dataset["y_test"]))
             wall = time.time() - start
             fingerprint = state_fingerprint(model)
             record["fingerprints"]["epochs"].append(fingerprint)
+            record["fingerprints"]["losses"].append(losses.hexdigest())
             record["epochs"].append({"epoch": epoch, "train_loss": total / max(seen, 1),
                                      "test_accuracy": accuracy, "wall_s": wall})
             _log(spec, "epoch %d/%d loss %.4f test accuracy %.4f (%.2fs)"
@@ -98,6 +120,7 @@ def train(spec):
         nondeterministic = sorted({str(w.message).splitlines()[0] for w in caught
                                    if "determinis" in str(w.message)})
     record["metrics"] = metrics.classification_metrics(dataset["y_test"], predictions)
+    record["fingerprints"]["logits"] = hashlib.sha256(np.ascontiguousarray(logits).tobytes()).hexdigest()
     record["fingerprints"]["predictions"] = hashlib.sha256(predictions.tobytes()).hexdigest()
     record["nondeterministic_ops"] = nondeterministic
     record["environment"] = environment.describe(spec.get("device", "cpu"), flags,

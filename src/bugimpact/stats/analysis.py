@@ -1,19 +1,24 @@
 """From run records to per-metric statistics and a verdict per bug.
 
-Verdicts, each with its reason:
-- ``not triggered``: every run pair (same run index, both arms) has identical fingerprints, so the
-  fix changed nothing this workload computes; proven without statistics. Also the early decision.
+Verdicts, each with its reason. The first four need no test, and their bugs are not part of the
+multiplicity family (``decided_without_test``):
+- ``not triggered``: every run pair (same seed, both arms) has identical fingerprints, so the fix
+  changed nothing this workload computes on this device, runtime and build, for those seeds; the
+  reason and ``scope`` say which. Also the early decision.
+- ``not triggered on cpu``: the same, for a bug the sheet tags ``cuda`` that ran on a CPU, where its
+  code never ran: nothing was learned about it.
 - ``incomplete``: fewer finished runs than required; the failed runs are named with their error.
 - ``identical runs``: runs within each arm are bit-identical (e.g. the paper's fixed seed), so rank
   tests are degenerate; the exact difference between the arms is reported instead.
-- ``impact``: a metric's adjusted p is below alpha and its median difference reaches min_effect.
+- ``impact``: a metric's adjusted p is below alpha and its Hodges-Lehmann effect exceeds min_effect
+  in size (with the default 0, an effect of exactly zero is never an impact).
 - ``no evidence of impact``: otherwise, with the effect this design could have detected.
 """
 import math
 
 import numpy as np
 
-from .effects import detectable_d, median_difference_ci, vargha_delaney_a12
+from .effects import detectable_d, hodges_lehmann, vargha_delaney_a12
 from .rank_tests import mann_whitney, wilcoxon
 
 ARMS = ("buggy", "corrected")
@@ -25,11 +30,16 @@ METRIC_COLUMNS = (
     "mean_buggy", "mean_corrected", "median_buggy", "median_corrected", "std_buggy",
     "std_corrected", "min_buggy", "min_corrected", "max_buggy", "max_corrected",
     "mwu_u", "mwu_p", "mwu_method", "mwu_min_p", "wilcoxon_stat", "wilcoxon_p", "wilcoxon_method",
-    "primary_test", "primary_p", "adjusted_p", "a12", "cliffs_delta", "median_diff",
-    "median_diff_ci_low", "median_diff_ci_high", "mde", "mde_d", "exact_diff",
+    "primary_test", "primary_p", "adjusted_p", "a12", "cliffs_delta", "effect", "effect_low",
+    "effect_high", "effect_level", "effect_method", "mde", "mde_d", "exact_diff",
     "verdict", "reason", "pairs", "identical_pairs", "first_divergence_epoch", "failed", "skipped",
     "seed_policy",
 )
+FINGERPRINTED = (("init", "parameters at initialisation"),
+                 ("epochs", "parameters after every epoch"),
+                 ("losses", "every batch's training loss"),
+                 ("logits", "test-set log-probabilities"),
+                 ("predictions", "test-set predictions"))
 
 
 def by_arm(records):
@@ -41,17 +51,33 @@ def by_arm(records):
 
 
 def fingerprint_sequence(record):
+    """(epoch, digest) in the order the run computed them: 0 is initialisation, e the epoch.
+    Records from before losses and logits were fingerprinted simply have fewer entries."""
     fp = record["fingerprints"]
-    return [fp["init"]] + list(fp["epochs"]) + [fp["predictions"]]
+    epochs = list(fp["epochs"])
+    losses = fp.get("losses") or [None] * len(epochs)
+    out = [(0, fp["init"])]
+    for e, (loss, params) in enumerate(zip(losses, epochs), start=1):
+        out += [(e, loss), (e, params)]
+    last = len(epochs)
+    return out + [(last, fp.get("logits")), (last, fp["predictions"])]
 
 
 def first_divergence(a, b):
-    """Epoch at which two runs first differ: 0 = at initialisation, e = after epoch e, or None."""
-    sa, sb = fingerprint_sequence(a), fingerprint_sequence(b)
-    for index, (x, y) in enumerate(zip(sa, sb)):
+    """Epoch at which two runs first differ: 0 = at initialisation, e = during epoch e, or None."""
+    for (epoch, x), (_, y) in zip(fingerprint_sequence(a), fingerprint_sequence(b)):
         if x != y:
-            return min(index, len(sa) - 2)
+            return epoch
     return None
+
+
+def fingerprinted(records):
+    """What the fingerprints of these records cover, in words."""
+    def present(value):
+        return bool(value) and (not isinstance(value, list) or None not in value)
+    have = set.intersection(*[{k for k, v in r["fingerprints"].items() if present(v)}
+                              for r in records])
+    return ", ".join(words for key, words in FINGERPRINTED if key in have)
 
 
 def deterministic_runtime(record):
@@ -60,9 +86,13 @@ def deterministic_runtime(record):
     return not record.get("nondeterministic_ops") and flags.get("cudnn_deterministic", False)
 
 
-def early_decision(records, k):
+def early_decision(records, k, repeats=None):
     """After the first k paired runs: identical fingerprints run for run on a deterministic runtime
-    means the bug is not triggered and the remaining runs can be skipped."""
+    means the bug is not triggered and the remaining runs can be skipped.
+
+    ``repeats`` (required on CUDA, given as a list): runs made a second time with the same arm and
+    seed. Before torch 1.8 nothing reports a non-deterministic kernel, so a flag proves nothing;
+    only a measured, bit-identical repeat does."""
     arms = by_arm(records)
     pairs = [(arms["buggy"].get(i), arms["corrected"].get(i)) for i in range(k)]
     if any(a is None or b is None or a["status"] != "ok" or b["status"] != "ok" for a, b in pairs):
@@ -70,13 +100,46 @@ def early_decision(records, k):
     if not all(deterministic_runtime(r) for pair in pairs for r in pair):
         return {"decision": "continue", "runs": k,
                 "reason": "the runtime reported non-deterministic operations"}
+    if repeats is not None:
+        for again in repeats:
+            spec = again.get("spec", {})
+            first = arms.get(spec.get("arm"), {}).get(int(spec.get("run", -1)))
+            if again.get("status") != "ok" or first is None:
+                return {"decision": "continue", "runs": k, "reason": "the repeat run did not finish"}
+            if first_divergence(first, again) is not None:
+                return {"decision": "continue", "runs": k, "repeat": "differs",
+                        "reason": f"{spec['arm']} run {spec['run']} run twice differs from epoch "
+                                  f"{first_divergence(first, again)}: this runtime is not "
+                                  "deterministic, so identical fingerprints could be luck"}
     diverged = [first_divergence(a, b) for a, b in pairs]
     if all(d is None for d in diverged):
-        return {"decision": "not_triggered", "runs": k,
-                "reason": f"fingerprints identical in all {k} run pairs (parameters at every epoch "
-                          "and test predictions); remaining runs skipped"}
+        checked = "; a repeat of the same arm and seed was bit-identical" if repeats else ""
+        return {"decision": "not_triggered", "runs": k, "repeat": "identical" if repeats else "",
+                "reason": f"fingerprints identical in all {k} run pairs ("
+                          f"{fingerprinted([r for pair in pairs for r in pair])}){checked}; "
+                          "remaining runs skipped"}
     return {"decision": "continue", "runs": k,
             "reason": f"arms diverge from epoch {min(d for d in diverged if d is not None)}"}
+
+
+def scope(ok, common):
+    """What identical fingerprints proved: on which device, builds and seeds, and over what."""
+    records = [ok[arm][i] for arm in ARMS for i in common]
+    envs = [r.get("environment", {}) for r in records]
+    devices = sorted({str(e.get("device_name") or e.get("device") or "unknown") for e in envs})
+    builds = []
+    for arm in ARMS:
+        seen = sorted({f"{e.get('torch', '?')} (git {str(e.get('torch_git_version') or '?')[:10]})"
+                       for e in (ok[arm][i].get("environment", {}) for i in common)})
+        builds.append(f"{arm} torch {', '.join(seen)}")
+    return {"device": ", ".join(devices), "builds": "; ".join(builds), "seed_pairs": len(common),
+            "fingerprinted": fingerprinted(records) if records else "",
+            "cpu_only": all((e.get("device") or "cpu") == "cpu" for e in envs)}
+
+
+def scope_text(sc):
+    return (f"on {sc['device']}; {sc['builds']}; {sc['seed_pairs']} seed pairs; fingerprinted: "
+            f"{sc['fingerprinted']}")
 
 
 def _describe(values):
@@ -88,8 +151,7 @@ def _describe(values):
                 min=float(v.min()), max=float(v.max()))
 
 
-def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, power=0.8,
-                bootstrap=2000):
+def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, power=0.8):
     """Per-metric rows (verdict fields not yet filled: they need the adjusted p-values)."""
     arms = by_arm(records)
     ok = {arm: {i: r for i, r in arms[arm].items() if r["status"] == "ok"} for arm in ARMS}
@@ -116,7 +178,7 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         "first_divergence_epoch": "" if first_div is None else first_div,
         "failed": "; ".join(failed), "skipped": skipped, "seed_policy": seed_policy,
         "n_ok": {arm: len(ok[arm]) for arm in ARMS}, "within_identical": within_identical,
-        "required_runs": required_runs, "values": {},
+        "required_runs": required_runs, "values": {}, "scope": scope(ok, common),
     }
     rows = []
     for metric in metrics:
@@ -142,19 +204,22 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
                        primary_p=mwu.p_value)
         a12 = vargha_delaney_a12(values["buggy"], values["corrected"])
         row.update(a12=a12, cliffs_delta=2 * a12 - 1)
+        # the effect the primary test is about: the paired shift for paired seeds
         if paired:
-            point, low, high = median_difference_ci(pb, pc, True, bootstrap)
+            effect = hodges_lehmann(pb, pc, paired=True, level=1 - alpha)
             spread = float(np.std(np.subtract(pb, pc), ddof=1))
             d = detectable_d(len(common), None, alpha, power) / RANK_EFFICIENCY
         else:
-            point, low, high = median_difference_ci(values["buggy"], values["corrected"], False,
-                                                    bootstrap)
+            effect = hodges_lehmann(values["buggy"], values["corrected"], paired=False,
+                                    level=1 - alpha)
             n1, n2 = len(values["buggy"]), len(values["corrected"])
-            pooled = math.sqrt(((n1 - 1) * row["std_buggy"] ** 2 + (n2 - 1) * row["std_corrected"] ** 2)
-                               / (n1 + n2 - 2)) if n1 > 1 and n2 > 1 else math.nan
-            spread = pooled
-            d = detectable_d(n1, n2, alpha, power) / RANK_EFFICIENCY if n1 > 1 and n2 > 1 else math.nan
-        row.update(median_diff=point, median_diff_ci_low=low, median_diff_ci_high=high,
+            enough = n1 > 1 and n2 > 1
+            spread = math.sqrt(((n1 - 1) * row["std_buggy"] ** 2 + (n2 - 1) * row["std_corrected"] ** 2)
+                               / (n1 + n2 - 2)) if enough else math.nan
+            d = detectable_d(n1, n2, alpha, power) / RANK_EFFICIENCY if enough else math.nan
+        row.update(effect=effect[0], effect_low=effect[1], effect_high=effect[2],
+                   effect_level=effect[3],
+                   effect_method="Hodges-Lehmann " + ("paired shift" if paired else "shift"),
                    mde_d=d, mde=d * spread if not math.isnan(spread) else math.nan)
         row["exact_diff"] = (row["mean_buggy"] - row["mean_corrected"]) if within_identical else math.nan
         rows.append(row)
@@ -170,32 +235,65 @@ def _last_line(text):
     return lines[-1][:300] if lines else "no output"
 
 
-def verdict(bug_info, rows, alpha, min_effect):
-    """The verdict and its reason, given rows whose ``adjusted_p`` is filled."""
+def _tagged_cuda(tags):
+    return "cuda" in {t.strip().lower() for t in str(tags or "").replace(",", ";").split(";")}
+
+
+def decided_without_test(bug_info, tags=""):
+    """The verdict when no p-value can decide it, else None (the bug is then tested, and only
+    tested bugs form the multiplicity family)."""
     n_ok, need = bug_info["n_ok"], bug_info["required_runs"]
     skipped = bug_info["skipped"]
     pairs, identical = bug_info["pairs"], bug_info["identical_pairs"]
+    sc = bug_info.get("scope") or {}
+    label = "not triggered"
+    caveat = ""
+    if sc.get("cpu_only") and _tagged_cuda(tags):
+        label = "not triggered on cpu"
+        caveat = ("; the sheet tags this bug cuda and these runs never ran CUDA code, so nothing "
+                  "was learned about it: run it on a GPU")
+    proved = f" ({scope_text(sc)})" if sc else ""
     if skipped and pairs and identical == pairs and not bug_info["failed"]:
-        return "not triggered", (f"early decision: fingerprints identical in all {pairs} run pairs; "
-                                 f"{skipped} runs skipped")
+        return label, (f"early decision: fingerprints identical in all {pairs} run pairs{proved}; "
+                       f"{skipped} runs skipped{caveat}")
     short = {arm: need - n_ok[arm] for arm in ARMS if n_ok[arm] < need}
     if short:
         missing = ", ".join(f"{arm} {n_ok[arm]}/{need}" for arm in short)
         why = bug_info["failed"] or "records missing (not yet run)"
         return "incomplete", f"finished runs {missing}; {why}"
     if pairs and identical == pairs:
-        return "not triggered", (f"fingerprints identical in all {pairs} run pairs: the fix changes "
-                                 "nothing this workload computes")
+        return label, (f"fingerprints identical in all {pairs} run pairs{proved}: the fix changes "
+                       f"nothing this workload computes there{caveat}")
     if bug_info["within_identical"]:
+        return "identical runs", "runs within each arm are bit-identical"
+    return None
+
+
+def effect_text(row):
+    return (f"{row['metric']} {row['effect']:+.4g} [{row['effect_low']:+.4g}, "
+            f"{row['effect_high']:+.4g}]")
+
+
+def verdict(bug_info, rows, alpha, min_effect, tags=""):
+    """The verdict and its reason, given rows whose ``adjusted_p`` is filled (NaN for bugs decided
+    without a test)."""
+    decided = decided_without_test(bug_info, tags)
+    if decided and decided[0] == "identical runs":
         diffs = ", ".join(f"{r['metric']} {r['exact_diff']:+.6g}" for r in rows)
-        return "identical runs", f"runs within each arm are bit-identical; exact difference {diffs}"
-    hits = [r for r in rows if not math.isnan(r["adjusted_p"]) and r["adjusted_p"] < alpha
-            and abs(r["median_diff"]) >= min_effect]
+        return decided[0], f"{decided[1]}; exact difference {diffs}"
+    if decided:
+        return decided
+    significant = [r for r in rows if not math.isnan(r["adjusted_p"]) and r["adjusted_p"] < alpha]
+    hits = [r for r in significant if abs(r["effect"]) > min_effect]
     if hits:
-        text = ", ".join(f"{r['metric']} p_adj={r['adjusted_p']:.3g} median diff "
-                         f"{r['median_diff']:+.4g}" for r in hits)
+        text = "; ".join(f"{effect_text(r)}, p_adj {r['adjusted_p']:.3g}, MDE {r['mde']:.3g}"
+                         for r in hits)
         return "impact", text
     best = min(rows, key=lambda r: r["adjusted_p"] if not math.isnan(r["adjusted_p"]) else 2)
+    below = ""
+    if significant:
+        below = (f"; p_adj below alpha for {', '.join(r['metric'] for r in significant)}, but no "
+                 f"effect beyond min_effect {min_effect:g}")
     return "no evidence of impact", (
-        f"smallest adjusted p {best['adjusted_p']:.3g} ({best['metric']}); this design detects "
-        f"about {best['mde']:.3g} ({best['mde_d']:.2f} sd) with the configured power")
+        f"smallest adjusted p {best['adjusted_p']:.3g} ({effect_text(best)}){below}; this design "
+        f"detects about {best['mde']:.3g} ({best['mde_d']:.2f} sd) with the configured power")

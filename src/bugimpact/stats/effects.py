@@ -1,12 +1,17 @@
-"""Effect sizes, bootstrap intervals, minimum detectable effects and multiplicity corrections."""
+"""Effect sizes, Hodges-Lehmann estimates with their intervals, minimum detectable effects and
+multiplicity corrections."""
+import math
+
 import numpy as np
-from scipy import optimize
-from scipy.stats import nct, t as t_dist
+from scipy import integrate, optimize
+from scipy.stats import chi, nct, norm, t as t_dist
+
+from .rank_tests import EXACT_LIMIT, _mwu_counts, paired_differences, signed_rank_counts, snap
 
 
 def vargha_delaney_a12(x, y):
     """P(X > Y) + P(X = Y) / 2: 0.5 is no effect; Cliff's delta is 2 * A12 - 1."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
+    x, y = snap(x), snap(y)
     if not len(x) or not len(y):
         return float("nan")
     greater = (x[:, None] > y[None, :]).sum()
@@ -14,44 +19,96 @@ def vargha_delaney_a12(x, y):
     return float((greater + 0.5 * equal) / (len(x) * len(y)))
 
 
-def median_difference_ci(x, y, paired, resamples=2000, level=0.95, seed=0):
-    """median(x) - median(y) with a percentile bootstrap interval (pairs resampled together when
-    paired). Seeded, so the same records give the same interval."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if not len(x) or not len(y):
-        return float("nan"), float("nan"), float("nan")
-    point = float(np.median(x) - np.median(y))
-    rng = np.random.RandomState(seed)
+def _lower_quantile(counts, p):
+    """R's q-functions on a discrete null given by counts: the smallest q with P(W <= q) >= p."""
+    total, running = sum(counts), 0
+    for q, c in enumerate(counts):
+        running += c
+        if running >= p * total:
+            return q
+    return len(counts) - 1
+
+
+def hodges_lehmann(x, y, paired, level=0.95):
+    """The rank tests' own estimate of the shift x - y, with its distribution-free interval.
+
+    Paired: the median of the Walsh averages of the differences (the pseudo-median). Unpaired:
+    the median of all differences x_i - y_j. The interval is the pair of order statistics that R's
+    ``wilcox.test(conf.int=TRUE)`` takes: critical values from the exact null (qsignrank, qwilcox)
+    while the design is small, else from the normal approximation; where no order statistic
+    reaches the level (tiny n), the interval is the whole range. Returns (estimate, low, high,
+    achieved level)."""
+    alpha = 1 - level
     if paired:
-        idx = rng.randint(0, len(x), size=(resamples, len(x)))
-        stats = np.median(x[idx], axis=1) - np.median(y[idx], axis=1)
+        d = paired_differences(x, y)
+        n = len(d)
+        if n == 0:
+            return (math.nan,) * 4
+        walsh = (d[:, None] + d[None, :])[np.triu_indices(n)] / 2.0
+        diffs = np.sort(snap(walsh))
+        top = n * (n + 1) // 2
+        if n < EXACT_LIMIT:
+            counts = signed_rank_counts(np.arange(2, 2 * n + 1, 2))[::2]  # W+ = 0..top
+            qu = max(_lower_quantile(counts, alpha / 2), 1)
+            achieved = 1 - 2 * sum(counts[:qu]) / 2 ** n
+        else:
+            qu = max(1, int(math.floor(top / 2 - norm.ppf(1 - alpha / 2)
+                                       * math.sqrt(n * (n + 1) * (2 * n + 1) / 24))))
+            achieved = level
     else:
-        ix = rng.randint(0, len(x), size=(resamples, len(x)))
-        iy = rng.randint(0, len(y), size=(resamples, len(y)))
-        stats = np.median(x[ix], axis=1) - np.median(y[iy], axis=1)
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(stats, [tail, 100 - tail])
-    return point, float(low), float(high)
+        x, y = snap(x), snap(y)
+        m, n = len(x), len(y)
+        if not m or not n:
+            return (math.nan,) * 4
+        diffs = np.sort(snap((x[:, None] - y[None, :]).ravel()))
+        top = m * n
+        if max(m, n) < EXACT_LIMIT:
+            counts = _mwu_counts(m, n)
+            qu = max(_lower_quantile(counts, alpha / 2), 1)
+            achieved = 1 - 2 * sum(counts[:qu]) / math.comb(m + n, m)
+        else:
+            qu = max(1, int(math.floor(top / 2 - norm.ppf(1 - alpha / 2)
+                                       * math.sqrt(m * n * (m + n + 1) / 12))))
+            achieved = level
+    # qu is at least 1, as in R: where the design cannot reach the level, the interval is the
+    # whole range of the differences and the achieved level says how much it covers.
+    low, high = diffs[qu - 1], diffs[top - qu]
+    return float(np.median(diffs)) + 0.0, float(low), float(high), float(achieved)
+
+
+def _power(d, df, scale, crit):
+    """Two-sided power of a t-test with noncentrality d * scale. Where scipy's noncentral t returns
+    NaN (small df, far tails) it is the integral over the chi-distributed denominator
+    S = sqrt(V / df), which agrees with it wherever both are defined."""
+    nc = d * scale
+    value = nct.sf(crit, df, nc) + nct.cdf(-crit, df, nc)
+    if np.isfinite(value):
+        return float(value)
+    root = math.sqrt(df)
+
+    def integrand(s):
+        return (norm.cdf(nc - crit * s) + norm.cdf(-nc - crit * s)) * chi.pdf(s * root, df) * root
+    value, _ = integrate.quad(integrand, 0, np.inf, epsabs=1e-13, epsrel=1e-11, limit=200)
+    return value
 
 
 def detectable_d(n1, n2=None, alpha=0.05, power=0.8):
-    """Smallest standardised effect a two-sided t-test detects with this power (noncentral t).
-
-    ``n2=None`` means paired: the effect is d_z on the differences of n1 pairs.
-    """
+    """Smallest standardised effect a two-sided t-test detects with this power (R's
+    ``power.t.test(strict=TRUE)``). ``n2=None`` means paired: d_z on the differences of n1 pairs."""
     if n2 is None:
-        df, scale = n1 - 1, np.sqrt(n1)
+        df, scale = n1 - 1, math.sqrt(n1)
     else:
-        df, scale = n1 + n2 - 2, np.sqrt(n1 * n2 / (n1 + n2))
+        df, scale = n1 + n2 - 2, math.sqrt(n1 * n2 / (n1 + n2))
     if df < 1:
         return float("nan")
-    crit = t_dist.ppf(1 - alpha / 2, df)
-
-    def shortfall(d):
-        nc = d * scale
-        achieved = nct.sf(crit, df, nc) + nct.cdf(-crit, df, nc)
-        return (1.0 if np.isnan(achieved) else achieved) - power  # NaN only far in the tail
-    return float(optimize.brentq(shortfall, 1e-6, 20.0))
+    crit = float(t_dist.ppf(1 - alpha / 2, df))
+    high = 1.0
+    while _power(high, df, scale, crit) < power:  # widen the bracket: tiny n needs huge effects
+        high *= 2
+        if high > 1e9:
+            return float("inf")
+    return float(optimize.brentq(lambda d: _power(d, df, scale, crit) - power, 0.0, high,
+                                 xtol=1e-12, rtol=1e-12))
 
 
 def _skip_nan(adjust_finite):

@@ -19,7 +19,9 @@ def _save(fig, path):
 
 def bug_figure(bug, verdict, values, path):
     metrics = list(values)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.4), squeeze=False)
+    # constrained layout keeps the figure's title clear of the subplots' titles
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.6), squeeze=False,
+                             constrained_layout=True)
     rng = np.random.RandomState(0)
     for ax, metric in zip(axes[0], metrics):
         data = [values[metric][arm] for arm in ("buggy", "corrected")]
@@ -36,7 +38,7 @@ def bug_figure(bug, verdict, values, path):
 
 
 def std_figure(std_by_metric, path):
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
     metrics = sorted(std_by_metric)
     data = [np.asarray(std_by_metric[m]) * 100 for m in metrics]
     if any(len(d) for d in data):

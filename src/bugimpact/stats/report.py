@@ -8,8 +8,10 @@ from ..io import read_csv, write_text
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
 .scroll{overflow-x:auto}img{max-width:100%}
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px}
-th{background:#eee}.impact{background:#f5b7b1}.not-triggered{background:#d5f5e3}
-.incomplete{background:#fcf3cf}figure{margin:1.5em 0}figcaption{font-size:13px;color:#444}"""
+th{background:#eee}.impact{background:#f5b7b1}.not-triggered,.not-triggered-on-cpu{background:#d5f5e3}
+.incomplete{background:#fcf3cf}figure{margin:1.5em 0}figcaption{font-size:13px;color:#444}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+details{font-size:12px;color:#444}summary{cursor:pointer}"""
 
 
 def _table(path, element_id, limit_cols=None):
@@ -23,6 +25,35 @@ def _table(path, element_id, limit_cols=None):
         body.append(f'<tr class="{css}">{cells}</tr>')
     return (f'<div class="scroll"><table id="{element_id}"><tr>{head}</tr>{"".join(body)}</table>'
             "</div>")
+
+
+def _verdicts(path):
+    """One short row per bug: verdict, effect with its interval, adjusted p and the MDE side by
+    side; the long reason folds out below the bug's name."""
+    _, rows = read_csv(path)
+    head = "".join(f"<th>{h}</th>" for h in ("bug", "verdict", "effect [interval]", "p adj.",
+                                               "detectable (MDE)", "runs"))
+    body = []
+    for row in rows:
+        effect = ""
+        if row.get("effect") not in ("", None) and row["effect"].lower() != "nan":
+            effect = (f"{row['effect_metric']} {float(row['effect']):+.4f} "
+                      f"[{float(row['effect_low']):+.4f}, {float(row['effect_high']):+.4f}]")
+        mde = _fmt(row.get("mde", "")) if row.get("mde", "").lower() not in ("", "nan") else ""
+        name = html.escape(row["bug"]) + (f"<br><small>{html.escape(row['label'])}</small>"
+                                          if row.get("label") else "")
+        details = html.escape(row.get("reason", ""))
+        if row.get("scope"):
+            details += f"<br>scope: {html.escape(row['scope'])}"
+        cells = [f"<td>{name}<details><summary>why</summary>{details}</details></td>",
+                 f"<td><b>{html.escape(row['verdict'])}</b></td>",
+                 f'<td class="num">{html.escape(effect)}</td>',
+                 f'<td class="num">{html.escape(_fmt(row.get("min_adjusted_p", "")))}</td>',
+                 f'<td class="num">{html.escape(mde)}</td>',
+                 f'<td class="num">{html.escape(row.get("n_buggy", ""))} + '
+                 f'{html.escape(row.get("n_corrected", ""))}</td>']
+        body.append(f'<tr class="{row["verdict"].replace(" ", "-")}">{"".join(cells)}</tr>')
+    return f'<table id="verdicts"><tr>{head}</tr>{"".join(body)}</table>'
 
 
 def _fmt(value):
@@ -48,10 +79,12 @@ def render(study, config_summary, verdicts_csv, pvalues_csv, summary_csv, builds
              f"<h1>bugimpact study <code>{html.escape(study)}</code></h1>",
              f"<p>{html.escape(config_summary)}</p>",
              "<h2>Verdicts</h2><p>One row per bug or control. <b>not triggered</b>: identical "
-             "fingerprints in every run pair, proven without statistics; <b>impact</b>: adjusted p "
-             "below alpha and a median difference beyond the threshold; <b>incomplete</b>: runs "
-             "missing or failed (reason given).</p>",
-             _table(verdicts_csv, "verdicts"),
+             "fingerprints in every run pair, proven without statistics for that device, those "
+             "builds and seeds (its scope is under <i>why</i>); <b>impact</b>: adjusted p below "
+             "alpha and a Hodges-Lehmann effect (buggy minus corrected, with its interval) beyond "
+             "min_effect; <b>no evidence of impact</b>: read it with the effect this design could "
+             "detect (MDE, at the configured power); <b>incomplete</b>: runs missing or failed.</p>",
+             _verdicts(verdicts_csv),
              "<h2>Table IV: p-values per bug and metric</h2><p>Two-sided Mann-Whitney U p-values "
              "(the paper's columns), then the Wilcoxon signed-rank p for paired seeds, the p-values "
              "adjusted over all bugs x metrics, and Vargha-Delaney A12.</p>",

@@ -1,8 +1,10 @@
 """Per-bug statistics files, and the study-wide tables: Table IV, verdicts, summary.
 
 ``results/stats/<bug>.csv`` corrects over that bug's own metrics, so one bug can be (re)computed
-alone; ``pvalues.csv`` and ``verdicts.csv`` correct over every bug x metric of the study and are the
-authoritative verdicts.
+alone; ``pvalues.csv`` and ``verdicts.csv`` correct over the study's family and are the
+authoritative verdicts. The family is every metric of every bug actually tested: a bug decided
+without a test (not triggered, identical runs, incomplete) adds no p = 1 rows that would make the
+correction stricter for the others.
 """
 import math
 
@@ -10,19 +12,31 @@ import numpy as np
 
 from ..io import read_json, write_csv, write_json
 from ..records import read_record
-from .analysis import METRIC_COLUMNS, analyse_bug, verdict
+from .analysis import METRIC_COLUMNS, analyse_bug, decided_without_test, verdict
 from .effects import adjust
 
-VERDICTS = ("impact", "no evidence of impact", "not triggered", "identical runs", "incomplete")
-VERDICT_COLUMNS = ("bug", "row", "kind", "label", "verdict", "reason", "primary_test",
-                   "min_adjusted_p", "pairs", "identical_pairs", "first_divergence_epoch",
+VERDICTS = ("impact", "no evidence of impact", "not triggered", "not triggered on cpu",
+            "identical runs", "incomplete")
+VERDICT_COLUMNS = ("bug", "row", "kind", "label", "verdict", "effect_metric", "effect",
+                   "effect_low", "effect_high", "min_adjusted_p", "mde", "reason", "scope",
+                   "primary_test", "pairs", "identical_pairs", "first_divergence_epoch",
                    "n_buggy", "n_corrected", "skipped", "failed")
 
 
-def _apply(rows, bug_info, alpha, min_effect, adjusted):
+def family_pvalues(items, tags):
+    """The primary p of every metric of every tested bug, NaN for bugs decided without a test
+    (the NaNs pass through the adjustment untouched)."""
+    out = []
+    for rows, info in items:
+        tested = decided_without_test(info, tags.get(info["bug"], "")) is None
+        out += [r["primary_p"] if tested else float("nan") for r in rows]
+    return out
+
+
+def _apply(rows, bug_info, alpha, min_effect, adjusted, tags=""):
     for row, p in zip(rows, adjusted):
         row["adjusted_p"] = float(p)
-    label, reason = verdict(bug_info, rows, alpha, min_effect)
+    label, reason = verdict(bug_info, rows, alpha, min_effect, tags)
     for row in rows:
         row.update({k: bug_info[k] for k in ("pairs", "identical_pairs", "first_divergence_epoch",
                                              "failed", "skipped", "seed_policy")})
@@ -30,12 +44,12 @@ def _apply(rows, bug_info, alpha, min_effect, adjusted):
     return label, reason
 
 
-def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv, out_json):
+def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv, out_json, tags=""):
     records = [read_record(p) for p in record_paths]
     rows, info = analyse_bug(bug, records, stats_cfg["metrics"], required_runs, seed_policy,
-                             stats_cfg["alpha"], stats_cfg["power"], stats_cfg["bootstrap"])
-    adjusted = adjust([r["primary_p"] for r in rows], "holm")
-    _apply(rows, info, stats_cfg["alpha"], stats_cfg["min_effect"], adjusted)
+                             stats_cfg["alpha"], stats_cfg["power"])
+    adjusted = adjust(family_pvalues([(rows, info)], {bug: tags}), "holm")
+    _apply(rows, info, stats_cfg["alpha"], stats_cfg["min_effect"], adjusted, tags)
     write_csv(out_csv, rows, METRIC_COLUMNS)
     write_json(out_json, {"info": info, "rows": rows})
     return rows
@@ -43,15 +57,16 @@ def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv,
 
 def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, out_verdicts,
                  out_summary):
-    """Adjust over all bugs x metrics, then write Table IV, the verdicts and the summary."""
+    """Adjust over the tested bugs x metrics, then write Table IV, the verdicts and the summary."""
     loaded = [read_json(p) for p in bug_jsons]
-    flat = [row for item in loaded for row in item["rows"]]
-    adjusted = adjust([r["primary_p"] for r in flat], stats_cfg["correction"])
+    tags = {b: spec.get("tags", "") for b, spec in bugs.items()}
+    adjusted = adjust(family_pvalues([(i["rows"], i["info"]) for i in loaded], tags),
+                      stats_cfg["correction"])
     offset, table, verdicts = 0, [], []
     for item in loaded:
         rows, info = item["rows"], item["info"]
         label, reason = _apply(rows, info, stats_cfg["alpha"], stats_cfg["min_effect"],
-                               adjusted[offset:offset + len(rows)])
+                               adjusted[offset:offset + len(rows)], tags.get(info["bug"], ""))
         offset += len(rows)
         bug = info["bug"]
         name = f"{study}-{bug}"
@@ -65,9 +80,18 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
                      n_corrected=rows[0]["n_corrected"] if rows else 0)
         table.append(entry)
         finite = [r["adjusted_p"] for r in rows if not math.isnan(r["adjusted_p"])]
+        # bugs decided without a test show no effect or MDE: nothing was estimated for them
+        tested = label in ("impact", "no evidence of impact")
+        lead = _lead_row(rows, label) if tested else {}
+        sc = info.get("scope") or {}
         verdicts.append({"bug": bug, "row": name, "kind": bugs.get(bug, {}).get("kind", ""),
                          "label": bugs.get(bug, {}).get("label", ""), "verdict": label,
-                         "reason": reason, "primary_test": rows[0]["primary_test"] if rows else "",
+                         "effect_metric": lead.get("metric", ""),
+                         **{k: lead.get(k, "") for k in ("effect", "effect_low", "effect_high",
+                                                         "mde")},
+                         "reason": reason, "scope": (f"{sc['device']}; {sc['builds']}; "
+                                                     f"{sc['seed_pairs']} seed pairs") if sc else "",
+                         "primary_test": rows[0]["primary_test"] if rows else "",
                          "min_adjusted_p": min(finite) if finite else "",
                          "pairs": info["pairs"], "identical_pairs": info["identical_pairs"],
                          "first_divergence_epoch": info["first_divergence_epoch"],
@@ -92,6 +116,17 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
                  "count": len(v["failed"].split("; "))} for v in verdicts if v["failed"]]
     write_csv(out_summary, summary, ("section", "name", "count"))
     return table, verdicts, summary
+
+
+def _lead_row(rows, label):
+    """The metric a one-line summary shows: the most significant hit of an impact, else the
+    first configured metric."""
+    if not rows:
+        return {}
+    if label == "impact":
+        return min((r for r in rows if not math.isnan(r["adjusted_p"])),
+                   key=lambda r: r["adjusted_p"])
+    return rows[0]
 
 
 def std_values(bug_jsons):
