@@ -21,7 +21,7 @@ from bugimpact.harness import data, models, run  # noqa: E402
 
 def bare_epochs(npz, seed, model_name, epochs, batch_size, lr, momentum):
     """A plain training loop with per-epoch test accuracy, no fingerprints or records."""
-    ds = data.load(npz, None, seed, 0.25)
+    ds = data.load(npz, None, 0.25)
     torch.manual_seed(seed)
     model = models.build(model_name, ds["x_train"].shape[1], ds["num_classes"], ds["x_train"].shape[2])
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)

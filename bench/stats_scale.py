@@ -24,7 +24,7 @@ from bugimpact.stats.tables import bug_stats, study_tables  # noqa: E402
 from workflow import project_copy  # noqa: E402
 
 STATS = {"metrics": ["accuracy", "precision", "recall", "f1"], "alpha": 0.05, "power": 0.8,
-         "min_effect": 0.0, "correction": "holm", "bootstrap": 2000}
+         "min_effect": 0.0, "correction": "holm"}
 
 
 def make_records(folder, bug, runs, triggered, rng):

@@ -307,7 +307,7 @@ def report(config, verdicts, pvalues, summary, figures, std_png, builds, out):
     text = (f"{t['model']} on {t['challenge']}, {t['epochs']} epochs, {t['runs']} runs per arm, "
             f"seed policy {t['seed_policy']}, {t['threads']} thread(s), device {t['device']}; "
             f"alpha {config['stats']['alpha']}, {config['stats']['correction']} correction over "
-            f"all bugs x metrics.")
+            f"the tested bugs x metrics.")
     render(config["study"], text, verdicts, pvalues, summary, builds,
            {Path(f).stem: f for f in figures}, std_png, out)
 

@@ -87,7 +87,8 @@ def render(study, config_summary, verdicts_csv, pvalues_csv, summary_csv, builds
              _verdicts(verdicts_csv),
              "<h2>Table IV: p-values per bug and metric</h2><p>Two-sided Mann-Whitney U p-values "
              "(the paper's columns), then the Wilcoxon signed-rank p for paired seeds, the p-values "
-             "adjusted over all bugs x metrics, and Vargha-Delaney A12.</p>",
+             "adjusted over the tested bugs x metrics (a bug decided without a test has none), "
+             "and Vargha-Delaney A12.</p>",
              _table(pvalues_csv, "pvalues"),
              "<h2>Funnel and counts</h2>", _table(summary_csv, "summary"),
              "<h2>Builds</h2><p>Each bug arm's framework artifact: ok, or the failure class and "

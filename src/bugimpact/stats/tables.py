@@ -82,7 +82,7 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
         finite = [r["adjusted_p"] for r in rows if not math.isnan(r["adjusted_p"])]
         # bugs decided without a test show no effect or MDE: nothing was estimated for them
         tested = label in ("impact", "no evidence of impact")
-        lead = _lead_row(rows, label) if tested else {}
+        lead = _lead_row(rows, label, stats_cfg["alpha"], stats_cfg["min_effect"]) if tested else {}
         sc = info.get("scope") or {}
         verdicts.append({"bug": bug, "row": name, "kind": bugs.get(bug, {}).get("kind", ""),
                          "label": bugs.get(bug, {}).get("label", ""), "verdict": label,
@@ -118,14 +118,12 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
     return table, verdicts, summary
 
 
-def _lead_row(rows, label):
-    """The metric a one-line summary shows: the most significant hit of an impact, else the
-    first configured metric."""
-    if not rows:
-        return {}
+def _lead_row(rows, label, alpha, min_effect):
+    """The metric a one-line summary shows: an impact's first significant metric in the configured
+    order (accuracy first by default), else the first configured metric."""
     if label == "impact":
-        return min((r for r in rows if not math.isnan(r["adjusted_p"])),
-                   key=lambda r: r["adjusted_p"])
+        return next(r for r in rows if not math.isnan(r["adjusted_p"]) and r["adjusted_p"] < alpha
+                    and abs(r["effect"]) > min_effect)
     return rows[0]
 
 
