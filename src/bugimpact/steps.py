@@ -250,7 +250,7 @@ def train_run(train_cfg, bug, arm, arm_spec, run_index, key, artifact_id, seeds_
                       data_npz, read_json(data_meta), key, artifact_id)
     return train_one(spec, out, log_path, read_json(runtime_json), retries=retries,
                      threads=train_cfg["threads"], gpus=gpus, early=load_early(early_json),
-                     timeout=train_cfg["timeout_s"])
+                     timeout=train_cfg["timeout_s"], fork_server=train_cfg["fork_server"])
 
 
 def early(config, bug, records, out, repeats=()):

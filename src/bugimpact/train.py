@@ -33,7 +33,8 @@ def _tail(path, limit=4000):
         return ""
 
 
-def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=None, timeout=None):
+def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=None, timeout=None,
+              fork_server=False):
     from .artifacts.runtimes import RunTimeout, launch
     if early is not None and early.get("decision") == "not_triggered" \
             and spec["run"] >= early.get("runs", 0):
@@ -49,7 +50,8 @@ def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=
             log.write(f"attempt {attempt + 1}: {runtime['kind']} runtime, seed {spec['seed']}\n")
             log.flush()
             try:
-                code = launch(runtime, spec, out, log, threads=threads, gpus=gpus, timeout=timeout)
+                code = launch(runtime, spec, out, log, threads=threads, gpus=gpus, timeout=timeout,
+                              fork_server=fork_server)
             except RunTimeout as exc:
                 log.write(f"\n{exc}: the run and its processes were killed\n")
                 code, failure_class = "timeout", "timeout"

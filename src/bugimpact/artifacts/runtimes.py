@@ -124,11 +124,18 @@ class RunTimeout(Exception):
     pass
 
 
-def launch(runtime, spec, out, log_handle, threads=1, gpus=0, timeout=None):
+def launch(runtime, spec, out, log_handle, threads=1, gpus=0, timeout=None, fork_server=False):
     """Run the harness once; returns its exit code, or raises ``RunTimeout`` after ``timeout``
     seconds, when the whole process group (and a docker run's container) has been killed. A hang
-    is one of the bugs this tool studies: it must not block the study. Progress goes to the log."""
+    is one of the bugs this tool studies: it must not block the study. Progress goes to the log.
+
+    ``fork_server`` (local and venv runtimes): the run is a child forked from a server that has
+    imported torch once (``harness/server.py``) instead of a new process."""
     with GpuLock(gpus if spec.get("device") == "cuda" else 0) as lock:
+        if fork_server and runtime["kind"] in ("local", "venv"):
+            from .fork_client import run_forked
+            return run_forked(runtime, spec, out, log_handle, harness_env(threads), lock.device,
+                              timeout)
         env = harness_env(threads, lock.device)
         cmd, env = harness_command(runtime, out, env, spec["data"])
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, text=True, env=env, stdout=log_handle,

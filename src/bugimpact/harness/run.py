@@ -158,6 +158,11 @@ def main(argv=None):
     else:
         with open(args.spec) as handle:
             spec = json.load(handle)
+    return execute(spec, args.out)
+
+
+def execute(spec, out):
+    """One run, in this process: the exit code (0: the record is written)."""
     started = time.time()
     try:
         record = train(spec)
@@ -166,6 +171,6 @@ def main(argv=None):
         return 3
     record.update({"status": "ok", "record_schema": RECORD_SCHEMA, "spec": spec,
                    "harness_version": HARNESS_VERSION, "wall_s": time.time() - started})
-    write_atomic(args.out, record)
-    _log(spec, "accuracy %.4f, record %s" % (record["metrics"]["accuracy"], args.out))
+    write_atomic(out, record)
+    _log(spec, "accuracy %.4f, record %s" % (record["metrics"]["accuracy"], out))
     return 0

@@ -1,0 +1,131 @@
+"""A fork server: imports torch once, then forks a fresh child per run.
+
+Importing torch takes seconds (1.7 s for 2.13 on this machine) while a small run trains in about
+one, so a process per run is mostly fixed cost. The server does nothing but import: no tensor is
+made, no thread pool or CUDA context exists when it forks, so every child starts from the same
+state a fresh process would have, and each run still seeds and configures itself.
+
+Usage (by the host side, ``artifacts/runtimes.py``):
+``python -m bugimpact.harness.server --socket PATH [--idle SECONDS]``. One JSON line per connection:
+``{"spec": ..., "out": ..., "log": ..., "env": {...}}``; the server answers ``{"pid": N}`` at once,
+then ``{"exit": CODE}`` when the child ends (a negative code is the signal that killed it). The
+socket appears only when the imports are done; the server exits after ``--idle`` seconds without
+runs, removing it. Standard library only, Python 3.6 syntax, as the rest of the harness.
+"""
+import argparse
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import traceback
+
+from . import run  # noqa: F401  (imports torch, numpy and every harness module, once)
+
+
+def warm():
+    """Import now what a run would import lazily. In torch 2.x, constructing an optimizer imports
+    torch._dynamo and sympy (2-3 s); a one-element tensor and the two optimizers the harness uses do
+    that here, without any parallel work, random draw or thread pool: a child still starts from the
+    state of a fresh process that has imported these modules."""
+    import torch
+    param = torch.nn.Parameter(torch.zeros(1))
+    torch.optim.SGD([param], lr=0.1, momentum=0.9)
+    torch.optim.Adam([param], lr=0.1)
+
+
+def _child(conn, listener, request):
+    """In the forked child: a session of its own (the host kills the run by process group), the
+    run's log on stdout and stderr, the run's environment, then the run; never returns."""
+    code = 1
+    try:
+        os.close(listener.fileno())  # the raw fds: the objects are shared with the parent's state
+        os.close(conn.fileno())
+        os.setsid()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        sys.stdout = os.fdopen(1, "w", 1)
+        sys.stderr = os.fdopen(2, "w", 1)
+        os.environ.update(request.get("env") or {})
+        code = run.execute(request["spec"], request["out"])
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _wait(handle, conn, pid, active):
+    """In a thread: tell the client the child's pid, wait for the child, report its exit."""
+    try:
+        handle.write((json.dumps({"pid": pid}) + "\n").encode())
+        handle.flush()
+        _, status = os.waitpid(pid, 0)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        handle.write((json.dumps({"exit": code}) + "\n").encode())
+        handle.flush()
+    except (OSError, ValueError):
+        pass  # the client went away (it kills the child by process group)
+    finally:
+        with active["lock"]:
+            active["count"] -= 1
+        handle.close()
+        conn.close()
+
+
+def serve(path, idle):
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(tmp)
+    listener.listen(64)
+    os.rename(tmp, path)  # clients see the socket only once it accepts
+    active = {"count": 0, "lock": threading.Lock()}
+    try:
+        while True:
+            ready, _, _ = select.select([listener], [], [], idle)
+            if not ready:
+                with active["lock"]:
+                    if active["count"] == 0:
+                        return
+                continue
+            conn, _ = listener.accept()
+            handle = conn.makefile("rwb")
+            try:
+                request = json.loads(handle.readline().decode("utf-8"))
+            except ValueError:
+                handle.close()
+                conn.close()
+                continue
+            # Fork here, in the main thread: the waiting threads hold no lock a child could need.
+            pid = os.fork()
+            if pid == 0:
+                _child(conn, listener, request)
+            with active["lock"]:
+                active["count"] += 1
+            threading.Thread(target=_wait, args=(handle, conn, pid, active), daemon=True).start()
+    finally:
+        listener.close()
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bugimpact.harness.server", description=__doc__)
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--idle", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    warm()
+    serve(args.socket, args.idle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
