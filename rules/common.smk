@@ -25,6 +25,7 @@ wildcard_constraints:
     bug="|".join(BUGS),
     arm="buggy|corrected",
     run=r"\d+",
+    pairs=r"\d+",
     key=r"[A-Za-z0-9_.-]+",
     challenge="digits|cifar10|mnist",
     runtime=r"(local|venv|docker)-[A-Za-z0-9_.-]+",
@@ -47,6 +48,9 @@ def train_inputs(wildcards):
     k = PLAN.early_runs()
     if k and run >= k:
         inputs["early"] = ancient(f"results/early/{bug}/{PLAN.key}.json")
+    stage = PLAN.stage_decision(bug, run)
+    if stage:
+        inputs["stage"] = ancient(stage)
     return inputs
 
 

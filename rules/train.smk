@@ -44,3 +44,23 @@ rule early_decision:
         "../envs/host.yaml"
     script:
         "../scripts/early.py"
+
+
+# A group-sequential look after the first {pairs} pairs: impact, futility or continue. Like the
+# early decision it only gates later runs (they take it as ancient), and a stop is kept once made.
+rule stage_decision:
+    input:
+        records=lambda wc: PLAN.records(wc.bug, int(wc.pairs)),
+        previous=lambda wc: [PLAN.stage_decision(wc.bug, int(wc.pairs) - 1)] if PLAN.stage_decision(wc.bug, int(wc.pairs) - 1) else [],
+    output:
+        "results/stages/{bug}/{key}/{pairs}.json",
+    params:
+        stats=config["stats"],
+        sequential=config["train"]["sequential"],
+        runs=config["train"]["runs"],
+    log:
+        "logs/stages/{bug}/{key}/{pairs}.log",
+    conda:
+        "../envs/host.yaml"
+    script:
+        "../scripts/stage.py"

@@ -11,5 +11,6 @@ steps.run_script(snakemake, steps.train_run, train_cfg=snakemake.config["train"]
                  data_npz=snakemake.input.data, data_meta=snakemake.input.meta,
                  runtime_json=snakemake.input.runtime, out=snakemake.output[0],
                  log_path=snakemake.log[0], early_json=snakemake.input.get("early"),
+                 stage_json=snakemake.input.get("stage"),
                  retries=snakemake.resources.harness_retries,
                  gpus=snakemake.resources.gpu_devices)

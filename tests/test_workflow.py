@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -288,3 +289,26 @@ def test_a_failed_preflight_starts_no_build(tmp_path):
     assert "so no build starts" in out.stderr and "commits (docker)" in out.stderr
     assert "2 of 2 not in" in (work / "logs" / "preflight.log").read_text()
     assert not list((work / "logs").glob("artifacts/docker-*.log"))  # no build was started
+
+
+def test_a_group_sequential_study_stops_a_clear_impact_at_its_first_look(tmp_path):
+    """Real runs: SGD momentum ignored is a clear effect, so the design stops it after 6 of 12
+    pairs; the later runs are skipped records, and the verdict says where it stopped."""
+    work = project_copy(tmp_path / "p")
+    config = yaml.safe_load(Path(FAST).read_text())
+    config["bugs"]["controls"] = {k: v for k, v in config["bugs"]["controls"].items()
+                                  if k == "fault-momentum"}
+    config["train"].update(runs=12, epochs=3, early_decision={"enabled": False},
+                           sequential={"enabled": True, "stages": [6], "spending": "pocock"})
+    (work / "seq.yaml").write_text(yaml.safe_dump(config))
+    snakemake(work, "--configfile", "seq.yaml")
+    res = work / "results"
+    verdict = rows(res / "stats" / "verdicts.csv")[0]
+    assert verdict["verdict"] == "impact" and verdict["runs_saved"] == "12"
+    assert verdict["stopped_at_stage"] == "1 of 2 (6 pairs, impact)"
+    decision = json.loads(next((res / "stages" / "fault-momentum").glob("*/6.json")).read_text())
+    assert decision["decision"] == "impact" and abs(decision["z"]) >= decision["bound"]
+    skipped = json.loads(next((res / "runs" / "fault-momentum").glob("*/buggy/9.json")).read_text())
+    assert skipped["status"] == "skipped" and "stopped after 6 pairs (impact)" in skipped["reason"]
+    summary = {(r["section"], r["name"]): r["count"] for r in rows(res / "stats" / "summary.csv")}
+    assert summary[("runs", "saved_by_sequential_design")] == "12"

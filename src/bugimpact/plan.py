@@ -51,6 +51,14 @@ class Plan:
                 raise InputError("config.yaml", f"runtime.kind local runs only the installed torch; "
                                  f"artifacts {', '.join(others)} need venv or docker",
                                  field="runtime.kind")
+        seq = config["train"]["sequential"]
+        if seq["enabled"]:
+            if config["train"]["seed_policy"] != "paired":
+                raise InputError("config.yaml", "the group-sequential design tests paired seeds: set "
+                                 "train.seed_policy to paired", field="train.sequential.enabled")
+            if seq["stages"] != sorted(set(seq["stages"])):
+                raise InputError("config.yaml", f"stages must increase: {seq['stages']}",
+                                 field="train.sequential.stages")
         if self.runtime != "venv" and any(a["source"] == "onefix" for a in arms):
             raise InputError("config.yaml", "one-fix artifacts (source onefix) run in a venv "
                              "runtime: set runtime.kind to venv", field="runtime.kind")
@@ -96,6 +104,16 @@ class Plan:
     def early_runs(self):
         early = self.config["train"]["early_decision"]
         return early["runs"] if early["enabled"] and early["runs"] < self.runs else 0
+
+    def stages(self):
+        """Interim sizes (pairs) of the group-sequential design, each below train.runs; [] if off."""
+        seq = self.config["train"]["sequential"]
+        return [n for n in seq["stages"] if n < self.runs] if seq["enabled"] else []
+
+    def stage_decision(self, bug, run):
+        """The interim decision that gates this run: the last stage at or below it, or None."""
+        gates = [n for n in self.stages() if n <= run]
+        return f"results/stages/{bug}/{self.key}/{gates[-1]}.json" if gates else None
 
     def repeat_records(self, bug):
         """The repeat the early decision needs first: buggy run 0 once more (on CUDA, or always)."""

@@ -244,12 +244,14 @@ def runtime(config, kind, artifact_manifest, out, interpreter=None):
 
 
 def train_run(train_cfg, bug, arm, arm_spec, run_index, key, artifact_id, seeds_json, data_npz,
-              data_meta, runtime_json, out, log_path, early_json=None, retries=0, gpus=0):
+              data_meta, runtime_json, out, log_path, early_json=None, retries=0, gpus=0,
+              stage_json=None):
     from .train import build_spec, load_early, train_one
     spec = build_spec(train_cfg, bug, arm, arm_spec, int(run_index), read_json(seeds_json),
                       data_npz, read_json(data_meta), key, artifact_id)
     return train_one(spec, out, log_path, read_json(runtime_json), retries=retries,
                      threads=train_cfg["threads"], gpus=gpus, early=load_early(early_json),
+                     stage=load_early(stage_json),
                      timeout=train_cfg["timeout_s"], fork_server=train_cfg["fork_server"])
 
 
@@ -275,10 +277,51 @@ def early(config, bug, records, out, repeats=()):
     return decision
 
 
+def sequential_options(sequential, runs, stats_cfg):
+    """The analysis's view of train.sequential: the design and its futility rules, or None."""
+    from .stats.sequential import design_from_config
+    design = design_from_config(sequential, runs, stats_cfg["alpha"], stats_cfg["power"])
+    if design is None:
+        return None
+    return {"design": design, "min_effect": stats_cfg["min_effect"],
+            "futility_power": sequential["futility_power"]}
+
+
 def bug_stats(config, bug, records, out_csv, out_json, tags=""):
     from .stats.tables import bug_stats as compute
-    return compute(bug, records, config["stats"], config["train"]["runs"],
-                   config["train"]["seed_policy"], out_csv, out_json, tags)
+    t = config["train"]
+    return compute(bug, records, config["stats"], t["runs"], t["seed_policy"], out_csv, out_json,
+                   tags, sequential_options(t["sequential"], t["runs"], config["stats"]))
+
+
+def stage(stats_cfg, sequential, runs, bug, pairs, records, previous, out):
+    """One interim look. A stop, once made, is carried forward unchanged; a look that lacks a
+    finished pair says continue (the runs are there to be made)."""
+    from .records import read_record
+    from .stats.analysis import by_arm
+    if previous:
+        before = read_json(previous[0])
+        if before["decision"] in ("impact", "futility"):
+            write_json(out, dict(before, bug=bug))
+            return before
+    options = sequential_options(sequential, runs, stats_cfg)
+    arms = by_arm([read_record(p) for p in records])
+    metric = stats_cfg["metrics"][0]
+    pairs_ok = [(arms["buggy"].get(i), arms["corrected"].get(i)) for i in range(pairs)]
+    if any(a is None or b is None or a["status"] != "ok" or b["status"] != "ok"
+           for a, b in pairs_ok):
+        decision = {"decision": "continue", "runs": pairs,
+                    "reason": f"a run of the first {pairs} pairs did not finish (or was skipped)"}
+    else:
+        from .stats.analysis import sequential_look
+        look = sequential_look(options["design"], [a["metrics"][metric] for a, _ in pairs_ok],
+                               [b["metrics"][metric] for _, b in pairs_ok], stats_cfg["alpha"],
+                               options["min_effect"], options["futility_power"])
+        decision = dict(look, runs=pairs, metric=metric)
+    decision["bug"] = bug
+    write_json(out, decision)
+    log.info("%s after %d pairs: %s (%s)", bug, pairs, decision["decision"], decision["reason"])
+    return decision
 
 
 def study_stats(config, bugs, bug_jsons, funnel_csv, out_pvalues, out_verdicts, out_summary):

@@ -2,7 +2,8 @@
 
 Outcomes, each leaving exactly one record (written atomically):
 - ``ok``: the harness finished and wrote the record itself;
-- ``skipped``: the early decision found the bug not triggered, so this run was not needed;
+- ``skipped``: the early decision found the bug not triggered, or the group-sequential design
+  stopped the bug (impact or futility), so this run was not needed;
 - ``failed``: the harness exited with an error ``retries + 1`` times; the record keeps the exit
   code and the log tail so the report can say which runs failed and why.
 A job killed from outside (SIGKILL, power loss) leaves no record and runs again next time.
@@ -34,11 +35,17 @@ def _tail(path, limit=4000):
 
 
 def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=None, timeout=None,
-              fork_server=False):
+              fork_server=False, stage=None):
     from .artifacts.runtimes import RunTimeout, launch
     if early is not None and early.get("decision") == "not_triggered" \
             and spec["run"] >= early.get("runs", 0):
         write_json(out, {"status": "skipped", "spec": spec, "reason": early.get("reason", "")})
+        return "skipped"
+    if stage is not None and stage.get("decision") in ("impact", "futility") \
+            and spec["run"] >= stage.get("runs", 0):
+        write_json(out, {"status": "skipped", "spec": spec,
+                         "reason": f"the group-sequential design stopped after {stage['runs']} "
+                                   f"pairs ({stage['decision']}): {stage.get('reason', '')}"})
         return "skipped"
     if runtime.get("status") == "failed":
         write_json(out, {"status": "failed", "spec": spec, "exit_codes": None,

@@ -151,8 +151,22 @@ def _describe(values):
                 min=float(v.min()), max=float(v.max()))
 
 
-def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, power=0.8):
-    """Per-metric rows (verdict fields not yet filled: they need the adjusted p-values)."""
+def sequential_look(design, pb, pc, alpha, min_effect=0.0, futility_power=None):
+    """Where the group-sequential design stands on these pairs (first metric, run order)."""
+    from .sequential import run_design
+
+    def interval(x, y):
+        return hodges_lehmann(x, y, paired=True, level=1 - alpha)[1:3]
+    return run_design(design, np.asarray(pb, float), np.asarray(pc, float), min_effect, interval,
+                      futility_power)
+
+
+def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, power=0.8,
+                sequential=None):
+    """Per-metric rows (verdict fields not yet filled: they need the adjusted p-values).
+
+    ``sequential``: {design, min_effect, futility_power} when the group-sequential design is on; the
+    first metric is then the one monitored and tested, the others are reported only."""
     arms = by_arm(records)
     ok = {arm: {i: r for i, r in arms[arm].items() if r["status"] == "ok"} for arm in ARMS}
     failed = [f"{arm} run {i}: exit {r.get('exit_codes')}: {_last_line(r.get('log_tail', ''))}"
@@ -173,12 +187,21 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         len(ok[arm]) >= 2 and len({tuple(fingerprint_sequence(r)) for r in ok[arm].values()}) == 1
         for arm in ARMS)
     paired = seed_policy == "paired" and len(common) >= 2
+    look = None
+    if sequential and paired and metrics:
+        look = sequential_look(sequential["design"], [ok["buggy"][i]["metrics"][metrics[0]] for i in common],
+                               [ok["corrected"][i]["metrics"][metrics[0]] for i in common], alpha,
+                               sequential.get("min_effect", 0.0), sequential.get("futility_power"))
+        if look and look["decision"] in ("impact", "futility"):
+            required_runs = look["pairs"]  # the bug stopped there: the later runs were skipped
+            look["runs_saved"] = 2 * (sequential["design"].stages[-1] - look["pairs"])
     bug_info = {
         "bug": bug, "pairs": len(common), "identical_pairs": identical_pairs,
         "first_divergence_epoch": "" if first_div is None else first_div,
         "failed": "; ".join(failed), "skipped": skipped, "seed_policy": seed_policy,
         "n_ok": {arm: len(ok[arm]) for arm in ARMS}, "within_identical": within_identical,
         "required_runs": required_runs, "values": {}, "scope": scope(ok, common),
+        "sequential": look,
     }
     rows = []
     for metric in metrics:
@@ -198,6 +221,12 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
             row.update(wilcoxon_stat=wil.statistic, wilcoxon_p=wil.p_value,
                        wilcoxon_method=wil.method, primary_test="wilcoxon signed-rank",
                        primary_p=wil.p_value)
+            if sequential:  # the monitored metric's stagewise p; the others are reported only
+                first = metric == metrics[0] and look is not None
+                row.update(primary_test=(f"group-sequential wilcoxon ({sequential['design'].shape}, "
+                                         f"stage {look['stage']} of {look['stages']})") if first
+                           else "reported only (sequential design)",
+                           primary_p=look["p"] if first else math.nan)
         else:
             row.update(wilcoxon_stat=math.nan, wilcoxon_p=math.nan,
                        wilcoxon_method="not paired", primary_test="mann-whitney u",
@@ -283,12 +312,19 @@ def verdict(bug_info, rows, alpha, min_effect, tags=""):
         return decided[0], f"{decided[1]}; exact difference {diffs}"
     if decided:
         return decided
+    look = bug_info.get("sequential")
+    stage = ""
+    if look:
+        stage = (f"; stage {look['stage']} of {look['stages']} ({look['pairs']} pairs): "
+                 f"{look['decision'].replace('_', ' ')}, {look['reason']}")
+        if look.get("runs_saved"):
+            stage += f"; {look['runs_saved']} runs saved"
     significant = [r for r in rows if not math.isnan(r["adjusted_p"]) and r["adjusted_p"] < alpha]
     hits = [r for r in significant if abs(r["effect"]) > min_effect]
     if hits:
         text = "; ".join(f"{effect_text(r)}, p_adj {r['adjusted_p']:.3g}, MDE {r['mde']:.3g}"
                          for r in hits)
-        return "impact", text
+        return "impact", text + stage
     best = min(rows, key=lambda r: r["adjusted_p"] if not math.isnan(r["adjusted_p"]) else 2)
     below = ""
     if significant:
@@ -296,4 +332,4 @@ def verdict(bug_info, rows, alpha, min_effect, tags=""):
                  f"effect beyond min_effect {min_effect:g}")
     return "no evidence of impact", (
         f"smallest adjusted p {best['adjusted_p']:.3g} ({effect_text(best)}){below}; this design "
-        f"detects about {best['mde']:.3g} ({best['mde_d']:.2f} sd) with the configured power")
+        f"detects about {best['mde']:.3g} ({best['mde_d']:.2f} sd) with the configured power{stage}")

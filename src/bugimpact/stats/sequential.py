@@ -26,7 +26,7 @@ from scipy.stats import norm, rankdata
 from .rank_tests import paired_differences
 
 SPENDING = ("obrien-fleming", "pocock")
-FUTILITY_POWER = 0.05
+FUTILITY_POWER = 0.2  # the default: 1 point of power for 7 of 50 pairs under no effect (README)
 GRID = 601
 
 
@@ -128,7 +128,7 @@ def signed_rank_z(x, y):
     return float((ranks[d > 0].sum() - n * (n + 1) / 4.0) / math.sqrt(var))
 
 
-def decide(design, k, x, y, effect_interval=None, min_effect=0.0):
+def decide(design, k, x, y, effect_interval=None, min_effect=0.0, futility_power=None):
     """The decision at stage k (0-based) from the first n_k pairs: impact, futility or continue."""
     z = signed_rank_z(x, y)
     out = {"stage": k + 1, "stages": len(design.stages), "pairs": design.stages[k], "z": z,
@@ -145,15 +145,16 @@ def decide(design, k, x, y, effect_interval=None, min_effect=0.0):
                     reason=f"the effect's interval [{low:+.4g}, {high:+.4g}] lies inside "
                            f"+-{min_effect:g}")
     power = design.conditional_power(k, z)
-    if power < FUTILITY_POWER:
+    threshold = FUTILITY_POWER if futility_power is None else futility_power
+    if power < threshold:
         return dict(out, decision="futility", p=1.0, conditional_power=power,
                     reason=f"conditional power {power:.3f} under the design effect is below "
-                           f"{FUTILITY_POWER}")
+                           f"{threshold:g}")
     return dict(out, decision="continue", conditional_power=power,
                 reason=f"|z| {abs(z):.3f} < boundary {design.bounds[k]:.3f}")
 
 
-def run_design(design, x, y, min_effect=0.0, effect_interval=None):
+def run_design(design, x, y, min_effect=0.0, effect_interval=None, futility_power=None):
     """Monitor paired values stage by stage: the first stage whose decision is not continue, or
     the stage reached so far (decision ``continue`` when fewer pairs than the next stage exist)."""
     result = None
@@ -161,7 +162,7 @@ def run_design(design, x, y, min_effect=0.0, effect_interval=None):
         if len(x) < n:
             break
         interval = effect_interval(x[:n], y[:n]) if effect_interval else None
-        result = decide(design, k, x[:n], y[:n], interval, min_effect)
+        result = decide(design, k, x[:n], y[:n], interval, min_effect, futility_power)
         if result["decision"] != "continue":
             return result
     return result
@@ -182,3 +183,12 @@ def simulate(design, effect, sims, rng, noise=1.0):
         pairs += result["pairs"]
         fixed_hits += wilcoxon(x, y).p_value < design.alpha
     return {"rate": hits / sims, "fixed_rate": fixed_hits / sims, "mean_pairs": pairs / sims}
+
+
+def design_from_config(sequential, runs, alpha, power):
+    """The design of a config's ``train.sequential`` (None when off): its interim sizes, then
+    train.runs as the last stage."""
+    if not sequential or not sequential.get("enabled"):
+        return None
+    stages = [n for n in sequential["stages"] if n < runs] + [runs]
+    return Design(stages, alpha, sequential.get("spending", "obrien-fleming"), power)

@@ -20,7 +20,7 @@ VERDICTS = ("impact", "no evidence of impact", "not triggered", "not triggered o
 VERDICT_COLUMNS = ("bug", "row", "kind", "label", "verdict", "effect_metric", "effect",
                    "effect_low", "effect_high", "min_adjusted_p", "mde", "reason", "scope",
                    "primary_test", "pairs", "identical_pairs", "first_divergence_epoch",
-                   "n_buggy", "n_corrected", "skipped", "failed")
+                   "n_buggy", "n_corrected", "skipped", "stopped_at_stage", "runs_saved", "failed")
 
 
 def family_pvalues(items, tags):
@@ -44,10 +44,11 @@ def _apply(rows, bug_info, alpha, min_effect, adjusted, tags=""):
     return label, reason
 
 
-def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv, out_json, tags=""):
+def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv, out_json, tags="",
+              sequential=None):
     records = [read_record(p) for p in record_paths]
     rows, info = analyse_bug(bug, records, stats_cfg["metrics"], required_runs, seed_policy,
-                             stats_cfg["alpha"], stats_cfg["power"])
+                             stats_cfg["alpha"], stats_cfg["power"], sequential)
     adjusted = adjust(family_pvalues([(rows, info)], {bug: tags}), "holm")
     _apply(rows, info, stats_cfg["alpha"], stats_cfg["min_effect"], adjusted, tags)
     write_csv(out_csv, rows, METRIC_COLUMNS)
@@ -96,7 +97,9 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
                          "pairs": info["pairs"], "identical_pairs": info["identical_pairs"],
                          "first_divergence_epoch": info["first_divergence_epoch"],
                          "n_buggy": info["n_ok"]["buggy"], "n_corrected": info["n_ok"]["corrected"],
-                         "skipped": info["skipped"], "failed": info["failed"]})
+                         "skipped": info["skipped"], "failed": info["failed"],
+                         "stopped_at_stage": _stage(info.get("sequential")),
+                         "runs_saved": (info.get("sequential") or {}).get("runs_saved", "")})
     metrics = stats_cfg["metrics"]
     columns = ["bug"] + list(metrics) + [f"{m}_{s}" for s in ("wilcoxon", "adjusted", "a12")
                                          for m in metrics] + ["verdict", "n_buggy", "n_corrected"]
@@ -109,6 +112,8 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
     summary += [{"section": "verdict", "name": k, "count": c} for k, c in counts.items()]
     summary.append({"section": "runs", "name": "skipped_by_early_decision",
                     "count": sum(v["skipped"] for v in verdicts)})
+    summary.append({"section": "runs", "name": "saved_by_sequential_design",
+                    "count": sum(v["runs_saved"] or 0 for v in verdicts)})
     summary.append({"section": "runs", "name": "failed",
                     "count": sum(len(v["failed"].split("; ")) for v in verdicts if v["failed"])})
     # what failed, bug by bug: the terminal prints these rows at the end of the workflow
@@ -116,6 +121,12 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
                  "count": len(v["failed"].split("; "))} for v in verdicts if v["failed"]]
     write_csv(out_summary, summary, ("section", "name", "count"))
     return table, verdicts, summary
+
+
+def _stage(look):
+    if not look:
+        return ""
+    return f"{look['stage']} of {look['stages']} ({look['pairs']} pairs, {look['decision']})"
 
 
 def _lead_row(rows, label, alpha, min_effect):
