@@ -58,6 +58,8 @@ def test_paper_config_dry_run_prints_the_expected_jobs(tmp_path):
     assert counts["train"] == 1800 and counts["docker_build"] == 36
     assert counts["bug_stats"] == 18 and counts["early_decision"] == 18 and counts["seeds"] == 18
     assert counts["build_status"] == 36 and counts["runtime"] == 36
+    # on CUDA, the early decision waits for a measured repeat; looks at 10, 20 and 30 pairs
+    assert counts["train_repeat"] == 18 and counts["stage_decision"] == 54
 
 
 def test_slurm_profile_dry_run(tmp_path):
