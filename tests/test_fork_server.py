@@ -81,11 +81,20 @@ def test_a_killed_or_hanging_run_is_that_runs_failure_and_the_server_goes_on(set
     record = json.loads((tmp_path / "hang.json").read_text())
     assert status == "failed" and record["failure_class"] == "timeout"
     server = _server_pid(runtime)
+    deadline = time.time() + 10  # the server reaps the killed child in its waiting thread
+    while _children(server) and time.time() < deadline:
+        time.sleep(0.1)
     assert server and not _children(server)  # the child is gone, the server is not
     # a crash from outside (the OOM killer's SIGKILL): that run fails, with the signal
     import threading
-    killer = threading.Thread(target=lambda: (time.sleep(2), [os.kill(c, signal.SIGKILL)
-                                                              for c in _children(server)]))
+    def kill_the_run():
+        deadline = time.time() + 60
+        while not _children(server) and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)  # mid-training
+        for child in _children(server):
+            os.kill(child, signal.SIGKILL)
+    killer = threading.Thread(target=kill_the_run)
     killer.start()
     status = train_one(long, tmp_path / "killed.json", tmp_path / "killed.log", runtime,
                        fork_server=True)
