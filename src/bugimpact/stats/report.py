@@ -31,8 +31,8 @@ def _verdicts(path):
     """One short row per bug: verdict, effect with its interval, adjusted p and the MDE side by
     side; the long reason folds out below the bug's name."""
     _, rows = read_csv(path)
-    head = "".join(f"<th>{h}</th>" for h in ("bug", "verdict", "effect [interval]", "smallest p adj.",
-                                               "detectable (MDE)", "runs"))
+    head = "".join(f"<th>{h}</th>" for h in ("bug", "verdict", "effect [interval]",
+                                               "smallest p adj.", "detectable (MDE)", "runs"))
     body = []
     for row in rows:
         effect = ""
