@@ -15,6 +15,11 @@ from bugimpact.experiment import ARMS
 from bugimpact.plan import Plan
 
 config.update(validate_config(dict(config), source="config (config.yaml and --config)"))
+# The funnel takes the sheet as an input, so a first run starts from a header-only sheet that the
+# merge then fills (an existing sheet is never touched).
+from bugimpact.sheet import write_empty
+
+write_empty(config["sheet"])
 PLAN = Plan(config, SHEET_SCHEMA)
 CONFIG_SHA = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 FRAMEWORK = config["framework"]

@@ -1,17 +1,31 @@
-# The sheet itself is not an output: Snakemake deletes outputs before rerunning a job, and the
-# sheet holds a person's decisions. The rule merges into it and outputs a change report.
-rule sheet:
+# The sheet is a person's: never an output (Snakemake deletes outputs before rerunning a job). The
+# merge writes into it as a side effect, with its own change report; the funnel takes the sheet as
+# an input, so editing the sheet refreshes the funnel, the summary and the report.
+rule sheet_merge:
     input:
         bugs="results/mined/bugs.csv",
         commits="results/resolved/commits.csv",
     output:
         merge=f"results/filter/{FRAMEWORK}.merge.json",
-        funnel="results/filter/funnel.csv",
     params:
         sheet=config["sheet"],
     log:
-        "logs/sheet.log",
+        "logs/sheet_merge.log",
     conda:
         "../envs/host.yaml"
     script:
-        "../scripts/sheet.py"
+        "../scripts/sheet_merge.py"
+
+
+rule funnel:
+    input:
+        sheet=config["sheet"],
+        merge=f"results/filter/{FRAMEWORK}.merge.json",
+    output:
+        funnel="results/filter/funnel.csv",
+    log:
+        "logs/funnel.log",
+    conda:
+        "../envs/host.yaml"
+    script:
+        "../scripts/funnel.py"

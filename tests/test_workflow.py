@@ -314,3 +314,32 @@ def test_a_group_sequential_study_stops_a_clear_impact_at_its_first_look(tmp_pat
     assert skipped["status"] == "skipped" and "stopped after 6 pairs (impact)" in skipped["reason"]
     summary = {(r["section"], r["name"]): r["count"] for r in rows(res / "stats" / "summary.csv")}
     assert summary[("runs", "saved_by_sequential_design")] == "12"
+
+
+def test_editing_the_sheet_refreshes_the_funnel_summary_and_report(study):
+    """Before: rejecting rows and rerunning said "Nothing to be done", and the funnel still counted
+    them undecided. The sheet is now an input of the funnel (the merge is a side effect with its own
+    report), so an edit reruns the funnel, the summary and the report, and nothing else."""
+    work, _ = study
+    res = work / "results"
+    sheet = work / "data" / "filter" / "pytorch.csv"
+    columns, sheet_rows = read_csv(sheet)
+    for row in sheet_rows[:3]:
+        row.update(decision="reject", reason="no_application")
+    from bugimpact.io import write_csv
+    write_csv(sheet, sheet_rows, columns)
+    runs = {p: p.stat().st_mtime_ns for p in (res / "runs").rglob("*.json")}
+    dry = snakemake(work, "--configfile", FAST, "-n")
+    jobs = job_counts(dry.stdout)
+    assert jobs.get("funnel") == 1 and jobs.get("report") == 1 and "sheet_merge" not in jobs
+    assert "train" not in jobs
+    snakemake(work, "--configfile", FAST)
+    funnel = {r["stage"]: int(r["count"]) for r in rows(res / "filter" / "funnel.csv")}
+    assert funnel["rejected"] == 3 and funnel["undecided"] == 103
+    summary = {(r["section"], r["name"]): r["count"] for r in rows(res / "stats" / "summary.csv")}
+    assert summary[("funnel", "rejected")] == "3"
+    assert "<td>rejected</td><td>3</td>" in (res / "report.html").read_text()
+    assert read_csv(sheet)[1][0]["decision"] == "reject"  # the person's edit is kept
+    assert {p: p.stat().st_mtime_ns for p in (res / "runs").rglob("*.json")} == runs
+    again = snakemake(work, "--configfile", FAST, "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr

@@ -63,16 +63,30 @@ def resolve(config, bugs_csv, out_commits):
     return rows
 
 
-def sheet(sheet_path, bugs_csv, commits_csv, out_merge, out_funnel):
+def merge_sheet(sheet_path, bugs_csv, commits_csv, out_merge):
+    """Merge mining and resolution into the sheet (a side effect: the sheet is a person's, never an
+    output), and report what changed."""
     from . import sheet as sheets
+    from .config import SHEET_SCHEMA
     _, bugs = read_csv(bugs_csv)
     _, commits = read_csv(commits_csv)
-    from .config import SHEET_SCHEMA
     summary = sheets.update_sheet(sheet_path, bugs, commits, SHEET_SCHEMA)
-    _, rows, _ = sheets.read_sheet(sheet_path)
-    write_csv(out_funnel, sheets.funnel(rows), ("stage", "count"))
     write_json(out_merge, {"sheet": str(sheet_path), **summary})
     log.info("sheet %s: %s", sheet_path, summary)
+    return summary
+
+
+def funnel(sheet_path, out_funnel):
+    """The funnel, from the sheet as it is now: an edit to the sheet refreshes it."""
+    from . import sheet as sheets
+    _, rows, _ = sheets.read_sheet(sheet_path)
+    write_csv(out_funnel, sheets.funnel(rows), ("stage", "count"))
+
+
+def sheet(sheet_path, bugs_csv, commits_csv, out_merge, out_funnel):
+    """Both, as the CLI's ``sheet`` command does."""
+    summary = merge_sheet(sheet_path, bugs_csv, commits_csv, out_merge)
+    funnel(sheet_path, out_funnel)
     return summary
 
 
