@@ -51,7 +51,7 @@ rule early_decision:
 rule stage_decision:
     input:
         records=lambda wc: PLAN.records(wc.bug, int(wc.pairs)),
-        previous=lambda wc: [PLAN.stage_decision(wc.bug, int(wc.pairs) - 1)] if PLAN.stage_decision(wc.bug, int(wc.pairs) - 1) else [],
+        previous=lambda wc: PLAN.previous_stage(wc.bug, int(wc.pairs)),
     output:
         "results/stages/{bug}/{key}/{pairs}.json",
     params:

@@ -115,6 +115,11 @@ class Plan:
         gates = [n for n in self.stages() if n <= run]
         return f"results/stages/{bug}/{self.key}/{gates[-1]}.json" if gates else None
 
+    def previous_stage(self, bug, pairs):
+        """The look before the one at ``pairs`` pairs, as a list of zero or one path."""
+        path = self.stage_decision(bug, pairs - 1)
+        return [path] if path else []
+
     def repeat_records(self, bug):
         """The repeat the early decision needs first: buggy run 0 once more (on CUDA, or always)."""
         early = self.config["train"]["early_decision"]

@@ -260,12 +260,12 @@ def runtime(config, kind, artifact_manifest, out, interpreter=None):
 def train_run(train_cfg, bug, arm, arm_spec, run_index, key, artifact_id, seeds_json, data_npz,
               data_meta, runtime_json, out, log_path, early_json=None, retries=0, gpus=0,
               stage_json=None):
-    from .train import build_spec, load_early, train_one
+    from .train import build_spec, load_decision, train_one
     spec = build_spec(train_cfg, bug, arm, arm_spec, int(run_index), read_json(seeds_json),
                       data_npz, read_json(data_meta), key, artifact_id)
     return train_one(spec, out, log_path, read_json(runtime_json), retries=retries,
-                     threads=train_cfg["threads"], gpus=gpus, early=load_early(early_json),
-                     stage=load_early(stage_json),
+                     threads=train_cfg["threads"], gpus=gpus, early=load_decision(early_json),
+                     stage=load_decision(stage_json),
                      timeout=train_cfg["timeout_s"], fork_server=train_cfg["fork_server"])
 
 
@@ -312,22 +312,19 @@ def stage(stats_cfg, sequential, runs, bug, pairs, records, previous, out):
     """One interim look. A stop, once made, is carried forward unchanged; a look that lacks a
     finished pair says continue (the runs are there to be made)."""
     from .records import read_record
-    from .stats.analysis import by_arm
+    from .stats.analysis import finished_pairs, sequential_look
     if previous:
         before = read_json(previous[0])
         if before["decision"] in ("impact", "futility"):
             write_json(out, dict(before, bug=bug))
             return before
     options = sequential_options(sequential, runs, stats_cfg)
-    arms = by_arm([read_record(p) for p in records])
     metric = stats_cfg["metrics"][0]
-    pairs_ok = [(arms["buggy"].get(i), arms["corrected"].get(i)) for i in range(pairs)]
-    if any(a is None or b is None or a["status"] != "ok" or b["status"] != "ok"
-           for a, b in pairs_ok):
+    pairs_ok = finished_pairs([read_record(p) for p in records], pairs)
+    if pairs_ok is None:
         decision = {"decision": "continue", "runs": pairs,
                     "reason": f"a run of the first {pairs} pairs did not finish (or was skipped)"}
     else:
-        from .stats.analysis import sequential_look
         look = sequential_look(options["design"], [a["metrics"][metric] for a, _ in pairs_ok],
                                [b["metrics"][metric] for _, b in pairs_ok], stats_cfg["alpha"],
                                options["min_effect"], options["futility_power"])

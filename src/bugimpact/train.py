@@ -37,15 +37,9 @@ def _tail(path, limit=4000):
 def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=None, timeout=None,
               fork_server=False, stage=None):
     from .artifacts.runtimes import RunTimeout, launch
-    if early is not None and early.get("decision") == "not_triggered" \
-            and spec["run"] >= early.get("runs", 0):
-        write_json(out, {"status": "skipped", "spec": spec, "reason": early.get("reason", "")})
-        return "skipped"
-    if stage is not None and stage.get("decision") in ("impact", "futility") \
-            and spec["run"] >= stage.get("runs", 0):
-        write_json(out, {"status": "skipped", "spec": spec,
-                         "reason": f"the group-sequential design stopped after {stage['runs']} "
-                                   f"pairs ({stage['decision']}): {stage.get('reason', '')}"})
+    reason = skip_reason(spec["run"], early, stage)
+    if reason is not None:
+        write_json(out, {"status": "skipped", "spec": spec, "reason": reason})
         return "skipped"
     if runtime.get("status") == "failed":
         write_json(out, {"status": "failed", "spec": spec, "exit_codes": None,
@@ -70,5 +64,17 @@ def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=
     return "failed"
 
 
-def load_early(path):
+def skip_reason(run, early=None, stage=None):
+    """Why a run is not needed, or None: a decision file that stopped its bug before this run (the
+    early decision: not triggered; a group-sequential look: impact or futility)."""
+    if early and early.get("decision") == "not_triggered" and run >= early.get("runs", 0):
+        return early.get("reason", "")
+    if stage and stage.get("decision") in ("impact", "futility") and run >= stage.get("runs", 0):
+        return (f"the group-sequential design stopped after {stage['runs']} pairs "
+                f"({stage['decision']}): {stage.get('reason', '')}")
+    return None
+
+
+def load_decision(path):
+    """A decision file (early decision, sequential look), or None where there is none."""
     return read_json(path) if path else None

@@ -85,8 +85,8 @@ def run_forked(runtime, spec, out, log_handle, env, device, timeout):
     overrides = {} if device is None else {"CUDA_VISIBLE_DEVICES": str(device)}
     conn = connect(runtime, env)
     with conn, conn.makefile("rwb") as handle:
-        request = {"spec": spec, "out": str(Path(out).resolve()), "log": str(Path(log_handle.name).resolve()),
-                   "env": overrides}
+        request = {"spec": spec, "out": str(Path(out).resolve()),
+                   "log": str(Path(log_handle.name).resolve()), "env": overrides}
         handle.write((json.dumps(request) + "\n").encode())
         handle.flush()
         first = handle.readline()

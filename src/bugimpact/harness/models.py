@@ -34,7 +34,7 @@ class MatrixAvgPool2d(nn.Module):
     adds, so it is not deterministic on any PyTorch version (and 1.8+ refuses it under
     deterministic algorithms); a matmul's backward is a GEMM, deterministic under the cuBLAS
     workspace setting. The matrices are not parameters or buffers, so the state_dict (and its
-    fingerprint) is the same as the original's. Works on torch 1.1 (broadcasting matmul)."""
+    fingerprint) is the same as the original's. Uses only what torch 1.1 has (broadcasting matmul)."""
 
     def __init__(self, output_size):
         super(MatrixAvgPool2d, self).__init__()

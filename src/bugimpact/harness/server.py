@@ -1,9 +1,10 @@
 """A fork server: imports torch once, then forks a fresh child per run.
 
 Importing torch takes seconds (1.7 s for 2.13 on this machine) while a small run trains in about
-one, so a process per run is mostly fixed cost. The server does nothing but import: no tensor is
-made, no thread pool or CUDA context exists when it forks, so every child starts from the same
-state a fresh process would have, and each run still seeds and configures itself.
+one, so a process per run is mostly fixed cost. The server only imports (``warm`` makes one
+one-element tensor for that): no computation, random draw, thread pool or CUDA context exists when
+it forks, so every child starts from the state a fresh process would have, and each run still
+seeds and configures itself.
 
 Usage (by the host side, ``artifacts/runtimes.py``):
 ``python -m bugimpact.harness.server --socket PATH [--idle SECONDS]``. One JSON line per connection:
@@ -22,7 +23,7 @@ import sys
 import threading
 import traceback
 
-from . import run  # noqa: F401  (imports torch, numpy and every harness module, once)
+from . import run  # imports torch, numpy and every harness module, once
 
 
 def warm():

@@ -86,6 +86,16 @@ def deterministic_runtime(record):
     return not record.get("nondeterministic_ops") and flags.get("cudnn_deterministic", False)
 
 
+def finished_pairs(records, k):
+    """The first k (buggy, corrected) run pairs, or None while any of them is missing, failed or
+    skipped: a decision on the first k pairs needs all of them."""
+    arms = by_arm(records)
+    pairs = [(arms["buggy"].get(i), arms["corrected"].get(i)) for i in range(k)]
+    if any(a is None or b is None or a["status"] != "ok" or b["status"] != "ok" for a, b in pairs):
+        return None
+    return pairs
+
+
 def early_decision(records, k, repeats=None):
     """After the first k paired runs: identical fingerprints run for run on a deterministic runtime
     means the bug is not triggered and the remaining runs can be skipped.
@@ -93,10 +103,10 @@ def early_decision(records, k, repeats=None):
     ``repeats`` (required on CUDA, given as a list): runs made a second time with the same arm and
     seed. Before torch 1.8 nothing reports a non-deterministic kernel, so a flag proves nothing;
     only a measured, bit-identical repeat does."""
-    arms = by_arm(records)
-    pairs = [(arms["buggy"].get(i), arms["corrected"].get(i)) for i in range(k)]
-    if any(a is None or b is None or a["status"] != "ok" or b["status"] != "ok" for a, b in pairs):
+    pairs = finished_pairs(records, k)
+    if pairs is None:
         return {"decision": "continue", "runs": k, "reason": "a run of the first k did not finish"}
+    arms = by_arm(records)
     if not all(deterministic_runtime(r) for pair in pairs for r in pair):
         return {"decision": "continue", "runs": k,
                 "reason": "the runtime reported non-deterministic operations"}
