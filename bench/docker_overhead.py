@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from bugimpact.artifacts.docker import prepare_runtime  # noqa: E402
+from bugimpact.artifacts.docker import build_toolchain, prepare_runtime  # noqa: E402
 from bugimpact.artifacts.runtimes import launch, prepare_local  # noqa: E402
 from bugimpact.artifacts.sources import installed_manifest  # noqa: E402
 from bugimpact.datasets import prepare  # noqa: E402
@@ -33,12 +33,13 @@ def main():
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(wheels),
                         "torch==2.13.0"], check=True)
         artifact = installed_manifest()
-        config = {"artifacts": {"docker": {
-            "toolchain": "cpu", "base_image": "", "build_command": "python setup.py bdist_wheel",
-            "build_env": {}, "ca_bundle": "/etc/ssl/certs/ca-certificates.crt"}},
-            "runtime": {"requirements": [str(next(wheels.glob("*.whl")))], "gpus": ""}}
+        docker_cfg = {"toolchain": "cpu", "base_image": "", "build_command": "python setup.py bdist_wheel",
+                      "build_env": {}, "ca_bundle": "/etc/ssl/certs/ca-certificates.crt"}
+        with open(tmp / "image.log", "w") as log:
+            toolchain = build_toolchain(docker_cfg, log)
         runtimes = {"local": prepare_local(artifact),
-                    "docker": prepare_runtime(artifact, config, tmp / "rt")}
+                    "docker": prepare_runtime(artifact, toolchain, [str(next(wheels.glob("*.whl")))],
+                                              "", tmp / "rt")}
         npz = tmp / "data" / "digits.npz"
         meta = prepare("digits", npz, tmp / "data" / "digits.json")
         spec = {"bug": "bench", "arm": "buggy", "run": 0, "seed": 1, "model": "smallcnn",

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
-from bugimpact.artifacts.docker import build_wheel, toolchain_image  # noqa: E402
+from bugimpact.artifacts.docker import build_toolchain, build_wheel  # noqa: E402
 from tinypkg import make_repo  # noqa: E402
 
 
@@ -27,12 +27,13 @@ def main():
                "build_command": "python setup.py bdist_wheel", "build_env": {},
                "ca_bundle": "/etc/ssl/certs/ca-certificates.crt", "timeout_s": 3600}
         with open(tmp / "image.log", "w") as log:
-            toolchain_image(cfg, log)
+            toolchain = build_toolchain(cfg, log)
         try:
-            first = build_wheel(shas["buggy"], dict(cfg, ccache_volume=volumes[0]), tmp / "a", tmp / "a.log")
-            second = build_wheel(shas["corrected"], dict(cfg, ccache_volume=volumes[0]), tmp / "b",
+            first = build_wheel(shas["buggy"], dict(cfg, ccache_volume=volumes[0]), toolchain,
+                                tmp / "a", tmp / "a.log")
+            second = build_wheel(shas["corrected"], dict(cfg, ccache_volume=volumes[0]), toolchain, tmp / "b",
                                  tmp / "b.log")
-            cold = build_wheel(shas["corrected"], dict(cfg, ccache_volume=volumes[1]), tmp / "c",
+            cold = build_wheel(shas["corrected"], dict(cfg, ccache_volume=volumes[1]), toolchain, tmp / "c",
                                tmp / "c.log")
         finally:
             subprocess.run(["docker", "volume", "rm", "-f", *volumes], capture_output=True)

@@ -4,28 +4,42 @@ rule preflight:
     output:
         "results/preflight.txt",
     params:
-        config_sha=CONFIG_SHA,
+        config=config,  # it checks the whole plan
     log:
         "logs/preflight.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/preflight.py"
 
 
+# The toolchain image is made by one job, so parallel builds never race to make it; the steps that
+# use it take its record, which also names the interpreter that release wheels must fit.
+rule toolchain:
+    output:
+        "results/toolchains/{toolchain}.json",
+    params:
+        docker=untracked(config["artifacts"]["docker"]),  # what matters is hashed into {toolchain}
+    log:
+        "logs/toolchains/{toolchain}.log",
+    benchmark:
+        "benchmarks/toolchains/{toolchain}.tsv"
+    script:
+        "../scripts/toolchain.py"
+
+
 rule artifact:
+    input:
+        toolchain=toolchain_input,
     output:
         "results/artifacts/{artifact}/manifest.json",
     wildcard_constraints:
         artifact=r"installed|pypi-[^/]+|wheel-[0-9a-f]+|onefix-[^/]+",
     params:
         spec=lambda wc: PLAN.artifact_spec(wc.artifact),
+        sources=untracked(artifact_sources(config)),  # where from, not what: that is {artifact}
     log:
         "logs/artifacts/{artifact}.log",
     benchmark:
         "benchmarks/artifacts/{artifact}.tsv"
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/artifact.py"
 
@@ -34,18 +48,19 @@ rule artifact:
 # interpreter gets its own venv and, through the experiment key, its own runs.
 rule runtime:
     input:
-        artifact_manifest,
+        artifact=artifact_manifest,
+        toolchain=toolchain_input,
     output:
         "results/runtimes/{runtime}/{artifact}/runtime.json",
     params:
         kind=config["runtime"]["kind"],
         interpreter=PLAN.interpreter,
+        requirements=config["runtime"]["requirements"],
+        gpus=untracked(config["runtime"]["gpus"]),
     log:
         "logs/runtimes/{runtime}/{artifact}.log",
     benchmark:
         "benchmarks/runtimes/{runtime}/{artifact}.tsv"
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/runtime.py"
 
@@ -54,19 +69,19 @@ rule runtime:
 # A failed build is a result (status failed, its class and log tail), so other bugs go on.
 rule docker_build:
     input:
-        ancient("results/preflight.txt"),  # waited for; being redone never rebuilds a wheel
+        preflight=ancient("results/preflight.txt"),  # waited for; being redone never rebuilds a wheel
+        toolchain=toolchain_input,
     output:
         "results/artifacts/{artifact}/manifest.json",
     wildcard_constraints:
         artifact=r"docker-[0-9a-f]+-[0-9a-f]+",
     params:
         spec=lambda wc: PLAN.artifact_spec(wc.artifact),
+        docker=untracked(config["artifacts"]["docker"]),  # the recipe is hashed into {artifact}
     log:
         "logs/artifacts/{artifact}.log",
     benchmark:
         "benchmarks/artifacts/{artifact}.tsv"
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/docker_build.py"
 
@@ -78,8 +93,6 @@ rule build_status:
         "results/builds/{bug}/{arm}.status",
     log:
         "logs/builds/{bug}/{arm}.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/build_status.py"
 
@@ -91,7 +104,5 @@ rule build_summary:
         report("results/builds/summary.csv", caption="../report/builds.rst", category="Tables"),
     log:
         "logs/builds/summary.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/build_summary.py"

@@ -1,5 +1,4 @@
 # Parse-time helpers: validated config, the plan (bugs, artifacts, experiment key), input functions.
-import hashlib
 import json
 import os
 import sys
@@ -13,6 +12,7 @@ os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, dict(os.environ)
 from bugimpact.config import SHEET_SCHEMA, validate_config
 from bugimpact.experiment import ARMS
 from bugimpact.plan import Plan
+from bugimpact.steps import artifact_sources, study_design, study_setup
 
 config.update(validate_config(dict(config), source="config (config.yaml and --config)"))
 # The funnel takes the sheet as an input, so a first run starts from a header-only sheet that the
@@ -21,7 +21,6 @@ from bugimpact.sheet import write_empty
 
 write_empty(config["sheet"])
 PLAN = Plan(config, SHEET_SCHEMA)
-CONFIG_SHA = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 FRAMEWORK = config["framework"]
 BUGS = sorted(PLAN.bugs) or ["__none__"]
 
@@ -34,6 +33,20 @@ wildcard_constraints:
     key=r"[A-Za-z0-9_.-]+",
     challenge="digits|cifar10|mnist",
     runtime=r"(local|venv|docker)-[A-Za-z0-9_.-]+",
+
+
+def untracked(value):
+    """A param that Snakemake does not compare with the last run's (it skips params that are
+    functions of the output): for settings that say how a step runs, never what it computes (the
+    experiment is in the path: {key}, {artifact}), so that changing them reruns nothing."""
+    return lambda wildcards, output: value
+
+
+def toolchain_input(wildcards):
+    """The toolchain image's record, for the steps that use the image; only its existence counts
+    (its identity, the recipe hash, is in its path)."""
+    path = PLAN.toolchain_json()
+    return ancient(path) if path else []
 
 
 def seeds_json(wildcards):

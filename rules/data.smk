@@ -8,8 +8,6 @@ rule prepare_data:
         data=config["data"],
     log:
         "logs/data/{challenge}.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/prepare_data.py"
 
@@ -24,7 +22,5 @@ rule seeds:
         policy=config["train"]["seed_policy"],
     log:
         "logs/seeds/{bug}.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/seeds.py"

@@ -9,7 +9,5 @@ rule mine:
         repo=config["repo"],
     log:
         "logs/mine.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/mine.py"

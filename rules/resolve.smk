@@ -6,9 +6,9 @@ rule resolve:
         commits="results/resolved/commits.csv",
     params:
         resolve=config["resolve"],
+        api_url=config["mine"]["api_url"],
+        repo=config["repo"],
     log:
         "logs/resolve.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/resolve.py"

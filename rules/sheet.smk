@@ -11,8 +11,6 @@ rule sheet_merge:
         sheet=config["sheet"],
     log:
         "logs/sheet_merge.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/sheet_merge.py"
 
@@ -25,7 +23,5 @@ rule funnel:
         funnel="results/filter/funnel.csv",
     log:
         "logs/funnel.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/funnel.py"

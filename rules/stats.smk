@@ -6,11 +6,10 @@ rule bug_stats:
         json="results/stats/{bug}.json",
     params:
         stats=config["stats"],
+        design=study_design(config["train"]),
         tags=lambda wc: PLAN.bugs[wc.bug].get("tags", ""),
     log:
         "logs/stats/{bug}.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/bug_stats.py"
 
@@ -24,12 +23,11 @@ rule study_stats:
         verdicts=report("results/stats/verdicts.csv", caption="../report/verdicts.rst", category="Tables"),
         summary="results/stats/summary.csv",
     params:
+        study=config["study"],
         stats=config["stats"],
         bugs={b: {k: s.get(k, "") for k in ("kind", "label", "tags")} for b, s in PLAN.bugs.items()},
     log:
         "logs/stats/study.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/study_stats.py"
 
@@ -41,8 +39,6 @@ rule bug_figure:
         report("results/figures/{bug}.png", caption="../report/bug_figure.rst", category="Figures"),
     log:
         "logs/figures/{bug}.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/bug_figure.py"
 
@@ -54,8 +50,6 @@ rule std_figure:
         report("results/figures/std.png", caption="../report/std_figure.rst", category="Figures"),
     log:
         "logs/figures/std.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/std_figure.py"
 
@@ -70,9 +64,10 @@ rule report:
         builds="results/builds/summary.csv",
     output:
         "results/report.html",
+    params:
+        study=config["study"],
+        setup=study_setup(config),
     log:
         "logs/report.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/report.py"

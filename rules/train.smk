@@ -1,5 +1,6 @@
-# One job per run. Only attributes that are part of the experiment key are params, so a change of
-# retries or GPU count (resources) never retrains anything; the key in the path does the rest.
+# One job per run. The experiment is in the path ({key}) and in the arm; the rest of `train` says how
+# a run is attempted (retries, timeout, GPUs, fork server), so it is untracked: changing it, or the
+# run count, retrains nothing. Resources only schedule: gpu=1 asks the executor for a GPU.
 rule train:
     input:
         unpack(train_inputs),
@@ -7,16 +8,13 @@ rule train:
         "results/runs/{bug}/{key}/{arm}/{run}.json",
     params:
         arm=arm_json,
+        train=untracked(config["train"]),
     resources:
         gpu=1 if config["train"]["device"] == "cuda" else 0,
-        gpu_devices=config["train"]["gpus"],
-        harness_retries=config["train"]["retries"],
     log:
         "logs/train/{bug}/{key}/{arm}/{run}.log",
     benchmark:
         "benchmarks/train/{bug}/{key}/{arm}/{run}.tsv"
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/train.py"
 
@@ -38,10 +36,10 @@ rule early_decision:
         repeats=lambda wc: PLAN.repeat_records(wc.bug),
     output:
         "results/early/{bug}/{key}.json",
+    params:
+        runs=config["train"]["early_decision"]["runs"],
     log:
         "logs/early/{bug}/{key}.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/early.py"
 
@@ -60,7 +58,5 @@ rule stage_decision:
         runs=config["train"]["runs"],
     log:
         "logs/stages/{bug}/{key}/{pairs}.log",
-    conda:
-        "../envs/host.yaml"
     script:
         "../scripts/stage.py"

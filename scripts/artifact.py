@@ -1,5 +1,5 @@
 """Snakemake shim: step 4, an artifact that needs no build (installed, pypi, wheel)."""
 from bugimpact import steps
 
-steps.run_script(snakemake, steps.artifact, config=snakemake.config, spec=snakemake.params.spec,
-                 out=snakemake.output[0])
+steps.run_script(snakemake, steps.artifact, sources=snakemake.params.sources, spec=snakemake.params.spec,
+                 out=snakemake.output[0], toolchain_json=snakemake.input.toolchain or None)

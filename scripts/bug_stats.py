@@ -1,6 +1,7 @@
 """Snakemake shim: step 6, one bug's statistics."""
 from bugimpact import steps
 
-steps.run_script(snakemake, steps.bug_stats, config=snakemake.config, bug=snakemake.wildcards.bug,
+steps.run_script(snakemake, steps.bug_stats, stats_cfg=snakemake.params.stats,
+                 design=snakemake.params.design, bug=snakemake.wildcards.bug,
                  records=list(snakemake.input), out_csv=snakemake.output.csv,
                  out_json=snakemake.output.json, tags=snakemake.params.tags)

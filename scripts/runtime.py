@@ -1,6 +1,8 @@
 """Snakemake shim: the runtime (local, venv or docker) that trains on an artifact."""
 from bugimpact import steps
 
-steps.run_script(snakemake, steps.runtime, config=snakemake.config, kind=snakemake.params.kind,
-                 interpreter=snakemake.params.interpreter, artifact_manifest=snakemake.input[0],
-                 out=snakemake.output[0])
+steps.run_script(snakemake, steps.runtime, kind=snakemake.params.kind,
+                 artifact_manifest=snakemake.input.artifact, out=snakemake.output[0],
+                 interpreter=snakemake.params.interpreter,
+                 requirements=snakemake.params.requirements, gpus=snakemake.params.gpus,
+                 toolchain_json=snakemake.input.toolchain or None)

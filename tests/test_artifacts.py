@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from bugimpact import steps
-from bugimpact.artifacts.runtimes import GpuLock, harness_env, prepare_local
+from bugimpact.artifacts.runtimes import GpuLock, gpu_pool, harness_env, prepare_local
 from bugimpact.config import SHEET_SCHEMA
 from bugimpact.experiment import artifact_id
 from bugimpact.io import InputError
@@ -20,11 +20,11 @@ def test_user_wheel_is_checked_against_its_sha256(tmp_path):
     wheel.write_bytes(b"not really a wheel, but bytes to hash")
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
-    manifest = steps.artifact(config, {"source": "wheel", "wheel": str(wheel), "sha256": digest},
+    manifest = steps.artifact(steps.artifact_sources(config), {"source": "wheel", "wheel": str(wheel), "sha256": digest},
                               tmp_path / "m.json")
     assert manifest["wheel_sha256"] == digest
     with pytest.raises(InputError, match="does not match the configured"):
-        steps.artifact(config, {"source": "wheel", "wheel": str(wheel), "sha256": "0" * 64},
+        steps.artifact(steps.artifact_sources(config), {"source": "wheel", "wheel": str(wheel), "sha256": "0" * 64},
                        tmp_path / "n.json")
 
 
@@ -33,14 +33,14 @@ def test_user_wheel_by_url(httpserver, tmp_path):
     httpserver.expect_request("/nightly/demo-0.2-py3-none-any.whl").respond_with_data(payload)
     config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
     url = httpserver.url_for("/nightly/demo-0.2-py3-none-any.whl")
-    manifest = steps.artifact(config, {"source": "wheel", "wheel": url,
+    manifest = steps.artifact(steps.artifact_sources(config), {"source": "wheel", "wheel": url,
                                        "sha256": hashlib.sha256(payload).hexdigest()}, tmp_path / "m.json")
     assert manifest["wheel"].endswith("demo-0.2-py3-none-any.whl")
     assert open(manifest["wheel"], "rb").read() == payload
 
 
 def test_installed_artifact_reports_what_imports(tmp_path):
-    manifest = steps.artifact(config_with(), {"source": "installed"}, tmp_path / "i.json")
+    manifest = steps.artifact(steps.artifact_sources(config_with()), {"source": "installed"}, tmp_path / "i.json")
     import torch
     assert manifest["version"] == torch.__version__ and manifest["python"] == sys.executable
     runtime = prepare_local(manifest)
@@ -73,14 +73,40 @@ def test_plan_checks_arms_and_runtimes(tmp_path):
         Plan(bad, SHEET_SCHEMA)
 
 
-def test_each_job_claims_a_free_gpu(tmp_path):
-    with GpuLock(2, str(tmp_path)) as first, GpuLock(2, str(tmp_path)) as second:
-        assert {first.device, second.device} == {0, 1}
-        assert harness_env(1, first.device)["CUDA_VISIBLE_DEVICES"] == str(first.device)
-    with GpuLock(2, str(tmp_path)) as again:  # released: device 0 is free again
-        assert again.device == 0
-    with GpuLock(0, str(tmp_path)) as cpu:
-        assert cpu.device is None
+def test_each_local_job_claims_a_free_gpu(tmp_path):
+    pool = ("lock", ["0", "1"])
+    with GpuLock(pool, str(tmp_path)) as first, GpuLock(pool, str(tmp_path)) as second:
+        assert {first.device, second.device} == {"0", "1"}
+        assert harness_env(1, first.device)["CUDA_VISIBLE_DEVICES"] == first.device
+        assert "claimed by a local lock" in first.how
+    with GpuLock(pool, str(tmp_path)) as again:  # released: device 0 is free again
+        assert again.device == "0"
+    with GpuLock(None, str(tmp_path)) as cpu:
+        assert cpu.device is None and cpu.how == "no GPU"
+
+
+def test_an_executor_assigned_gpu_is_used_as_given(tmp_path):
+    """Under SLURM the job's CUDA_VISIBLE_DEVICES is the scheduler's choice: never GPU 0 by lock."""
+    assert gpu_pool({"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "3"}, 8) == ("assigned", ["3"])
+    with GpuLock(("assigned", ["3"]), str(tmp_path)) as lock:
+        assert lock.device == "3" and "assigned by SLURM" in lock.how
+        assert not list(tmp_path.iterdir())  # no lock file taken
+    with pytest.raises(RuntimeError, match="SLURM gave this job no GPU"):
+        gpu_pool({"SLURM_JOB_ID": "7"}, 8)
+
+
+def test_the_local_gpu_pool(tmp_path):
+    # the GPUs the user left visible to the whole run, then train.gpus, then what nvidia-smi lists
+    assert gpu_pool({"CUDA_VISIBLE_DEVICES": "2,5"}, 8) == ("lock", ["2", "5"])
+    assert gpu_pool({}, 2) == ("lock", ["0", "1"])
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-a)'\n"
+                   "echo 'GPU 1: NVIDIA H100 (UUID: GPU-b)'\n")
+    smi.chmod(0o755)
+    assert gpu_pool({}, 0, (str(smi), "-L")) == ("lock", ["0", "1"])
+    # device cuda with no GPU anywhere is an error, not a silent run without a lock
+    with pytest.raises(RuntimeError, match="no GPU was found"):
+        gpu_pool({}, 0, (str(tmp_path / "absent"), "-L"))
 
 
 def test_unknown_models_and_faults_stop_the_plan_before_any_run(tmp_path):

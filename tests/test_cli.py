@@ -1,10 +1,12 @@
-"""The ``bugimpact`` command runs each step by hand on explicit files."""
+"""The ``bugimpact`` command: one step of the workflow by hand (through its rule), and the checks
+and housekeeping around the workflow."""
 import json
 import os
 import subprocess
 import sys
 
 from conftest import ROOT
+from workflow import project_copy
 
 
 def cli(*args, cwd=ROOT):
@@ -13,15 +15,27 @@ def cli(*args, cwd=ROOT):
                           capture_output=True, text=True, env=env)
 
 
-def test_mine_resolve_sheet_by_hand(tmp_path):
-    bugs, commits, sheet = tmp_path / "bugs.csv", tmp_path / "commits.csv", tmp_path / "s.csv"
-    assert cli("mine", "--out", str(bugs), "--counts", str(tmp_path / "r.csv")).returncode == 0
-    assert cli("resolve", "--bugs", str(bugs), "--out", str(commits)).returncode == 0
-    out = cli("sheet", "--bugs", str(bugs), "--commits", str(commits), "--sheet", str(sheet),
-              "--funnel", str(tmp_path / "f.csv"), "--merge-report", str(tmp_path / "m.json"))
-    assert out.returncode == 0 and json.loads(out.stdout)["appended"] == 106
-    ok = cli("validate-sheet", str(sheet))
+def test_every_step_has_one_way_in_its_rule():
+    listed = cli("steps").stdout.split()
+    rules = subprocess.run([sys.executable, "-m", "snakemake", "--list-rules"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.split()
+    assert sorted(listed) == sorted(set(rules) - {"all"}) and len(listed) == 22
+    assert listed.index("mine") < listed.index("funnel") < listed.index("train") < listed.index("report")
+
+
+def test_a_step_by_hand_is_its_rule_and_what_it_needs(tmp_path):
+    work = project_copy(tmp_path / "p")
+    out = cli("run", "funnel", cwd=work)
+    assert out.returncode == 0, out.stderr[-2000:]
+    funnel = (work / "results" / "filter" / "funnel.csv").read_text()
+    assert "mined,106" in funnel.replace(" ", "")
+    for log in ("mine", "resolve", "sheet_merge", "funnel"):  # the rules' own logs
+        assert (work / "logs" / f"{log}.log").exists(), log
+    assert not (work / "results" / "runs").exists()  # nothing beyond the step was run
+    ok = cli("validate-sheet", "data/filter/pytorch.csv", cwd=work)
     assert ok.returncode == 0 and "106 rows, 0 accepted" in ok.stdout
+    unknown = cli("run", "train-run", cwd=work)
+    assert unknown.returncode == 2 and "the steps are: mine, resolve" in unknown.stderr
 
 
 def test_bad_input_is_one_clear_line(tmp_path):
@@ -48,17 +62,13 @@ def test_retry_failed_removes_only_failures(tmp_path):
     assert not (arts / "docker-x" / "manifest.json").exists()
 
 
-def test_the_sheet_command_validates_before_it_merges(tmp_path):
-    bugs = tmp_path / "bugs.csv"
-    bugs.write_text("id,release,area,pr,prs,text,url\npr1,v1,JIT,1,1,Fix,\n")
-    commits = tmp_path / "commits.csv"
-    commits.write_text("id,status\npr1,unresolved\n")
-    sheet = tmp_path / "s.csv"
+def test_a_sheet_that_cannot_be_read_is_never_merged_into(tmp_path):
+    work = project_copy(tmp_path / "p")
+    sheet = work / "data" / "filter" / "pytorch.csv"
     sheet.write_text("id;decision;reason;buggy_sha;corrected_sha\npr1;;;;\n")
     before = sheet.read_bytes()
-    out = cli("sheet", "--bugs", str(bugs), "--commits", str(commits), "--sheet", str(sheet),
-              "--funnel", str(tmp_path / "f.csv"), "--merge-report", str(tmp_path / "m.json"))
-    assert out.returncode == 2 and "separated by semicolons" in out.stderr
+    out = cli("run", "sheet_merge", cwd=work)
+    assert out.returncode != 0 and "separated by semicolons" in out.stderr
     assert sheet.read_bytes() == before  # not doubled, nothing cut off
 
 

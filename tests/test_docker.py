@@ -38,7 +38,11 @@ def setup(tmp_path_factory):
                   "ccache_volume": f"bugimpact-test-{uuid.uuid4().hex[:8]}",
                   "ca_bundle": CA if Path(CA).exists() else "", "timeout_s": 3600}
     before = set(images())
-    yield {"base": base, "shas": shas, "torch": torch_wheel, "docker": docker_cfg}
+    from bugimpact import steps
+    toolchain_json = base / "toolchain.json"  # what the toolchain rule makes, once
+    toolchain = steps.toolchain(docker_cfg, toolchain_json, base / "toolchain.log")
+    yield {"base": base, "shas": shas, "torch": torch_wheel, "docker": docker_cfg,
+           "toolchain": toolchain, "toolchain_json": toolchain_json}
     subprocess.run(["docker", "volume", "rm", "-f", docker_cfg["ccache_volume"]], capture_output=True)
     made = [i for i in images() if i not in before]  # runtime images of wheels built here: GBs each
     if made:
@@ -55,7 +59,7 @@ def images():
 def builds(setup):
     out = {}
     for arm in ("buggy", "corrected", "broken"):
-        out[arm] = build_wheel(setup["shas"][arm], setup["docker"], setup["base"] / "wheels" / arm,
+        out[arm] = build_wheel(setup["shas"][arm], setup["docker"], setup["toolchain"], setup["base"] / "wheels" / arm,
                                setup["base"] / f"{arm}.log")
     return out
 
@@ -88,7 +92,7 @@ def test_a_commit_that_does_not_compile_is_recorded(builds):
 
 
 def test_a_missing_commit_is_a_checkout_failure(setup, tmp_path):
-    manifest = build_wheel("0" * 40, setup["docker"], tmp_path, tmp_path / "log")
+    manifest = build_wheel("0" * 40, setup["docker"], setup["toolchain"], tmp_path, tmp_path / "log")
     assert manifest["status"] == "failed" and manifest["failure_class"] == "checkout"
 
 
@@ -107,12 +111,11 @@ def digits(setup):
 
 def test_runtimes_train_on_the_built_wheels(builds, setup, digits, tmp_path):
     npz, meta = digits
-    config = {"artifacts": {"docker": setup["docker"]},
-              "runtime": {"requirements": [setup["torch"]], "gpus": ""}}
     records = {}
     for arm in ("buggy", "corrected"):
         venv = prepare_venv(builds[arm], tmp_path / f"venv-{arm}", sys.executable, [setup["torch"]])
-        dock = prepare_runtime(builds[arm], config, tmp_path / f"docker-{arm}")
+        dock = prepare_runtime(builds[arm], setup["toolchain"], [setup["torch"]], "",
+                               tmp_path / f"docker-{arm}")
         assert venv["probe"]["version"] == dock["probe"]["version"] == "2.13.0+cpu"
         for kind, runtime in (("venv", venv), ("docker", dock)):
             out = tmp_path / kind / f"{arm}.json"
@@ -162,6 +165,19 @@ def test_workflow_over_docker_artifacts(setup, tmp_path):
     record = json.loads(next((res / "runs" / "pr1").glob("*/buggy/0.json")).read_text())
     assert record["environment"]["torch"] == "2.13.0+cpu" and record["status"] == "ok"
     assert "Builds" in (res / "report.html").read_text()
+    # One job made the toolchain image; every build and runtime used the image its record names.
+    [toolchain] = [json.loads(p.read_text()) for p in (res / "toolchains").glob("*.json")]
+    manifests = [json.loads(p.read_text()) for p in (res / "artifacts").glob("docker-*/manifest.json")]
+    assert {m["toolchain_image_id"] for m in manifests} == {toolchain["image_id"]}
+    log = snakemake(work, "--configfile", "tiny.yaml", "--summary").stdout
+    assert sum("\ttoolchain\t" in line for line in log.splitlines()) == 1
+
+
+def test_a_toolchain_image_that_is_gone_says_what_to_do(setup):
+    from bugimpact.artifacts.docker import BuildFailed, toolchain_present
+    assert toolchain_present(setup["toolchain"])[1] == setup["toolchain"]["image_id"]
+    with pytest.raises(BuildFailed, match="delete its record under results/toolchains/"):
+        toolchain_present(dict(setup["toolchain"], image_id="sha256:" + "0" * 64))
 
 
 def test_a_release_wheel_is_chosen_for_the_runtime_image_python(setup, tmp_path):
@@ -171,8 +187,9 @@ def test_a_release_wheel_is_chosen_for_the_runtime_image_python(setup, tmp_path)
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["runtime"] = {"kind": "docker"}
     config["artifacts"] = {"docker": setup["docker"], "wheel_cache": str(tmp_path / "cache")}
-    manifest = steps.artifact(validate_config(config), {"source": "pypi", "version": "2.13.0"},
-                              tmp_path / "manifest.json")
+    manifest = steps.artifact(steps.artifact_sources(validate_config(config)),
+                              {"source": "pypi", "version": "2.13.0"}, tmp_path / "manifest.json",
+                              toolchain_json=setup["toolchain_json"])
     assert manifest["status"] == "ok", manifest
     image_python = manifest["python"]
     assert image_python["executable"].startswith("/opt/py/")  # probed inside the toolchain image
@@ -183,7 +200,7 @@ def test_a_release_wheel_is_chosen_for_the_runtime_image_python(setup, tmp_path)
 def test_a_build_timeout_removes_its_container(setup, tmp_path):
     """Killing the docker client alone would leave the container compiling."""
     cfg = dict(setup["docker"], build_command="sleep 600", timeout_s=3)
-    manifest = build_wheel(setup["shas"]["buggy"], cfg, tmp_path / "w", tmp_path / "b.log")
+    manifest = build_wheel(setup["shas"]["buggy"], cfg, setup["toolchain"], tmp_path / "w", tmp_path / "b.log")
     assert manifest["status"] == "failed" and manifest["failure_class"] == "timeout"
     left = subprocess.run(["docker", "ps", "-a", "--filter", "name=bugimpact-build-", "-q"],
                           capture_output=True, text=True, check=True)
@@ -197,10 +214,22 @@ def test_a_moved_submodule_is_fetched_through_a_rewrite(setup, tmp_path):
     repo = setup["base"] / "tinyact"
     sha = add_submodule(repo, tmp_path / "mirrors" / "dep", "https://unreachable.invalid/mirrors/dep",
                         start=setup["shas"]["corrected"])
-    broken = build_wheel(sha, setup["docker"], tmp_path / "a", tmp_path / "a.log")
+    broken = build_wheel(sha, setup["docker"], setup["toolchain"], tmp_path / "a", tmp_path / "a.log")
     assert broken["status"] == "failed" and broken["failure_class"] == "submodules"
     cfg = dict(setup["docker"], git_rewrites={"https://unreachable.invalid/mirrors/": f"{tmp_path}/mirrors/"})
-    built = build_wheel(sha, cfg, tmp_path / "b", tmp_path / "b.log")
+    built = build_wheel(sha, cfg, setup["toolchain"], tmp_path / "b", tmp_path / "b.log")
     assert built["status"] == "ok", built.get("log_tail")
     assert built["recipe_sha"] == broken["recipe_sha"]  # where sources come from is not the recipe
     assert "insteadof" not in (repo / ".git" / "config").read_text().lower()
+
+
+def test_gc_removes_an_image_that_nothing_uses(setup, tmp_path, monkeypatch):
+    from bugimpact import gc
+    from conftest import config_with
+    tag = f"bugimpact-runtime:gc-test-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["docker", "tag", setup["toolchain"]["tag"], tag], check=True)
+    monkeypatch.chdir(tmp_path)
+    items = gc.garbage([config_with(sheet=str(tmp_path / "none.csv"))], "results")
+    assert tag in [what for kind, what, _ in items if kind == "docker image"]
+    assert gc.remove([item for item in items if item[1] == tag]) == []
+    assert tag not in images()

@@ -53,11 +53,11 @@ def test_a_release_wheel_is_fetched_for_the_runtime_interpreter_once():
     info = py37()
     config = config_with(**{"artifacts.wheel_cache": str(WHEEL_CACHE)})
     spec = {"source": "pypi", "version": "1.5.1", "python": info}
-    first = steps.artifact(config, spec, WHEEL_CACHE / "test-a.json")
+    first = steps.artifact(steps.artifact_sources(config), spec, WHEEL_CACHE / "test-a.json")
     assert first["status"] == "ok", first
     assert Path(first["wheel"]).name == "torch-1.5.1-cp37-cp37m-manylinux1_x86_64.whl"
     assert "/pypi/torch-1.5.1/cp37-cp37m-linux_x86_64/" in first["wheel"]
-    again = steps.artifact(config, spec, WHEEL_CACHE / "test-b.json")
+    again = steps.artifact(steps.artifact_sources(config), spec, WHEEL_CACHE / "test-b.json")
     assert again["wheel"] == first["wheel"] and again["build_seconds"] < 10
     assert again["wheel_sha256"] == first["wheel_sha256"]
 
@@ -65,7 +65,7 @@ def test_a_release_wheel_is_fetched_for_the_runtime_interpreter_once():
 def test_a_missing_release_is_a_recorded_failure_naming_the_interpreter_and_versions(tmp_path):
     info = py37()
     config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
-    manifest = steps.artifact(config, {"source": "pypi", "version": "1.5.9", "python": info},
+    manifest = steps.artifact(steps.artifact_sources(config), {"source": "pypi", "version": "1.5.9", "python": info},
                               tmp_path / "m.json")
     assert manifest["status"] == "failed" and manifest["failure_class"] == "download"
     assert info["executable"] in manifest["error"] and "cp37m" in manifest["error"]
@@ -83,7 +83,7 @@ def test_a_real_fix_is_reverse_applied_to_the_real_release_that_contains_it(tmp_
     for arm in ("buggy", "corrected"):
         spec = {"source": "onefix", "arm": arm, "patch": str(PATCH), "python": info,
                 "release": {"source": "pypi", "version": "1.5.1"}}
-        arms[arm] = steps.artifact(config, spec, tmp_path / arm / "manifest.json")
+        arms[arm] = steps.artifact(steps.artifact_sources(config), spec, tmp_path / arm / "manifest.json")
         assert arms[arm]["status"] == "ok", arms[arm]
     buggy, corrected = arms["buggy"], arms["corrected"]
     assert buggy["fix_in_release"] and corrected["fix_in_release"]
@@ -143,13 +143,13 @@ def test_a_fix_from_a_clone_is_forward_applied_to_a_release_that_predates_it(tmp
     wheel, config = _tiny_release(tmp_path, repo, "def step(p, g, lr):\n    return p + lr * g\n")
     spec = {"source": "onefix", "release": {"source": "wheel", "wheel": str(wheel)},
             "buggy_sha": buggy, "corrected_sha": corrected}
-    manifest = steps.artifact(config, dict(spec, arm="corrected"), tmp_path / "c" / "manifest.json")
+    manifest = steps.artifact(steps.artifact_sources(config), dict(spec, arm="corrected"), tmp_path / "c" / "manifest.json")
     assert manifest["status"] == "ok" and manifest["apply"] == "forward"
     assert manifest["fix_in_release"] is False and manifest["files_not_shipped"] == ["test/test_optim.py"]
     assert manifest["diff_origin"].startswith(f"clone {repo}")
     patched = Path(manifest["overlay_dir"]) / "torch" / "optim" / "sgd.py"
     assert patched.read_text().endswith("return p - lr * g\n")
-    same = steps.artifact(config, dict(spec, arm="buggy"), tmp_path / "b" / "manifest.json")
+    same = steps.artifact(steps.artifact_sources(config), dict(spec, arm="buggy"), tmp_path / "b" / "manifest.json")
     assert same["apply"] is None and same["overlay"] == {}
 
 
@@ -157,14 +157,14 @@ def test_a_fix_that_cannot_be_isolated_on_a_release_is_refused_with_its_reason(t
     repo, buggy, python_fix, cpp_fix = fix_repo
     wheel, config = _tiny_release(tmp_path, repo, "def step(p, g, lr):\n    return p * lr\n")
     base = {"source": "onefix", "arm": "buggy", "release": {"source": "wheel", "wheel": str(wheel)}}
-    compiled = steps.artifact(config, dict(base, buggy_sha=python_fix, corrected_sha=cpp_fix),
+    compiled = steps.artifact(steps.artifact_sources(config), dict(base, buggy_sha=python_fix, corrected_sha=cpp_fix),
                               tmp_path / "a" / "manifest.json")
     assert compiled["status"] == "failed" and compiled["failure_class"] == "refused"
     assert "compiled code or build inputs" in compiled["error"] and "aten/src/Loss.cpp" in compiled["error"]
-    stale = steps.artifact(config, dict(base, buggy_sha=buggy, corrected_sha=python_fix),
+    stale = steps.artifact(steps.artifact_sources(config), dict(base, buggy_sha=buggy, corrected_sha=python_fix),
                            tmp_path / "b" / "manifest.json")
     assert stale["failure_class"] == "refused" and "does not apply" in stale["error"]
-    nowhere = steps.artifact(config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")}), dict(base, buggy_sha=buggy, corrected_sha=python_fix),
+    nowhere = steps.artifact(steps.artifact_sources(config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})), dict(base, buggy_sha=buggy, corrected_sha=python_fix),
                              tmp_path / "c" / "manifest.json")
     assert nowhere["failure_class"] == "refused" and "no source for the fix's diff" in nowhere["error"]
 
@@ -191,7 +191,7 @@ def test_a_fix_diff_comes_from_the_github_api_when_no_clone_is_configured(httpse
     httpserver.expect_request("/repos/pytorch/pytorch/compare/" + "a" * 40 + "..." + "b" * 40) \
         .respond_with_json({"status": "ahead", "files": files})
     config = config_with(**{"artifacts.onefix.api": True, "mine.api_url": httpserver.url_for("")})
-    text, origin = steps.fix_diff(config, {"buggy_sha": "a" * 40, "corrected_sha": "b" * 40})
+    text, origin = steps.fix_diff(steps.artifact_sources(config), {"buggy_sha": "a" * 40, "corrected_sha": "b" * 40})
     assert origin.startswith("GitHub API: compare")
     original = "".join(line for _, section in sections for line in section.splitlines(True)
                        if not line.startswith("index "))
@@ -228,9 +228,10 @@ def test_with_a_clone_the_sheet_says_which_fixes_are_python_only(tmp_path, fix_r
                     "pr1,v0.2,Optim,1,1,Fix the sign of SGD's step,\n"
                     "pr2,v0.2,Loss,2,2,Fix the loss kernel,\n")
     config = config_with(**{"resolve.resolvers": ["git"], "resolve.clone": str(repo)})
-    steps.resolve(config, bugs, tmp_path / "commits.csv")
+    steps.resolve(config["resolve"], config["mine"]["api_url"], config["repo"], bugs,
+                  tmp_path / "commits.csv")
     sheet = tmp_path / "sheet.csv"
-    steps.sheet(sheet, bugs, tmp_path / "commits.csv", tmp_path / "merge.json", tmp_path / "funnel.csv")
+    steps.merge_sheet(sheet, bugs, tmp_path / "commits.csv", tmp_path / "merge.json")
     from bugimpact.io import read_csv
     rows = {r["id"]: r for r in read_csv(sheet)[1]}
     assert rows["pr1"]["resolve_status"] == "resolved" and rows["pr1"]["onefix"] == "yes"
@@ -266,12 +267,12 @@ def test_a_runtime_or_wheel_that_cannot_be_made_is_a_recorded_failure(tmp_path, 
     manifest = tmp_path / "a" / "manifest.json"
     manifest.parent.mkdir()
     manifest.write_text(json.dumps({"source": "installed", "status": "ok", "wheel": None}))
-    result = steps.runtime(config_with(), "venv", manifest, tmp_path / "r" / "runtime.json",
+    result = steps.runtime("venv", manifest, tmp_path / "r" / "runtime.json",
                            interpreter={"executable": str(tmp_path / "no-python")})
     assert result["status"] == "failed" and "runtime failed" in result["reason"]
     assert json.loads((tmp_path / "r" / "runtime.json").read_text())["status"] == "failed"
     httpserver.expect_request("/gone.whl").respond_with_data("gone", status=404)
-    wheel = steps.artifact(config_with(**{"artifacts.wheel_cache": str(tmp_path / "c")}),
+    wheel = steps.artifact(steps.artifact_sources(config_with(**{"artifacts.wheel_cache": str(tmp_path / "c")})),
                            {"source": "wheel", "wheel": httpserver.url_for("/gone.whl")},
                            tmp_path / "w" / "manifest.json")
     assert wheel["status"] == "failed" and "404" in wheel["error"]

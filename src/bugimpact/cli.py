@@ -1,9 +1,12 @@
-"""``bugimpact``: run any step by hand on explicit files (the functions the rules call)."""
+"""``bugimpact``: run one step of the workflow, and the checks and housekeeping around it.
+
+Every step has one way in, its Snakemake rule: ``bugimpact run STEP`` runs that rule (and what it
+needs) with the same params, logs and provenance as a full ``snakemake`` run."""
 import argparse
 import logging
 import sys
 
-from . import steps
+from . import steps, workflow
 from .config import SHEET_SCHEMA, load_config
 from .io import InputError, read_json
 
@@ -17,44 +20,20 @@ def main(argv=None):
     parser.add_argument("--config", default="config.yaml", help="study config (default: config.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("mine", help="step 1: release notes to bugs.csv and a per-release count table")
-    p.add_argument("--out", default="results/mined/bugs.csv")
-    p.add_argument("--counts", default="results/mined/releases.csv")
+    p = sub.add_parser("run", help="run one step of the workflow (and what it needs): the same rule, "
+                                   "params and logs as `snakemake`; `bugimpact steps` lists them")
+    p.add_argument("step", help="a rule name, e.g. mine, resolve, sheet_merge, funnel, train, report")
+    p.add_argument("--cores", default="2")
+    p.add_argument("snakemake_args", nargs=argparse.REMAINDER,
+                   help="passed on to snakemake, e.g. --dry-run or --profile profiles/slurm")
 
-    p = sub.add_parser("resolve", help="step 2: each bug's PR to its buggy and corrected commits")
-    p.add_argument("--bugs", default="results/mined/bugs.csv")
-    p.add_argument("--out", default="results/resolved/commits.csv")
-
-    p = sub.add_parser("sheet", help="step 3: create or merge the filter sheet")
-    p.add_argument("--bugs", default="results/mined/bugs.csv")
-    p.add_argument("--commits", default="results/resolved/commits.csv")
-    p.add_argument("--sheet", help="default: the config's sheet")
-    p.add_argument("--funnel", default="results/filter/funnel.csv")
-    p.add_argument("--merge-report", default="results/filter/merge.json")
+    sub.add_parser("steps", help="the workflow's steps (its rules), in the order they run")
 
     p = sub.add_parser("validate-sheet", help="check a filter sheet; errors name file, row, column")
     p.add_argument("sheet", nargs="?")
 
     p = sub.add_parser("validate-config", help="check a study config; errors name file, line, key")
     p.add_argument("file", nargs="?", help="default: --config")
-
-    p = sub.add_parser("prepare-data", help="a challenge's official files to a canonical .npz")
-    p.add_argument("challenge", choices=["digits", "cifar10", "mnist"])
-    p.add_argument("--out", required=True)
-    p.add_argument("--meta", required=True)
-
-    p = sub.add_parser("train-run", help="step 5: one run of one arm from a spec JSON, in a runtime")
-    p.add_argument("--spec", required=True, help="run spec JSON (as the harness takes it)")
-    p.add_argument("--runtime", required=True, help="runtime.json")
-    p.add_argument("--out", required=True)
-    p.add_argument("--log", required=True)
-    p.add_argument("--retries", type=int, default=0)
-
-    p = sub.add_parser("stats", help="step 6: one bug's statistics from its run records")
-    p.add_argument("bug")
-    p.add_argument("records", nargs="+")
-    p.add_argument("--out", required=True, help="per-metric CSV")
-    p.add_argument("--json", required=True)
 
     p = sub.add_parser("retry-failed", help="delete failed run records and failed build manifests "
                                            "so that the next workflow run retries them")
@@ -71,6 +50,14 @@ def main(argv=None):
     p.add_argument("--runs", default="results/runs")
     p.add_argument("--remove", action="store_true")
 
+    p = sub.add_parser("gc", help="list the artifacts, runtimes (venvs), docker images and cached "
+                                  "wheels that no current config or run record refers to; "
+                                  "--remove deletes them")
+    p.add_argument("--keep", nargs="+", metavar="CONFIG",
+                   help="the current configs (default: config.yaml and configs/*.yaml)")
+    p.add_argument("--results", default="results")
+    p.add_argument("--remove", action="store_true")
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
@@ -81,13 +68,11 @@ def main(argv=None):
 
 
 def _dispatch(args):
-    if args.command == "mine":
-        steps.mine(_config(args), args.out, args.counts)
-    elif args.command == "resolve":
-        steps.resolve(_config(args), args.bugs, args.out)
-    elif args.command == "sheet":
-        sheet = args.sheet or _config(args)["sheet"]
-        steps.dump(steps.sheet(sheet, args.bugs, args.commits, args.merge_report, args.funnel))
+    if args.command == "run":
+        return workflow.run(args.step, args.cores, args.snakemake_args, args.config)
+    elif args.command == "steps":
+        for name in workflow.steps():
+            print(name)
     elif args.command == "validate-config":
         load_config(args.file or args.config)
         print(f"{args.file or args.config}: valid")
@@ -95,19 +80,6 @@ def _dispatch(args):
         from .sheet import accepted, validate
         rows = validate(args.sheet or _config(args)["sheet"], SHEET_SCHEMA)
         print(f"ok: {len(rows)} rows, {len(accepted(rows))} accepted")
-    elif args.command == "prepare-data":
-        steps.dump(steps.prepare_data(_config(args), args.challenge, args.out, args.meta))
-    elif args.command == "train-run":
-        from .train import train_one
-        runtime = read_json(args.runtime)
-        spec = read_json(args.spec)
-        status = train_one(spec, args.out, args.log, runtime, retries=args.retries,
-                           threads=spec.get("threads", 1))
-        print(status)
-        return 0 if status != "failed" else 1
-    elif args.command == "stats":
-        config = _config(args)
-        steps.bug_stats(config, args.bug, args.records, args.out, args.json)
     elif args.command == "preflight":
         try:
             steps.preflight(_config(args), nvidia_smi=args.nvidia_smi)
@@ -123,6 +95,21 @@ def _dispatch(args):
         print(f"{len(bad)} broken record(s)" + (" removed; rerun snakemake to make them again"
                                                 if args.remove and bad else ""))
         return 1 if bad and not args.remove else 0
+    elif args.command == "gc":
+        from pathlib import Path
+        from . import gc
+        names = args.keep or ["config.yaml"] + sorted(str(p) for p in Path("configs").glob("*.yaml"))
+        print(f"current configs: {', '.join(names)}")
+        items = gc.garbage([load_config(n) for n in names], args.results)
+        print("\n".join(gc.report(items)))
+        if not args.remove:
+            print("dry run: nothing removed (--remove deletes these)" if items else "nothing to remove")
+            return 0
+        problems = gc.remove(items)
+        for line in problems:
+            print(f"not removed: {line}", file=sys.stderr)
+        print(f"removed {len(items) - len(problems)} item(s)")
+        return 1 if problems else 0
     elif args.command == "retry-failed":
         from pathlib import Path
         candidates = list(Path(args.runs).rglob("*.json")) + \

@@ -31,6 +31,8 @@ class Plan:
         if self.runtime == "docker" or any(a["source"] == "docker" for a in arms):
             from .artifacts.docker import recipe
             recipe_sha = recipe(config["artifacts"]["docker"])[1]
+        self.toolchain = (f"{config['artifacts']['docker']['toolchain']}-{recipe_sha}"
+                          if recipe_sha else None)
         self.interpreter, target = self._interpreter(recipe_sha)
         self.runtime_id = runtime_id(config["runtime"], self.interpreter, recipe_sha)
         self.key = experiment_key(config["train"], self.runtime_id)
@@ -137,6 +139,10 @@ class Plan:
     def records(self, bug, runs=None):
         count = self.runs if runs is None else runs
         return [self.record(bug, arm, i) for arm in ARMS for i in range(count)]
+
+    def toolchain_json(self):
+        """The toolchain image's record (built by its own rule), or None when no step uses docker."""
+        return f"results/toolchains/{self.toolchain}.json" if self.toolchain else None
 
     def runtime_json(self, bug, arm):
         return f"results/runtimes/{self.runtime_id}/{self.arm(bug, arm)['artifact']}/runtime.json"

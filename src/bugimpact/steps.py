@@ -1,8 +1,6 @@
-"""Each pipeline step as one function over explicit files: called by the Snakemake script shims
-(``scripts/``) and by the ``bugimpact`` command alike."""
-import json
+"""Each pipeline step as one function over explicit files and settings: called by the Snakemake
+script shims (``scripts/``, one per rule, with the rule's params), and by the tests."""
 import logging
-import sys
 import time
 from pathlib import Path
 
@@ -12,51 +10,53 @@ from .redact import RedactingFilter
 log = logging.getLogger("bugimpact")
 
 
-def mine(config, out_bugs, out_counts):
+def mine(cfg, repo, out_bugs, out_counts):
+    """Step 1 (``cfg``: the config's ``mine``)."""
     from .mine.github import GitHubClient
     from .mine.releases import fetch_releases, load_snapshot, select_releases
     from .mine.run import mine as mine_releases, write_outputs
-    cfg = config["mine"]
     if cfg["source"] == "snapshot":
         releases = load_snapshot(cfg["snapshot"])
     else:
-        releases = fetch_releases(config["repo"], cfg["cache"],
-                                  GitHubClient(base_url=cfg["api_url"]), cfg["refresh"])
+        releases = fetch_releases(repo, cfg["cache"], GitHubClient(base_url=cfg["api_url"]),
+                                  cfg["refresh"])
     chosen = select_releases(releases, cfg["tags"], cfg["versions"], cfg["include_prereleases"],
                              cfg["include_drafts"])
     log.info("%d of %d releases selected: %s", len(chosen), len(releases),
              ", ".join(r["tag_name"] for r in chosen))
-    rows, counts = mine_releases(chosen, cfg.get("section_patterns"), config["repo"])
+    rows, counts = mine_releases(chosen, cfg.get("section_patterns"), repo)
     write_outputs(rows, counts, out_bugs, out_counts)
     log.info("%d bug-fix entries mined", len(rows))
     return rows, counts
 
 
-def resolvers_from_config(config):
+def resolvers_from_config(cfg, api_url, repo):
+    """The resolvers ``cfg`` (the config's ``resolve``) names, in order."""
     from .mine.github import GitHubClient
     from .resolve import ApiResolver, GitResolver, KnownResolver
-    cfg, out = config["resolve"], []
+    out = []
     for name in cfg["resolvers"]:
         if name == "git":
             if not cfg["clone"]:
                 log.warning("resolver git skipped: resolve.clone is not set")
                 continue
-            out.append(GitResolver(cfg["clone"], config["repo"], cfg["default_branch"] or None))
+            out.append(GitResolver(cfg["clone"], repo, cfg["default_branch"] or None))
         elif name == "known":
             if cfg["known"]:
                 out.append(KnownResolver(cfg["known"]))
         elif name == "api":
-            out.append(ApiResolver(GitHubClient(base_url=config["mine"]["api_url"]), config["repo"]))
+            out.append(ApiResolver(GitHubClient(base_url=api_url), repo))
     return out
 
 
-def resolve(config, bugs_csv, out_commits):
+def resolve(cfg, api_url, repo, bugs_csv, out_commits):
+    """Step 2 (``cfg``: the config's ``resolve``)."""
     from .resolve import resolve_bugs, write_commits
     _, bugs = read_csv(bugs_csv)
-    rows = resolve_bugs(bugs, resolvers_from_config(config))
-    if config["resolve"]["clone"]:
+    rows = resolve_bugs(bugs, resolvers_from_config(cfg, api_url, repo))
+    if cfg["clone"]:
         from .resolve import mark_onefix
-        mark_onefix(rows, config["resolve"]["clone"])
+        mark_onefix(rows, cfg["clone"])
     write_commits(rows, out_commits)
     done = sum(1 for r in rows if r["status"] == "resolved")
     log.info("%d of %d bugs resolved; the rest are listed with their reason", done, len(rows))
@@ -83,30 +83,35 @@ def funnel(sheet_path, out_funnel):
     write_csv(out_funnel, sheets.funnel(rows), ("stage", "count"))
 
 
-def sheet(sheet_path, bugs_csv, commits_csv, out_merge, out_funnel):
-    """Both, as the CLI's ``sheet`` command does."""
-    summary = merge_sheet(sheet_path, bugs_csv, commits_csv, out_merge)
-    funnel(sheet_path, out_funnel)
-    return summary
-
-
-def prepare_data(config, challenge, out_npz, out_meta):
+def prepare_data(data_cfg, challenge, out_npz, out_meta):
+    """A challenge's official files (``data_cfg``: the config's ``data``) to a canonical .npz."""
     from .datasets import prepare
-    return prepare(challenge, out_npz, out_meta, config["data"]["cifar10"], config["data"]["mnist"])
+    return prepare(challenge, out_npz, out_meta, data_cfg["cifar10"], data_cfg["mnist"])
 
 
-def seeds(config, bug, out):
+def seeds(study_seed, policy, bug, out):
     from .experiment import write_seeds
-    write_seeds(out, config["train"]["study_seed"], bug, config["train"]["seed_policy"])
+    write_seeds(out, study_seed, bug, policy)
 
 
-def docker_build(config, spec, out, log_path):
+def toolchain(docker_cfg, out, log_path):
+    """The toolchain image, built once per recipe by its own job; its record is the output."""
+    from .artifacts.docker import build_toolchain
+    with open(log_path, "a") as handle:
+        record = build_toolchain(docker_cfg, handle)
+    write_json(out, record)
+    log.info("toolchain %s: %s, python %s", record["tag"], record["image_id"][:19],
+             record["python"]["version"])
+    return record
+
+
+def docker_build(docker_cfg, spec, toolchain_json, out, log_path):
     """Step 4: build the wheel at a commit in the toolchain image; a failure is a result."""
     from .artifacts.docker import build_wheel
-    docker_cfg = dict(config["artifacts"]["docker"])
     if not docker_cfg["clone"]:
         raise ValueError("artifacts.docker.clone: a local clone of the framework is needed")
-    manifest = build_wheel(spec["commit"], docker_cfg, Path(out).parent, log_path)
+    manifest = build_wheel(spec["commit"], docker_cfg, read_json(toolchain_json), Path(out).parent,
+                           log_path)
     write_json(out, manifest)
     log.info("build of %s: %s", spec["commit"][:12], manifest["status"])
     return manifest
@@ -126,20 +131,31 @@ def build_summary(statuses, out):
                           "log_tail"))
 
 
-def artifact(config, spec, out):
-    """A manifest for a non-docker artifact (the docker builds have their own step).
+def artifact_sources(config):
+    """Where the artifact step gets wheels and fixes from: how it fetches, never what (the artifact
+    is named by its id), so the rule gives these as an untracked param."""
+    return {"wheel_cache": config["artifacts"]["wheel_cache"],
+            "pip_index_url": config["artifacts"]["pip_index_url"],
+            "fix_clone": config["artifacts"]["onefix"]["clone"] or config["resolve"].get("clone", ""),
+            "fix_api": config["artifacts"]["onefix"]["api"], "api_url": config["mine"]["api_url"],
+            "repo": config["repo"]}
+
+
+def artifact(sources, spec, out, toolchain_json=None):
+    """A manifest for a non-docker artifact (the docker builds have their own step); ``sources``
+    is ``artifact_sources``, ``toolchain_json`` the docker runtime's toolchain record.
 
     An artifact that cannot be made (a release that does not exist for the runtime's Python, a fix
     that cannot be isolated on a release) is a result: status failed, its class and the reason. The
     bug becomes incomplete and the rest of the study goes on."""
-    from .artifacts import sources
+    from .artifacts.sources import write_manifest
     from .artifacts.onefix import Refused
     started = time.time()
     try:
         if spec["source"] == "onefix":
-            manifest = _onefix_artifact(config, spec, Path(out).parent)
+            manifest = _onefix_artifact(sources, spec, Path(out).parent)
         else:
-            manifest = _release_artifact(config, spec)
+            manifest = _release_artifact(sources, spec, toolchain_json)
     except InputError:
         raise
     except Refused as exc:
@@ -152,45 +168,44 @@ def artifact(config, spec, out):
         log.error("artifact %s failed (%s): %s", spec["source"], manifest["failure_class"],
                   manifest["error"])
     manifest["build_seconds"] = round(time.time() - started, 3)
-    sources.write_manifest(out, manifest)
+    write_manifest(out, manifest)
     return manifest
 
 
-def _target_interpreter(config, spec):
+def _target_interpreter(spec, toolchain_json):
     """The interpreter a release wheel must fit: the venv's (probed when the plan was made), or
-    the docker runtime image's."""
+    the docker runtime image's (probed by the toolchain job)."""
     if spec.get("python"):
         return spec["python"]
-    from .artifacts.docker import image_interpreter
-    return image_interpreter(config["artifacts"]["docker"])
+    if not toolchain_json:
+        raise ValueError("a docker runtime's wheel needs the toolchain's record")
+    return read_json(toolchain_json)["python"]
 
 
-def _release_artifact(config, spec):
-    from .artifacts import sources
+def _release_artifact(sources, spec, toolchain_json=None):
+    from .artifacts import sources as wheels
     started = time.time()
     if spec["source"] == "installed":
-        return sources.installed_manifest()
+        return wheels.installed_manifest()
     if spec["source"] == "pypi":
-        python = _target_interpreter(config, spec)
-        wheel = sources.pypi_wheel(spec["version"], config["artifacts"]["wheel_cache"], python,
-                                   config["artifacts"]["pip_index_url"])
-        manifest = sources.wheel_manifest("pypi", wheel, started)
+        python = _target_interpreter(spec, toolchain_json)
+        wheel = wheels.pypi_wheel(spec["version"], sources["wheel_cache"], python,
+                                  sources["pip_index_url"])
+        manifest = wheels.wheel_manifest("pypi", wheel, started)
         manifest.update(version_requested=spec["version"], python=python)
         return manifest
     if spec["source"] == "wheel":
-        wheel = sources.user_wheel(spec["wheel"], spec.get("sha256", ""),
-                                   config["artifacts"]["wheel_cache"])
-        return sources.wheel_manifest("wheel", wheel, started)
+        wheel = wheels.user_wheel(spec["wheel"], spec.get("sha256", ""), sources["wheel_cache"])
+        return wheels.wheel_manifest("wheel", wheel, started)
     raise ValueError(f"artifact source {spec['source']!r} is built by the docker step")
 
 
-def fix_diff(config, spec):
+def fix_diff(sources, spec):
     """The fix's own diff and where it came from: a patch file, the clone, or the GitHub API."""
     if spec.get("patch"):
         return Path(spec["patch"]).read_text(encoding="utf-8"), f"file {spec['patch']}"
     buggy, corrected = spec.get("buggy_sha"), spec.get("corrected_sha")
-    cfg = config["artifacts"]["onefix"]
-    clone = cfg["clone"] or config["resolve"].get("clone", "")
+    clone = sources["fix_clone"]
     if clone:
         import subprocess
         out = subprocess.run(["git", "-C", clone, "diff", "--full-index", buggy, corrected],
@@ -199,23 +214,23 @@ def fix_diff(config, spec):
             raise RuntimeError(f"git diff {buggy[:12]} {corrected[:12]} in {clone} failed: "
                                f"{out.stderr.strip()[-400:]}")
         return out.stdout, f"clone {clone}: git diff {buggy} {corrected}"
-    if cfg["api"]:
+    if sources["fix_api"]:
         from .mine.github import GitHubClient
-        client = GitHubClient(base_url=config["mine"]["api_url"])
-        return (client.compare_diff(config["repo"], buggy, corrected),
+        client = GitHubClient(base_url=sources["api_url"])
+        return (client.compare_diff(sources["repo"], buggy, corrected),
                 f"GitHub API: compare {buggy}...{corrected}")
     from .artifacts.onefix import Refused
     raise Refused("no source for the fix's diff: give a patch file, set artifacts.onefix.clone "
                   "(or resolve.clone), or set artifacts.onefix.api")
 
 
-def _onefix_artifact(config, spec, folder):
+def _onefix_artifact(sources, spec, folder):
     """A release wheel plus this arm's overlay of the fix's Python files."""
     import hashlib
     from .artifacts import onefix
     release = dict(spec["release"], python=spec.get("python"))
-    base = _release_artifact(config, release)
-    diff_text, origin = fix_diff(config, spec)
+    base = _release_artifact(sources, release)
+    diff_text, origin = fix_diff(sources, spec)
     patch_text, kinds = onefix.isolate(diff_text)
     fix_in_release, direction, overlay = onefix.make_overlay(
         base["wheel"], patch_text, kinds["python"], spec["arm"], folder)
@@ -228,8 +243,11 @@ def _onefix_artifact(config, spec, folder):
             "overlay_dir": str((folder / "overlay").resolve()), "overlay": overlay}
 
 
-def runtime(config, kind, artifact_manifest, out, interpreter=None):
-    """The runtime that trains on one artifact; one that cannot be made is a recorded failure."""
+def runtime(kind, artifact_manifest, out, interpreter=None, requirements=(), gpus="",
+            toolchain_json=None):
+    """The runtime that trains on one artifact; one that cannot be made is a recorded failure.
+    ``requirements``: extra packages; ``gpus``: docker's --gpus; ``toolchain_json``: the docker
+    runtime's toolchain record."""
     from .artifacts import runtimes
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
@@ -243,10 +261,11 @@ def runtime(config, kind, artifact_manifest, out, interpreter=None):
                 result = runtimes.prepare_local(manifest)
             elif kind == "venv":
                 result = runtimes.prepare_venv(manifest, folder, interpreter["executable"],
-                                               config["runtime"]["requirements"])
+                                               requirements)
             else:
                 from .artifacts import docker
-                result = docker.prepare_runtime(manifest, config, folder)
+                result = docker.prepare_runtime(manifest, read_json(toolchain_json), requirements,
+                                                gpus, folder)
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - recorded: the bug becomes incomplete, not the study
@@ -257,25 +276,25 @@ def runtime(config, kind, artifact_manifest, out, interpreter=None):
     return result
 
 
-def train_run(train_cfg, bug, arm, arm_spec, run_index, key, artifact_id, seeds_json, data_npz,
-              data_meta, runtime_json, out, log_path, early_json=None, retries=0, gpus=0,
-              stage_json=None):
+def train_run(train_cfg, bug, arm, arm_spec, run_index, key, seeds_json, data_npz, data_meta,
+              runtime_json, out, log_path, early_json=None, stage_json=None):
+    """Step 5: one run. ``train_cfg`` (the config's ``train``) gives the experiment, which is also
+    in ``key``, and how runs are attempted: retries, timeout, GPUs, the fork server."""
     from .train import build_spec, load_decision, train_one
     spec = build_spec(train_cfg, bug, arm, arm_spec, int(run_index), read_json(seeds_json),
-                      data_npz, read_json(data_meta), key, artifact_id)
-    return train_one(spec, out, log_path, read_json(runtime_json), retries=retries,
-                     threads=train_cfg["threads"], gpus=gpus, early=load_decision(early_json),
-                     stage=load_decision(stage_json),
+                      data_npz, read_json(data_meta), key, arm_spec["artifact"])
+    return train_one(spec, out, log_path, read_json(runtime_json), retries=train_cfg["retries"],
+                     threads=train_cfg["threads"], gpus=train_cfg["gpus"],
+                     early=load_decision(early_json), stage=load_decision(stage_json),
                      timeout=train_cfg["timeout_s"], fork_server=train_cfg["fork_server"])
 
 
-def early(config, bug, records, out, repeats=()):
+def early(runs, bug, records, out, repeats=()):
     """The early decision. Rewriting it never retrains a finished run (the train rule takes it as
     ancient); if it no longer says not triggered, the runs it skipped are removed to be trained."""
     from .records import read_record
     from .stats.analysis import early_decision
-    decision = early_decision([read_record(p) for p in records],
-                              config["train"]["early_decision"]["runs"],
+    decision = early_decision([read_record(p) for p in records], runs,
                               [read_record(p) for p in repeats] if repeats else None)
     decision["bug"] = bug
     before = read_json(out) if Path(out).exists() else {}
@@ -301,11 +320,17 @@ def sequential_options(sequential, runs, stats_cfg):
             "futility_power": sequential["futility_power"]}
 
 
-def bug_stats(config, bug, records, out_csv, out_json, tags=""):
+def bug_stats(stats_cfg, design, bug, records, out_csv, out_json, tags=""):
+    """One bug's statistics; ``design``: the config's train ``runs``, ``seed_policy`` and
+    ``sequential`` (``study_design``)."""
     from .stats.tables import bug_stats as compute
-    t = config["train"]
-    return compute(bug, records, config["stats"], t["runs"], t["seed_policy"], out_csv, out_json,
-                   tags, sequential_options(t["sequential"], t["runs"], config["stats"]))
+    return compute(bug, records, stats_cfg, design["runs"], design["seed_policy"], out_csv, out_json,
+                   tags, sequential_options(design["sequential"], design["runs"], stats_cfg))
+
+
+def study_design(train_cfg):
+    """What the statistics need to know of how runs were made."""
+    return {k: train_cfg[k] for k in ("runs", "seed_policy", "sequential")}
 
 
 def stage(stats_cfg, sequential, runs, bug, pairs, records, previous, out):
@@ -335,11 +360,12 @@ def stage(stats_cfg, sequential, runs, bug, pairs, records, previous, out):
     return decision
 
 
-def study_stats(config, bugs, bug_jsons, funnel_csv, out_pvalues, out_verdicts, out_summary):
+def study_stats(study, stats_cfg, bugs, bug_jsons, funnel_csv, out_pvalues, out_verdicts,
+                out_summary):
     from .stats.tables import study_tables
     funnel_rows = read_csv(funnel_csv)[1] if funnel_csv and Path(funnel_csv).exists() else []
-    return study_tables(bug_jsons, bugs, config["study"], config["stats"], funnel_rows,
-                        out_pvalues, out_verdicts, out_summary)
+    return study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, out_verdicts,
+                        out_summary)
 
 
 def bug_figure(bug_json, out):
@@ -355,15 +381,19 @@ def std_figure(bug_jsons, out):
     draw(std_values(bug_jsons), out)
 
 
-def report(config, verdicts, pvalues, summary, figures, std_png, builds, out):
-    from .stats.report import render
+def study_setup(config):
+    """The report's one-line description of the study's setup."""
     t = config["train"]
-    text = (f"{t['model']} on {t['challenge']}, {t['epochs']} epochs, {t['runs']} runs per arm, "
+    return (f"{t['model']} on {t['challenge']}, {t['epochs']} epochs, {t['runs']} runs per arm, "
             f"seed policy {t['seed_policy']}, {t['threads']} thread(s), device {t['device']}; "
             f"alpha {config['stats']['alpha']}, {config['stats']['correction']} correction over "
             f"the tested bugs x metrics.")
-    render(config["study"], text, verdicts, pvalues, summary, builds,
-           {Path(f).stem: f for f in figures}, std_png, out)
+
+
+def report(study, setup, verdicts, pvalues, summary, figures, std_png, builds, out):
+    from .stats.report import render
+    render(study, setup, verdicts, pvalues, summary, builds, {Path(f).stem: f for f in figures},
+           std_png, out)
 
 
 def preflight(config, out=None, nvidia_smi=None, builds_only=False):
@@ -415,7 +445,3 @@ def run_script(snakemake, func, **kwargs):
         log.exception("step failed")
         raise
 
-
-def dump(obj):
-    json.dump(obj, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")

@@ -105,8 +105,11 @@ def _build_args(base_image):
     return args
 
 
-def toolchain_image(docker_cfg, log):
-    """Build the toolchain image once per recipe; returns (tag, image id)."""
+def build_toolchain(docker_cfg, log):
+    """Build the toolchain image of this recipe unless it exists (the toolchain rule's job, so that
+    parallel builds never race to make it); returns its record: tag, image id, recipe hash and the
+    interpreter inside, that release wheels for a docker runtime must fit."""
+    from .interpreters import probe
     parts, digest = recipe(docker_cfg)
     tag = f"bugimpact-toolchain:{docker_cfg['toolchain']}-{digest}"
     if docker("image", "inspect", tag, check=False).returncode != 0:
@@ -117,9 +120,21 @@ def toolchain_image(docker_cfg, log):
             out = subprocess.run(["docker", "build", "-t", tag, *_build_args(parts["base_image"]),
                                   tmp], stdout=log, stderr=subprocess.STDOUT)
             if out.returncode != 0:
-                raise BuildFailed("configure", f"toolchain image {tag} did not build")
-    image_id = docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip()
-    return tag, image_id
+                raise RuntimeError(f"toolchain image {tag} did not build; see the log")
+    return {"tag": tag, "image_id": docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip(),
+            "toolchain": docker_cfg["toolchain"], "recipe_sha": digest,
+            "python": probe("python", prefix=("docker", "run", "--rm", "--network", "none", tag))}
+
+
+def toolchain_present(toolchain):
+    """The image a toolchain record names, checked before use: removed by hand (or by ``bugimpact
+    gc``), its record must go too so that the toolchain rule builds it again."""
+    found = docker("image", "inspect", "--format", "{{.Id}}", toolchain["tag"], check=False)
+    if found.returncode != 0 or found.stdout.strip() != toolchain["image_id"]:
+        raise BuildFailed("configure", f"toolchain image {toolchain['tag']} ({toolchain['image_id'][:19]}) "
+                          "is gone or was rebuilt: delete its record under results/toolchains/ and "
+                          "rerun, which builds it again")
+    return toolchain["tag"], toolchain["image_id"]
 
 
 def rewrite_args(docker_cfg):
@@ -149,8 +164,8 @@ def _tail(path, lines=40):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def build_wheel(commit, docker_cfg, out_dir, log_path):
-    """Build the wheel of ``commit``; returns the manifest (``status`` ok or failed, never raises
+def build_wheel(commit, docker_cfg, toolchain, out_dir, log_path):
+    """Build the wheel of ``commit`` in the toolchain image (``build_toolchain``'s record); returns the manifest (``status`` ok or failed, never raises
     for a failed build: the failure is a result)."""
     out_dir = Path(out_dir)
     started = time.time()
@@ -162,7 +177,7 @@ def build_wheel(commit, docker_cfg, out_dir, log_path):
     work = Path(tempfile.mkdtemp(prefix=f"bugimpact-build-{commit[:12]}-"))
     try:
         with open(log_path, "a") as log:
-            tag, image_id = toolchain_image(docker_cfg, log)
+            tag, image_id = toolchain_present(toolchain)
             manifest.update(toolchain_image=tag, toolchain_image_id=image_id)
             src = work / "src"
             _git(["clone", "--quiet", "--shared", "--no-checkout", str(docker_cfg["clone"]), str(src)],
@@ -245,17 +260,16 @@ RUN /opt/py/bin/pip install --no-cache-dir {packages} && rm -rf /tmp/wheels
 """
 
 
-def prepare_runtime(artifact, config, folder):
+def prepare_runtime(artifact, toolchain, requirements, gpus, folder):
     """A runtime image per artifact: the toolchain image plus its wheel, numpy and the configured
     extra requirements. The artifact's own toolchain keeps build and runtime ABI-compatible."""
-    docker_cfg = config["artifacts"]["docker"]
-    requirements = list(config["runtime"].get("requirements", []))
-    key = hashlib.sha256(json.dumps([artifact.get("wheel_sha256"), requirements, recipe(docker_cfg)[1]])
+    requirements = list(requirements)
+    key = hashlib.sha256(json.dumps([artifact.get("wheel_sha256"), requirements, toolchain["recipe_sha"]])
                          .encode()).hexdigest()[:12]
     tag = f"bugimpact-runtime:{key}"
     Path(folder).mkdir(parents=True, exist_ok=True)
     with open(Path(folder) / "build.log", "a") as log:
-        base, _ = toolchain_image(docker_cfg, log)
+        base, _ = toolchain_present(toolchain)
         if docker("image", "inspect", tag, check=False).returncode != 0:
             with tempfile.TemporaryDirectory() as tmp:
                 wheels = Path(tmp) / "wheels"
@@ -276,16 +290,8 @@ def prepare_runtime(artifact, config, folder):
     probe = docker("run", "--rm", "--network", "none", tag, "python", "-c", PROBE).stdout
     return {"kind": "docker", "image": tag, "python": "python",
             "image_id": docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip(),
-            "gpus": config["runtime"].get("gpus", ""),
+            "gpus": gpus,
             "probe": json.loads(probe.strip().splitlines()[-1])}
-
-
-def image_interpreter(docker_cfg):
-    """The interpreter of the runtime image (the toolchain's), that a release wheel must fit."""
-    from .interpreters import probe
-    with open(os.devnull, "w") as log:
-        tag, _ = toolchain_image(docker_cfg, log)
-    return probe("python", prefix=("docker", "run", "--rm", "--network", "none", tag))
 
 
 def container_name(out):

@@ -74,15 +74,51 @@ def write_runtime(path, runtime):
     write_json(path, runtime)
 
 
-class GpuLock:
-    """Snakemake does not hand local jobs a GPU id: each job claims a free device by a lock file."""
+def gpu_pool(env, configured=0, nvidia_smi=("nvidia-smi", "-L")):
+    """The GPUs a cuda run may use, and who chooses among them.
 
-    def __init__(self, count, folder="/tmp"):
-        self.count, self.folder, self.handle, self.device = count, folder, None, None
+    ``("assigned", [ids])``: an executor gave this job its GPUs (SLURM sets CUDA_VISIBLE_DEVICES
+    for a job that asked for them); the run uses them as given, no lock. ``("lock", [ids])``:
+    nothing assigns GPUs (a local Snakemake run): the GPUs the user left visible
+    (CUDA_VISIBLE_DEVICES), else ``train.gpus`` of them, else every GPU ``nvidia-smi -L`` lists;
+    each run claims one free GPU by a lock file."""
+    visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if env.get("SLURM_JOB_ID"):
+        if not visible:
+            raise RuntimeError("train.device is cuda, but SLURM gave this job no GPU "
+                               "(CUDA_VISIBLE_DEVICES is unset): the train rules ask for gpu=1; "
+                               "check that the partition has GPUs (gres) and the profile's partition")
+        return "assigned", visible
+    if visible:
+        return "lock", visible
+    if configured:
+        return "lock", [str(i) for i in range(configured)]
+    try:
+        listed = subprocess.run(list(nvidia_smi), capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        listed = ""
+    found = [str(i) for i, line in enumerate(l for l in listed.splitlines() if l.startswith("GPU "))]
+    if not found:
+        raise RuntimeError("train.device is cuda, but no GPU was found (nvidia-smi -L lists none): "
+                           "set train.gpus, or train.device: cpu")
+    return "lock", found
+
+
+class GpuLock:
+    """A GPU for one run: the executor's assignment as given, or a free one of the local pool
+    claimed by a lock file (Snakemake does not hand local jobs a GPU id). ``device`` is what the
+    run's CUDA_VISIBLE_DEVICES becomes (None: leave it as it is); ``how`` says which applied."""
+
+    def __init__(self, pool, folder="/tmp"):
+        self.mode, self.devices = pool if pool else (None, [])
+        self.folder, self.handle = folder, None
+        # An assignment is passed on explicitly: a forked run inherits the server's environment.
+        self.device = ",".join(self.devices) if self.mode == "assigned" else None
+        self.how = "no GPU" if not pool else f"GPU(s) {self.device} assigned by SLURM"
 
     def __enter__(self):
-        while self.count:
-            for device in range(self.count):
+        while self.mode == "lock":
+            for device in self.devices:
                 handle = open(os.path.join(self.folder, f"bugimpact-gpu-{device}.lock"), "w")
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -90,6 +126,7 @@ class GpuLock:
                     handle.close()
                     continue
                 self.handle, self.device = handle, device
+                self.how = f"GPU {device} of {','.join(self.devices)}, claimed by a local lock"
                 return self
             time.sleep(1.0)
         return self
@@ -130,9 +167,14 @@ def launch(runtime, spec, out, log_handle, threads=1, gpus=0, timeout=None, fork
     is one of the bugs this tool studies: it must not block the study. Progress goes to the log.
 
     ``fork_server`` (local and venv runtimes): the run is a child forked from a server that has
-    imported torch once (``harness/server.py``) instead of a new process."""
-    with GpuLock(gpus if spec.get("device") == "cuda" else 0) as lock:
-        if fork_server and runtime["kind"] in ("local", "venv"):
+    imported torch once (``harness/server.py``) instead of a new process. Not in a SLURM job: there
+    a job is one run, perhaps confined to its own GPU, and a server shared with other jobs could
+    outlive its job or see another job's GPU."""
+    pool = gpu_pool(os.environ, gpus) if spec.get("device") == "cuda" else None
+    with GpuLock(pool) as lock:
+        log_handle.write(f"device {spec.get('device', 'cpu')}: {lock.how}\n")
+        log_handle.flush()
+        if fork_server and runtime["kind"] in ("local", "venv") and not os.environ.get("SLURM_JOB_ID"):
             from .fork_client import run_forked
             return run_forked(runtime, spec, out, log_handle, harness_env(threads), lock.device,
                               timeout)

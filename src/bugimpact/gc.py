@@ -1,0 +1,132 @@
+"""``bugimpact gc``: what no current config or record refers to, and removing it.
+
+Kept: every artifact (build manifest and wheel) that a current config's plan or any run record
+names (a record's artifact is its provenance); the runtimes (venvs, runtime images) and toolchain
+images the current configs would use; the cached wheels the kept artifacts point at. The rest is a
+cache that the workflow rebuilds when a config needs it again.
+"""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from .io import read_json
+
+IMAGE_REPOS = ("bugimpact-runtime", "bugimpact-toolchain")
+
+
+def referenced(configs, results="results"):
+    """What the configs' plans and the records under ``results`` use."""
+    from .config import SHEET_SCHEMA
+    from .plan import Plan
+    keep = {"artifacts": set(), "runtimes": set(), "toolchains": set(), "wheel_caches": set(),
+            "wheel_dirs": set()}
+    for config in configs:
+        plan = Plan(config, SHEET_SCHEMA)
+        keep["artifacts"] |= set(plan.artifacts)
+        keep["runtimes"] |= {f"{plan.runtime_id}/{a}" for a in plan.artifacts}
+        if plan.toolchain:
+            keep["toolchains"].add(plan.toolchain)
+        cache = config["artifacts"]["wheel_cache"]
+        keep["wheel_caches"].add(cache)
+        keep["wheel_dirs"] |= {str(d) for d in release_wheel_dirs(plan.artifacts.values(), cache)}
+    for folder in ("runs", "repeats"):
+        for path in Path(results, folder).rglob("*.json"):
+            try:
+                keep["artifacts"].add(read_json(path)["spec"]["artifact"])
+            except (KeyError, TypeError, ValueError, OSError):
+                continue  # a broken record keeps nothing alive (`bugimpact verify` lists it)
+    return keep
+
+
+def release_wheel_dirs(specs, cache):
+    """The cache folders of the release wheels that these artifacts need (made or not yet): a
+    download of 400-750 MB each is kept while a current config wants it."""
+    from .artifacts.interpreters import wheel_tags
+    for spec in specs:
+        release = spec.get("release", spec) if spec["source"] == "onefix" else spec
+        if release.get("source") == "pypi":
+            folder = Path(cache) / "pypi" / f"torch-{release['version']}"
+            # a docker runtime's interpreter is only known inside its image: any tag of the version
+            yield folder / wheel_tags(spec["python"])["key"] if spec.get("python") else folder
+
+
+def _size(path):
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _images():
+    """The project's docker images: (repo:tag, size in bytes); none when Docker is not running."""
+    if not shutil.which("docker"):
+        return []
+    out = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}\t{{.ID}}"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return []
+    images = []
+    for line in out.stdout.splitlines():
+        name, _ = line.split("\t")
+        if name.split(":")[0] in IMAGE_REPOS:
+            size = subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", name],
+                                  capture_output=True, text=True).stdout.strip()
+            images.append((name, int(size or 0)))
+    return images
+
+
+def garbage(configs, results="results"):
+    """Everything to remove: a list of (kind, what, bytes), paths as strings."""
+    keep = referenced(configs, results)
+    res = Path(results)
+    found = []
+    kept_manifests = []
+    for folder in sorted((res / "artifacts").glob("*/")):
+        if folder.name in keep["artifacts"]:
+            kept_manifests.append(folder / "manifest.json")
+        else:
+            found.append(("artifact", folder))
+    kept_runtimes = []
+    for folder in sorted((res / "runtimes").glob("*/*/")):
+        if f"{folder.parent.name}/{folder.name}" in keep["runtimes"]:
+            kept_runtimes.append(folder / "runtime.json")
+        else:
+            found.append(("runtime", folder))
+    for record in sorted((res / "toolchains").glob("*.json")):
+        if record.stem not in keep["toolchains"]:
+            found.append(("toolchain record", record))
+    wheels = {str(Path(read_json(m).get("wheel") or "").resolve()) for m in kept_manifests
+              if m.exists()}
+    for cache in sorted(keep["wheel_caches"]):
+        for wheel in sorted(Path(cache).glob("**/*.whl")):
+            if str(wheel.resolve()) not in wheels and not any(
+                    str(wheel).startswith(d + os.sep) for d in keep["wheel_dirs"]):
+                found.append(("cached wheel", wheel))
+    out = [(kind, str(path), _size(path)) for kind, path in found]
+    images_in_use = {read_json(p).get("image") for p in kept_runtimes if p.exists()}
+    images_in_use |= {read_json(p)["tag"] for p in (res / "toolchains").glob("*.json")
+                      if p.stem in keep["toolchains"]}
+    out += [("docker image", name, size) for name, size in _images() if name not in images_in_use]
+    return out
+
+
+def remove(items):
+    """Remove what ``garbage`` found; returns the lines that could not be removed."""
+    problems = []
+    for kind, what, _ in items:
+        if kind == "docker image":
+            done = subprocess.run(["docker", "rmi", what], capture_output=True, text=True)
+            if done.returncode != 0:
+                problems.append(f"{what}: {done.stderr.strip()[-300:]}")
+        elif os.path.isdir(what):
+            shutil.rmtree(what)
+        else:
+            os.unlink(what)
+    return problems
+
+
+def report(items):
+    lines = [f"{kind:16} {size / 1e6:10.1f} MB  {what}" for kind, what, size in items]
+    total = sum(size for _, _, size in items)
+    return lines + [f"{len(items)} item(s), {total / 1e9:.2f} GB"]
+

@@ -1,0 +1,65 @@
+"""``bugimpact gc``: only what no current config or run record refers to is listed, and removed."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import yaml
+
+from conftest import ROOT, config_with
+from bugimpact.config import SHEET_SCHEMA
+from bugimpact.plan import Plan
+
+
+def put(path, content=""):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return path
+
+
+def test_gc_lists_then_removes_only_what_nothing_refers_to(tmp_path):
+    config = config_with(sheet=str(tmp_path / "none.csv"),
+                         **{"artifacts.wheel_cache": "cache"})
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
+    res = tmp_path / "results"
+    runtime_id = Plan(config, SHEET_SCHEMA).runtime_id
+    old_wheel = put(tmp_path / "cache" / "pypi" / "torch-1.4.0" / "cp37" / "torch-1.4.0.whl", "w")
+    kept = [
+        put(res / "artifacts" / "installed" / "manifest.json", {"source": "installed"}),
+        put(res / "runtimes" / runtime_id / "installed" / "runtime.json", {"kind": "local"}),
+        # an artifact that only a record names: its manifest and its wheel are the run's provenance
+        put(res / "artifacts" / "pypi-1.4.0-cp37" / "manifest.json", {"wheel": str(old_wheel)}),
+        put(res / "runs" / "b" / "k" / "buggy" / "0.json", {"spec": {"artifact": "pypi-1.4.0-cp37"}}),
+        old_wheel,
+    ]
+    garbage = {
+        "artifact": res / "artifacts" / "docker-0123456789ab-abc",
+        "runtime": res / "runtimes" / "venv-py3.7-00000000" / "pypi-1.4.0-cp37",
+        "toolchain record": res / "toolchains" / "cpu-0000000000.json",
+        "cached wheel": tmp_path / "cache" / "pypi" / "torch-1.5.0" / "cp37" / "torch-1.5.0.whl",
+    }
+    put(garbage["artifact"] / "manifest.json", {"source": "docker"})
+    put(garbage["artifact"] / "torch-1.0-cp37.whl", "x" * 5000)
+    put(garbage["runtime"] / "venv" / "bin" / "python", "")
+    put(garbage["toolchain record"], {"tag": "bugimpact-toolchain:cpu-0000000000"})
+    put(garbage["cached wheel"], "w")
+
+    def gc(*args):
+        # no docker on PATH: images are tested with a real engine in test_docker.py
+        env = dict(os.environ, PATH="/usr/bin/none", PYTHONPATH=str(ROOT / "src"))
+        return subprocess.run([sys.executable, "-m", "bugimpact.cli", "gc", "--keep", "study.yaml",
+                               *args], cwd=tmp_path, capture_output=True, text=True, env=env)
+
+    dry = gc()
+    assert dry.returncode == 0, dry.stderr
+    listed = dict(re.findall(r"^(.+?)\s+[\d.]+ MB  (.+)$", dry.stdout, re.M))
+    assert listed == {kind: str(path.relative_to(tmp_path)) for kind, path in garbage.items()}
+    assert "4 item(s)" in dry.stdout and "dry run: nothing removed" in dry.stdout
+    assert all(p.exists() for p in garbage.values())
+
+    done = gc("--remove")
+    assert done.returncode == 0 and "removed 4 item(s)" in done.stdout
+    assert not any(p.exists() for p in garbage.values())
+    assert all(p.exists() for p in kept)
+    assert "nothing to remove" in gc().stdout

@@ -1,0 +1,97 @@
+"""A small study through a real one-node SLURM cluster (munge, slurmctld, slurmd on localhost) with
+profiles/slurm and snakemake-executor-plugin-slurm, compared with the same study run locally."""
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from workflow import project_copy, snakemake
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not shutil.which("slurmctld"),
+                                 reason="SLURM is not installed (bin/setup-host --test installs it)")]
+
+STUDY = """
+bugs:
+  controls:
+    aa:
+      label: "A/A negative control"
+      buggy: {source: installed}
+      corrected: {source: installed}
+    fault-momentum:
+      label: "strong positive control"
+      buggy: {source: installed, fault: momentum_ignored}
+      corrected: {source: installed}
+    fault-labelnoise:
+      label: "subtle positive control"
+      buggy: {source: installed, fault: label_noise}
+      corrected: {source: installed}
+train: {epochs: 2, runs: 3, lr: 0.02, momentum: 0.5,
+        early_decision: {enabled: true, runs: 2, repeat: always}}
+"""
+
+# What only the local and the cluster job can differ in: how long a run took and where its
+# project folder was.
+VOLATILE = ("wall_s", "build_seconds")
+# The rest holds no timing: equal byte for byte. (builds/summary.csv and report.html show the
+# artifacts' seconds; the report's tables are these files.)
+BYTE_FOR_BYTE = ("mined", "resolved", "filter", "data", "seeds", "early", "stats", "figures")
+
+
+def comparable(path, folder):
+    """A JSON file with its timings dropped and its project folder written as <project>."""
+    def strip(node):
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k not in VOLATILE}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node.replace(str(folder), "<project>") if isinstance(node, str) else node
+    return strip(json.loads(path.read_text()))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    out = subprocess.run([str(ROOT / "bin" / "start-slurm")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return subprocess.run(["sinfo", "-h", "-o", "%P %T"], capture_output=True, text=True).stdout
+
+
+def test_a_study_through_slurm_equals_the_local_run(cluster, tmp_path):
+    assert "cpu* idle" in cluster and "gpu idle" in cluster
+    runs = {}
+    for where in ("slurm", "local"):
+        work = project_copy(tmp_path / where)
+        (work / "small.yaml").write_text(STUDY)
+        args = ["--configfile", "config.yaml", "small.yaml"]
+        if where == "slurm":
+            # The profile as shipped; only the polling is made fast, and this cluster has no accounts
+            # and no accounting database (job states come from squeue).
+            args += ["--profile", "profiles/slurm", "--slurm-no-account", "--slurm-status-command",
+                     "squeue", "--seconds-between-status-checks", "2",
+                     "--slurm-init-seconds-before-status-checks", "1"]
+        runs[where] = (work, snakemake(work, *args))
+    slurm, local = runs["slurm"][0], runs["local"][0]
+    submitted = [line for line in runs["slurm"][1].stderr.splitlines()
+                 if "has been submitted with SLURM jobid" in line]
+    assert len(submitted) >= 30  # every job but `all` went through sbatch
+    assert sum("/rule_train/" in line for line in submitted) == 18  # 3 bugs x 2 arms x 3 runs
+    assert sum("/rule_train_repeat/" in line for line in submitted) == 3
+
+    files = sorted(p.relative_to(local) for p in (local / "results").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(slurm) for p in (slurm / "results").rglob("*") if p.is_file())
+    # Data, seeds, decisions, statistics and figures: byte for byte.
+    same = [rel for rel in files if rel.parts[1] in BYTE_FOR_BYTE]
+    assert len(same) >= 25
+    for rel in same:
+        assert (local / rel).read_bytes() == (slurm / rel).read_bytes(), rel
+    # Run records, repeats, manifests, build statuses: equal apart from timings and the folder.
+    records = [rel for rel in files if rel.suffix in (".json", ".status") and rel not in same]
+    assert sum(rel.parts[1] == "runs" for rel in records) == 18
+    for rel in records:
+        assert comparable(local / rel, local) == comparable(slurm / rel, slurm), rel
+    print(f"{len(submitted)} jobs through sbatch; {len(same)} files equal byte for byte; "
+          f"{len(records)} records and manifests equal apart from timings and the folder")
+    verdicts = (slurm / "results" / "stats" / "verdicts.csv").read_text()
+    assert "fault-momentum" in verdicts and "not triggered" in verdicts
