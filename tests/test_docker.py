@@ -178,6 +178,8 @@ def test_a_toolchain_image_that_is_gone_says_what_to_do(setup):
     assert toolchain_present(setup["toolchain"])[1] == setup["toolchain"]["image_id"]
     with pytest.raises(BuildFailed, match="delete its record under results/toolchains/"):
         toolchain_present(dict(setup["toolchain"], image_id="sha256:" + "0" * 64))
+    with pytest.raises(BuildFailed, match="was built on node-7, and this job runs on"):
+        toolchain_present(dict(setup["toolchain"], host="node-7"))
 
 
 def test_a_release_wheel_is_chosen_for_the_runtime_image_python(setup, tmp_path):

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -122,13 +123,18 @@ def build_toolchain(docker_cfg, log):
             if out.returncode != 0:
                 raise RuntimeError(f"toolchain image {tag} did not build; see the log")
     return {"tag": tag, "image_id": docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip(),
-            "toolchain": docker_cfg["toolchain"], "recipe_sha": digest,
+            "host": socket.gethostname(), "toolchain": docker_cfg["toolchain"], "recipe_sha": digest,
             "python": probe("python", prefix=("docker", "run", "--rm", "--network", "none", tag))}
 
 
 def toolchain_present(toolchain):
     """The image a toolchain record names, checked before use: removed by hand (or by ``bugimpact
     gc``), its record must go too so that the toolchain rule builds it again."""
+    here = socket.gethostname()
+    if toolchain.get("host", here) != here:  # on a cluster, images live in each node's Docker
+        raise BuildFailed("configure", f"toolchain image {toolchain['tag']} was built on "
+                          f"{toolchain['host']}, and this job runs on {here}: run the toolchain, "
+                          "docker_build and runtime jobs on one node (README: Running on a cluster)")
     found = docker("image", "inspect", "--format", "{{.Id}}", toolchain["tag"], check=False)
     if found.returncode != 0 or found.stdout.strip() != toolchain["image_id"]:
         raise BuildFailed("configure", f"toolchain image {toolchain['tag']} ({toolchain['image_id'][:19]}) "
