@@ -54,8 +54,7 @@ rule stage_decision:
         "results/stages/{bug}/{key}/{pairs}.json",
     params:
         stats=config["stats"],
-        sequential=config["train"]["sequential"],
-        runs=config["train"]["runs"],
+        design=study_design(config["train"]),
     log:
         "logs/stages/{bug}/{key}/{pairs}.log",
     script:

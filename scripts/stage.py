@@ -2,7 +2,6 @@
 from bugimpact import steps
 
 steps.run_script(snakemake, steps.stage, stats_cfg=snakemake.params.stats,
-                 sequential=snakemake.params.sequential, runs=snakemake.params.runs,
-                 bug=snakemake.wildcards.bug, pairs=int(snakemake.wildcards.pairs),
+                 design=snakemake.params.design, bug=snakemake.wildcards.bug, pairs=int(snakemake.wildcards.pairs),
                  records=list(snakemake.input.records), previous=list(snakemake.input.previous),
                  out=snakemake.output[0])

@@ -7,12 +7,10 @@ cache that the workflow rebuilds when a config needs it again.
 """
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
+from .artifacts.docker import RUNTIME_REPO, TOOLCHAIN_REPO, docker
 from .io import read_json
-
-IMAGE_REPOS = ("bugimpact-runtime", "bugimpact-toolchain")
 
 
 def referenced(configs, results="results"):
@@ -61,18 +59,12 @@ def _images():
     """The project's docker images: (repo:tag, size in bytes); none when Docker is not running."""
     if not shutil.which("docker"):
         return []
-    out = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}\t{{.ID}}"],
-                         capture_output=True, text=True)
+    out = docker("images", "--format", "{{.Repository}}:{{.Tag}}", check=False)
     if out.returncode != 0:
         return []
-    images = []
-    for line in out.stdout.splitlines():
-        name, _ = line.split("\t")
-        if name.split(":")[0] in IMAGE_REPOS:
-            size = subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", name],
-                                  capture_output=True, text=True).stdout.strip()
-            images.append((name, int(size or 0)))
-    return images
+    names = [n for n in out.stdout.split() if n.split(":")[0] in (RUNTIME_REPO, TOOLCHAIN_REPO)]
+    return [(n, int(docker("image", "inspect", "--format", "{{.Size}}", n).stdout.strip() or 0))
+            for n in names]
 
 
 def garbage(configs, results="results"):
@@ -115,7 +107,7 @@ def remove(items):
     problems = []
     for kind, what, _ in items:
         if kind == "docker image":
-            done = subprocess.run(["docker", "rmi", what], capture_output=True, text=True)
+            done = docker("rmi", what, check=False)
             if done.returncode != 0:
                 problems.append(f"{what}: {done.stderr.strip()[-300:]}")
         elif os.path.isdir(what):

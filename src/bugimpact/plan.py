@@ -27,12 +27,11 @@ class Plan:
             check_seeds(Path(f"results/seeds/{bug}.json"), bug)
         self.runtime = config["runtime"]["kind"]
         arms = [a for b in self.bugs.values() for a in b["arms"].values()]
-        recipe_sha = ""
+        recipe_sha, self.toolchain = "", None  # the toolchain image, where a step uses docker
         if self.runtime == "docker" or any(a["source"] == "docker" for a in arms):
-            from .artifacts.docker import recipe
+            from .artifacts.docker import recipe, toolchain_name
             recipe_sha = recipe(config["artifacts"]["docker"])[1]
-        self.toolchain = (f"{config['artifacts']['docker']['toolchain']}-{recipe_sha}"
-                          if recipe_sha else None)
+            self.toolchain = toolchain_name(config["artifacts"]["docker"])
         self.interpreter, target = self._interpreter(recipe_sha)
         self.runtime_id = runtime_id(config["runtime"], self.interpreter, recipe_sha)
         self.key = experiment_key(config["train"], self.runtime_id)

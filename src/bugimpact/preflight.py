@@ -169,14 +169,14 @@ def _submodules(config, docker_arms, timeout):
 
 
 def _docker(config):
-    from .artifacts.docker import recipe
+    from .artifacts.docker import TOOLCHAIN_REPO, recipe, toolchain_name
     cfg = config["artifacts"]["docker"]
     if not shutil.which("docker") or subprocess.run(["docker", "info"], capture_output=True,
                                                     timeout=60).returncode:
         return [Check("docker", "FAIL", "no Docker engine answers",
                       "start dockerd (bin/start-docker), or use release wheels (source pypi/onefix)")]
-    parts, digest = recipe(cfg)
-    tag = f"bugimpact-toolchain:{cfg['toolchain']}-{digest}"
+    parts = recipe(cfg)[0]
+    tag = f"{TOOLCHAIN_REPO}:{toolchain_name(cfg)}"
     if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
         return [Check("toolchain image", "pass", f"{tag} exists")]
     base = cfg.get("base_image") or re.search(r"ARG BASE_IMAGE=(\S+)", parts["dockerfile"]).group(1)

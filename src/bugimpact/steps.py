@@ -333,9 +333,9 @@ def study_design(train_cfg):
     return {k: train_cfg[k] for k in ("runs", "seed_policy", "sequential")}
 
 
-def stage(stats_cfg, sequential, runs, bug, pairs, records, previous, out):
-    """One interim look. A stop, once made, is carried forward unchanged; a look that lacks a
-    finished pair says continue (the runs are there to be made)."""
+def stage(stats_cfg, design, bug, pairs, records, previous, out):
+    """One interim look (``design``: ``study_design``). A stop, once made, is carried forward
+    unchanged; a look that lacks a finished pair says continue (the runs are there to be made)."""
     from .records import read_record
     from .stats.analysis import finished_pairs, sequential_look
     if previous:
@@ -343,7 +343,7 @@ def stage(stats_cfg, sequential, runs, bug, pairs, records, previous, out):
         if before["decision"] in ("impact", "futility"):
             write_json(out, dict(before, bug=bug))
             return before
-    options = sequential_options(sequential, runs, stats_cfg)
+    options = sequential_options(design["sequential"], design["runs"], stats_cfg)
     metric = stats_cfg["metrics"][0]
     pairs_ok = finished_pairs([read_record(p) for p in records], pairs)
     if pairs_ok is None:

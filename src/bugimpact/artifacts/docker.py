@@ -22,6 +22,7 @@ from .runtimes import SRC
 from .sources import PROBE, sha256_file
 
 ROOT = SRC.parent
+TOOLCHAIN_REPO, RUNTIME_REPO = "bugimpact-toolchain", "bugimpact-runtime"  # this project's images
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 FAILURE_PATTERNS = (  # most specific first; matched against the build log
     ("link", r"undefined reference|collect2: error|ld returned \d+ exit status|cannot find -l"),
@@ -106,13 +107,18 @@ def _build_args(base_image):
     return args
 
 
+def toolchain_name(docker_cfg):
+    """The toolchain's identity: its name and recipe hash (the image tag, the record's file name)."""
+    return f"{docker_cfg['toolchain']}-{recipe(docker_cfg)[1]}"
+
+
 def build_toolchain(docker_cfg, log):
     """Build the toolchain image of this recipe unless it exists (the toolchain rule's job, so that
     parallel builds never race to make it); returns its record: tag, image id, recipe hash and the
     interpreter inside, that release wheels for a docker runtime must fit."""
     from .interpreters import probe
     parts, digest = recipe(docker_cfg)
-    tag = f"bugimpact-toolchain:{docker_cfg['toolchain']}-{digest}"
+    tag = f"{TOOLCHAIN_REPO}:{toolchain_name(docker_cfg)}"
     if docker("image", "inspect", tag, check=False).returncode != 0:
         with tempfile.TemporaryDirectory() as tmp:
             _context(Path(tmp), parts["dockerfile"], docker_cfg.get("ca_bundle"))
@@ -272,7 +278,7 @@ def prepare_runtime(artifact, toolchain, requirements, gpus, folder):
     requirements = list(requirements)
     key = hashlib.sha256(json.dumps([artifact.get("wheel_sha256"), requirements, toolchain["recipe_sha"]])
                          .encode()).hexdigest()[:12]
-    tag = f"bugimpact-runtime:{key}"
+    tag = f"{RUNTIME_REPO}:{key}"
     Path(folder).mkdir(parents=True, exist_ok=True)
     with open(Path(folder) / "build.log", "a") as log:
         base, _ = toolchain_present(toolchain)

@@ -6,7 +6,7 @@ one-element tensor for that): no computation, random draw, thread pool or CUDA c
 it forks, so every child starts from the state a fresh process would have, and each run still
 seeds and configures itself.
 
-Usage (by the host side, ``artifacts/runtimes.py``):
+Usage (by the host side, ``artifacts/fork_client.py``):
 ``python -m bugimpact.harness.server --socket PATH [--idle SECONDS]``. One JSON line per connection:
 ``{"spec": ..., "out": ..., "log": ..., "env": {...}}``; the server answers ``{"pid": N}`` at once,
 then ``{"exit": CODE}`` when the child ends (a negative code is the signal that killed it). The
