@@ -72,6 +72,14 @@ def train_inputs(wildcards):
     return inputs
 
 
+def bug_stats_inputs(wildcards):
+    """The bug's records, once its arms gate says they can be made (none when it cannot)."""
+    gate = checkpoints.arms.get(bug=wildcards.bug, key=PLAN.key).output[0]
+    with open(gate) as handle:
+        runnable = json.load(handle)["runnable"]
+    return {"arms": gate, "records": PLAN.records(wildcards.bug) if runnable else []}
+
+
 def arm_json(wildcards):
     return json.dumps(PLAN.arm(wildcards.bug, wildcards.arm), sort_keys=True)
 

@@ -1,6 +1,6 @@
 rule bug_stats:
     input:
-        lambda wc: PLAN.records(wc.bug),
+        unpack(bug_stats_inputs),
     output:
         csv="results/stats/{bug}.csv",
         json="results/stats/{bug}.json",

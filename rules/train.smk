@@ -1,3 +1,18 @@
+# A bug's runs exist only once both its arms are made: a refused or failed artifact (or runtime)
+# stops the bug here, with one reason, and nothing of it is scheduled (a checkpoint: the statistics
+# ask it which records they need).
+checkpoint arms:
+    input:
+        buggy=lambda wc: PLAN.runtime_json(wc.bug, "buggy"),
+        corrected=lambda wc: PLAN.runtime_json(wc.bug, "corrected"),
+    output:
+        "results/arms/{bug}/{key}.json",
+    log:
+        "logs/arms/{bug}/{key}.log",
+    script:
+        "../scripts/arms.py"
+
+
 # One job per run. The experiment is in the path ({key}) and in the arm; the rest of `train` says how
 # a run is attempted (retries, timeout, GPUs, fork server), so it is untracked: changing it, or the
 # run count, retrains nothing. Resources only schedule: gpu=1 asks the executor for a GPU.

@@ -47,7 +47,7 @@ def test_bot_line_landing_with_cherry_pick_and_revert(repo):
     path, shas = repo
     result = GitResolver(path, "o/r").resolve(123)
     assert result.corrected_sha == shas["pr123"]
-    assert result.note == "reverted later on main and not re-landed"
+    assert result.note == f"reverted later on main (by {shas['revert'][:12]}) and not re-landed"
     assert result.buggy_sha == shas["pr12"]
     assert result.cherry_picks == [shas["pick"]]
     assert result.corrected_date.startswith("2020-01-03")
@@ -72,7 +72,7 @@ def test_merge_commit_uses_first_parent(repo):
 
 def test_release_branch_only_is_unresolved_with_reason(repo):
     path, _ = repo
-    with pytest.raises(Unresolved, match="only landed off main"):
+    with pytest.raises(Unresolved, match="landed only off main .* a release-branch-only fix"):
         GitResolver(path, "o/r").resolve(77)
 
 
@@ -94,7 +94,7 @@ def test_resolve_bugs_lists_every_unresolved_row(repo):
     assert rows["pr45"]["status"] == "unresolved" and rows["pr45"]["other_prs"] == "99"
     assert rows["pr45"]["reason"].startswith("#99: git: no commit")
     assert rows["pr77"]["status"] == "unresolved"
-    assert "only landed off main" in rows["pr77"]["reason"]
+    assert "landed only off main (" in rows["pr77"]["reason"]
     assert "not in the table" in rows["pr77"]["reason"]
     assert rows["h1"]["reason"] == "the entry cites no PR"
     assert rows["pr31167"]["resolver"] == "known"
@@ -159,8 +159,11 @@ def test_real_conventions_ghstack_summary_and_cherry_pick(history):
     for cited in (100, 101, 102):  # cited in the Summary, not landed
         with pytest.raises(Unresolved, match="no commit"):
             resolver.resolve(cited)
-    with pytest.raises(Unresolved, match="only landed off master"):
-        resolver.resolve(38583)  # the release branch's own PR number
+    # the release branch's own PR number: its cherry-pick line names the master landing
+    pick = resolver.resolve(38583)
+    assert (pick.corrected_sha, pick.buggy_sha) == (shas["pr200"], shas["root"])
+    assert pick.cherry_picks == [shas["pick200"]]
+    assert pick.note.startswith("cherry-pick: PR #38583 landed only off master") and "#200" in pick.note
 
 
 def test_real_conventions_revert_and_reland(history):
@@ -171,7 +174,7 @@ def test_real_conventions_revert_and_reland(history):
     assert relanded.note.startswith(f"re-landed: {shas['reland300'][:12]} stands")
     reverted = resolver.resolve(400)
     assert reverted.corrected_sha == shas["pr400"]
-    assert reverted.note == "reverted later on master and not re-landed"
+    assert reverted.note == f"reverted later on master (by {shas['revert400'][:12]}) and not re-landed"
 
 
 def test_an_entry_citing_several_prs_is_one_fix(history):

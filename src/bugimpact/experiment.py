@@ -8,6 +8,7 @@ that never mix with old ones, and editing unrelated code retrains nothing.
 import hashlib
 import json
 import re
+from pathlib import Path
 
 from .harness import HARNESS_VERSION
 from .harness.data import sha256_file
@@ -88,6 +89,19 @@ def _onefix_arms(release, fix):
             for arm in ARMS}
 
 
+def _sheet_fix(onefix_cfg, row):
+    """The release and the fix of an accepted sheet row under source onefix. The release version
+    ``sheet`` is the release whose notes list the fix (``v1.4.0``: torch 1.4.0). The diff is
+    ``artifacts.onefix.patches/<id>.diff`` where one is there (no clone, no API needed), else the
+    row's commits."""
+    release = dict(onefix_cfg.get("release") or {})
+    if release.get("version") == "sheet":
+        release["version"] = re.sub(r"^v", "", row.get("release", ""))
+    folder = onefix_cfg.get("patches") or ""
+    path = Path(folder) / f"{row['id']}.diff" if folder else None
+    return release, (dict(row, patch=str(path)) if path and path.is_file() else row)
+
+
 def study_bugs(config, sheet_rows):
     """Bug id -> {label, arms: {arm: {source..., fault}}}: the sheet's accepted rows and the controls."""
     bugs = {}
@@ -98,7 +112,7 @@ def study_bugs(config, sheet_rows):
             if row.get("decision") != "accept":
                 continue
             if default_source == "onefix":
-                arms = _onefix_arms(config["artifacts"]["onefix"].get("release") or {}, row)
+                arms = _onefix_arms(*_sheet_fix(config["artifacts"]["onefix"], row))
             else:
                 arms = {"buggy": {"source": default_source, "commit": row["buggy_sha"]},
                         "corrected": {"source": default_source, "commit": row["corrected_sha"]}}

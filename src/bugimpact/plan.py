@@ -139,6 +139,17 @@ class Plan:
         count = self.runs if runs is None else runs
         return [self.record(bug, arm, i) for arm in ARMS for i in range(count)]
 
+    def arms_gate(self, bug):
+        return f"results/arms/{bug}/{self.key}.json"
+
+    def runnable(self, bug):
+        """Whether the bug's arms gate, once written, let its runs be made (None: not yet known)."""
+        gate = Path(self.arms_gate(bug))
+        if not gate.exists():
+            return None
+        from .io import read_json
+        return bool(read_json(gate).get("runnable"))
+
     def toolchain_json(self):
         """The toolchain image's record (built by its own rule), or None when no step uses docker."""
         return f"results/toolchains/{self.toolchain}.json" if self.toolchain else None
@@ -156,8 +167,9 @@ class Plan:
         out = ["results/preflight.txt", "results/filter/funnel.csv", "results/mined/releases.csv"]
         if self.bugs:
             # Records are targets in their own right: a deleted one is rerun even when the
-            # statistics built from it are up to date.
-            out += [path for bug in self.bugs for path in self.records(bug)]
+            # statistics built from it are up to date. Before a bug's arms gate is written, its
+            # statistics ask for its records (through the checkpoint), if it can run at all.
+            out += [path for bug in self.bugs if self.runnable(bug) for path in self.records(bug)]
             out += [f"results/stats/{bug}.csv" for bug in self.bugs]
             out.append("results/builds/summary.csv")
             out += ["results/stats/pvalues.csv", "results/stats/summary.csv", "results/report.html"]

@@ -2,13 +2,14 @@
 parent (that commit's first parent).
 
 Resolvers are tried in the configured order; a PR none of them resolves is kept with the reasons.
-- ``git``: a local clone, indexed in one ``git log --all`` pass. A commit lands PR N when its message
-  carries PyTorch's bot line ``Pull Request resolved: https://github.com/<repo>/pull/N``, is a
-  ``Merge pull request #N`` merge, or ends its subject with GitHub's squash ``(#N)``. Reverts never
-  count. The default-branch landing wins; landings on other branches are recorded as cherry-picks.
+- ``git``: a local clone, indexed in one ``git log --all`` pass (what counts as a landing, a revert
+  and a re-land: ``landings``). The standing default-branch landing wins; landings on other branches
+  are recorded as cherry-picks, and a PR that landed only as a release-branch cherry-pick resolves
+  to the default-branch PR it picked.
 - ``known``: a CSV of already-resolved PRs (e.g. the paper's 18), for offline studies.
 - ``api``: the GitHub API's ``merge_commit_sha`` and its first parent.
 """
+import functools
 import logging
 import re
 import subprocess
@@ -16,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .io import InputError, read_csv, write_csv
+from .landings import Commit, LandingIndex
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ("id", "pr", "status", "resolver", "corrected_sha", "buggy_sha", "corrected_date",
-           "buggy_date", "cherry_picks", "other_prs", "commits", "onefix", "reason")
+           "buggy_date", "cherry_picks", "other_prs", "commits", "onefix", "diff_tags", "reason")
+DIFF_FACTS = ("onefix", "diff_tags")  # what a fix's diff says: can a wheel take it, which device
 SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -32,6 +35,7 @@ class Resolution:
     buggy_date: str = ""
     cherry_picks: list = field(default_factory=list)
     note: str = ""  # e.g. a re-land, or a revert that was never re-landed
+    facts: dict = field(default_factory=dict)  # DIFF_FACTS, where the resolver knows them
 
 
 class Unresolved(Exception):
@@ -54,8 +58,6 @@ class GitResolver:
             raise InputError(clone, "not a git repository (resolve.clone in config.yaml)")
         self.repo = repo
         self.branch = default_branch or self._detect_default_branch()
-        self._bot_line = re.compile(rf"^Pull Request resolved: https?://github\.com/"
-                                    rf"{re.escape(repo)}/pull/(\d+)\b", re.MULTILINE)
         self._index = None
 
     def _detect_default_branch(self):
@@ -72,80 +74,119 @@ class GitResolver:
                 continue
         return "HEAD"
 
-    def _landed_prs(self, message):
-        """PR numbers a commit message says it lands: the bot line (anywhere), or a merge or
-        squash subject (first line only, so a body that mentions ``(#N)`` does not count)."""
-        subject = message.split("\n", 1)[0]
-        found = {int(n) for n in self._bot_line.findall(message)}
-        found.update(int(n) for n in re.findall(r"^Merge pull request #(\d+)\b", subject))
-        found.update(int(n) for n in re.findall(r"\(#(\d+)\)\s*$", subject))
-        return found
-
     def index(self):
-        """PR number -> [(sha, parents, date, on_default_branch, reverted)] in commit-date order.
-
-        Reverts are not landings. A revert names the commit it reverts ("This reverts commit
-        <sha>"), or, in fbshipit style ("Revert D123: ..."), carries the reverted PR's bot line:
-        then the PR's latest landing so far is the one reverted. A re-land is a new landing."""
-        if self._index is not None:
-            return self._index
-        default = set(_git(self.clone, "rev-list", self.branch).split())
-        raw = _git(self.clone, "log", "--all", "--reverse", "--date-order",
-                   "--format=%H%x00%P%x00%cI%x00%B%x1e")
-        index, reverted = {}, set()
-        for record in raw.split("\x1e"):
-            record = record.strip("\n")
-            if not record:
-                continue
-            sha, parents, date, message = record.split("\x00", 3)
-            message = message.strip()
-            if message.startswith("Revert ") or "This reverts commit" in message:
-                named = re.findall(r"This reverts commit ([0-9a-f]{7,40})", message)
-                if named:
-                    reverted.update(named)
-                else:
-                    for number in self._landed_prs(message):
-                        if index.get(number):
-                            reverted.add(index[number][-1][0])
-                continue
-            for number in self._landed_prs(message):
-                index.setdefault(number, []).append([sha, parents.split(), date, sha in default])
-        for landings in index.values():
-            for landing in landings:
-                landing.append(any(landing[0].startswith(r) for r in reverted))
-        self._index = index
-        return index
+        """Every PR's landings in the clone (all branches), read in one ``git log`` pass."""
+        if self._index is None:
+            default = set(_git(self.clone, "rev-list", self.branch, "--").split())
+            raw = _git(self.clone, "log", "--all", "--reverse", "--date-order",
+                       "--format=%H%x00%P%x00%cI%x00%B%x1e")
+            self._index = LandingIndex(commits_from_log(raw, default), self.repo)
+            tip = _git(self.clone, "log", "-1", "--format=%H%x00%cI", self.branch, "--").strip()
+            self.tip_sha, self.tip_date = tip.split("\x00")
+        return self._index
 
     def _date(self, sha):
-        return _git(self.clone, "show", "-s", "--format=%cI", sha).strip()
+        return _git(self.clone, "show", "-s", "--format=%cI", sha, "--").strip()
+
+    @functools.lru_cache(maxsize=None)
+    def _branches(self, sha, count=3):
+        out = _git(self.clone, "for-each-ref", "--contains", sha, f"--count={count}",
+                   "--format=%(refname:short)", "refs/heads", "refs/remotes")
+        return ", ".join(out.split()) or "no branch"
 
     def resolve(self, pr):
-        landings = self.index().get(pr, [])
-        if not landings:
-            raise Unresolved(f"git: no commit in {self.clone} lands PR #{pr}")
-        on_default = [c for c in landings if c[3]]
-        if not on_default:
-            raise Unresolved(f"git: PR #{pr} only landed off {self.branch} "
-                             f"({', '.join(c[0][:12] for c in landings)})")
-        standing = [c for c in on_default if not c[4]]
+        index = self.index()
+        landings = index.landings.get(pr, [])
+        on_default = [c for c in landings if c.commit.on_default]
+        if on_default:
+            return self._pair(pr, landings, on_default)
+        if landings:
+            return self._off_default(pr, landings)
+        raise Unresolved(self._absent(pr))
+
+    def _pair(self, pr, landings, on_default):
+        standing = [c for c in on_default if not c.reverted_by]
         note = ""
         if standing:
-            sha, parents, date, _, _ = standing[-1]  # a re-land after a revert is what stands
+            chosen = standing[-1]  # a re-land after a revert is what stands
             if len(on_default) > 1:
-                note = (f"re-landed: {sha[:12]} stands; earlier landings "
-                        f"{', '.join(c[0][:12] for c in on_default[:-1])} were reverted")
+                note = (f"re-landed: {chosen.commit.sha[:12]} stands; earlier landings "
+                        f"{', '.join(c.commit.sha[:12] for c in on_default if c is not chosen)} "
+                        f"were reverted")
         else:  # the pair still isolates the fix, but a later release may not contain it
-            sha, parents, date, _, _ = on_default[-1]
-            note = f"reverted later on {self.branch} and not re-landed"
-        if not parents:
-            raise Unresolved(f"git: landing commit {sha} of PR #{pr} is a root commit")
-        return Resolution(corrected_sha=sha, buggy_sha=parents[0], corrected_date=date,
-                          buggy_date=self._date(parents[0]),
-                          cherry_picks=[c[0] for c in landings if not c[3]], note=note)
+            chosen = on_default[-1]
+            note = (f"reverted later on {self.branch} (by {chosen.reverted_by[-1][:12]}) and not "
+                    f"re-landed")
+        commit = chosen.commit
+        if not commit.parents:
+            raise Unresolved(f"git: landing commit {commit.sha} of PR #{pr} is a root commit")
+        return Resolution(corrected_sha=commit.sha, buggy_sha=commit.parents[0],
+                          corrected_date=commit.date, buggy_date=self._date(commit.parents[0]),
+                          cherry_picks=[c.commit.sha for c in landings if not c.commit.on_default],
+                          note=note)
+
+    def _off_default(self, pr, landings):
+        """A PR that landed only off the default branch: a release-branch cherry-pick of a
+        default-branch PR (resolved to that landing), a landing after the branch's tip, or a fix
+        made only on a release branch."""
+        index = self.index()
+        where = ", ".join(f"{c.commit.sha[:12]} on {self._branches(c.commit.sha)}" for c in landings)
+        for landing in reversed(landings):
+            original = index.same_change_on_default(landing.commit)
+            if original is not None:
+                number = (index.parser.squash_pr(original.message)
+                          if index.parser.squash_pr(original.message) in index.prs_of[original.sha]
+                          else min(index.prs_of[original.sha]))
+                result = self._pair(number, index.landings[number],
+                                    [c for c in index.landings[number] if c.commit.on_default])
+                result.cherry_picks = [c.commit.sha for c in landings]
+                result.note = "; ".join(filter(None, [
+                    f"cherry-pick: PR #{pr} landed only off {self.branch} ({where}); it is the "
+                    f"change of #{number}, resolved to that PR's landing on {self.branch}",
+                    result.note]))
+                return result
+        last = landings[-1].commit
+        later = subprocess.run(["git", "-C", str(self.clone), "merge-base", "--is-ancestor",
+                                self.tip_sha, last.sha], capture_output=True)
+        if later.returncode == 0:  # it builds on the branch's tip: the clone's branch is behind
+            raise Unresolved(f"git: PR #{pr} landed as {where} ({last.date}), on top of where "
+                             f"{self.branch} ends in {self.clone} ({self.tip_sha[:12]}, "
+                             f"{self.tip_date}): update the clone (git fetch), or set "
+                             f"resolve.default_branch to a branch that holds it")
+        raise Unresolved(f"git: PR #{pr} landed only off {self.branch} ({where}), and no commit on "
+                         f"{self.branch} carries the same change (a cherry-pick line or the same "
+                         f"subject): a release-branch-only fix; to study it, type its commits "
+                         f"into the sheet (buggy_sha: the parent {last.parents[0] if last.parents else '?'}"
+                         f", corrected_sha: {last.sha})")
+
+    def _absent(self, pr):
+        index = self.index()
+        on_default = [n for n, ls in index.landings.items() if any(c.commit.on_default for c in ls)]
+        newest = max(on_default, default=0)
+        if pr > newest:
+            return (f"git: no commit in {self.clone} lands PR #{pr}: it is newer than every PR "
+                    f"landed on {self.branch} (the newest is #{newest}; the branch ends "
+                    f"{self.tip_date}): it landed after the clone was made; update the clone "
+                    f"(git fetch)")
+        return (f"git: no commit in {self.clone}, on any branch, lands PR #{pr} (no landing line, "
+                f"squash subject or merge names it); {self.branch} ends {self.tip_date}, so it may "
+                f"have landed later, or never: check the PR on GitHub (the api resolver), or type "
+                f"its commits into the sheet")
+
+
+def commits_from_log(raw, default):
+    """``git log --format=%H%x00%P%x00%cI%x00%B%x1e`` output as Commits; ``default``: the shas on
+    the default branch."""
+    for record in raw.split("\x1e"):
+        record = record.strip("\n")
+        if record:
+            sha, parents, date, message = record.split("\x00", 3)
+            yield Commit(sha, parents.split(), date, message.strip(), sha in default)
 
 
 class KnownResolver:
-    """Already-resolved PRs from a CSV with columns pr, buggy_sha, corrected_sha (dates optional)."""
+    """Already-resolved PRs from a CSV with columns pr, buggy_sha, corrected_sha (dates, source, the
+    diff's facts and a note optional)."""
     name = "known"
 
     def __init__(self, path):
@@ -161,7 +202,9 @@ class KnownResolver:
         row = self.rows.get(pr)
         if row is None:
             raise Unresolved(f"known: PR #{pr} not in the table")
-        return Resolution(row["corrected_sha"], row["buggy_sha"], row.get("corrected_commit_date", ""))
+        return Resolution(row["corrected_sha"], row["buggy_sha"], row.get("corrected_commit_date", ""),
+                          note=row.get("note") or "",
+                          facts={k: row[k] for k in DIFF_FACTS if row.get(k)})
 
 
 class ApiResolver:
@@ -262,6 +305,8 @@ def resolve_bugs(bugs, resolvers):
             rows.append(row)
             continue
         first, last = chain[0][1], chain[-1][1]
+        if len(chain) == 1:
+            row.update(first.facts)
         row.update(status="resolved", resolver=" ".join(sorted({n for _, n, _ in results})),
                    corrected_sha=last.corrected_sha, buggy_sha=first.buggy_sha,
                    corrected_date=last.corrected_date, buggy_date=first.buggy_date,
@@ -272,28 +317,34 @@ def resolve_bugs(bugs, resolvers):
     return rows
 
 
-def onefix_verdict(clone, buggy, corrected):
-    """Whether a fix can be isolated on a release wheel (source onefix), from its diff's files:
-    ``yes``, or ``no: <why>``. Blank when the clone cannot answer."""
-    from .artifacts.onefix import classify
-    out = subprocess.run(["git", "-C", str(clone), "diff", "--name-only", buggy, corrected],
+def diff_facts(clone, buggy, corrected):
+    """What a fix's diff says, from its files: ``onefix`` (can a release wheel take it: ``yes``,
+    ``no: <why>``, or ``wheel: <files>`` when that depends on the wheel's own files) and
+    ``diff_tags`` (``cuda`` when it changes only CUDA sources). Empty when the clone cannot answer."""
+    from .artifacts.onefix import classify, cuda_only
+    out = subprocess.run(["git", "-C", str(clone), "diff", "--name-only", buggy, corrected, "--"],
                          capture_output=True, text=True)
     if out.returncode != 0:
-        return ""
+        return {}
+    paths = out.stdout.split()
     kinds = {}
-    for path in out.stdout.split():
+    for path in paths:
         kinds.setdefault(classify(path), []).append(path)
-    bad = kinds.get("compiled", []) + kinds.get("unknown", [])
+    bad, maybe = kinds.get("compiled", []) + kinds.get("unknown", []), kinds.get("wheel", [])
     if bad:
-        return f"no: compiled or build files ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})"
-    return "yes" if kinds.get("python") else "no: changes no file of the package"
+        verdict = f"no: compiled or build files ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})"
+    elif maybe:
+        verdict = f"wheel: yes if the release wheel ships {', '.join(maybe[:3])}"
+    else:
+        verdict = "yes" if kinds.get("python") else "no: changes no file of the package"
+    return {"onefix": verdict, "diff_tags": "cuda" if cuda_only(paths) else ""}
 
 
-def mark_onefix(rows, clone):
-    """Fill the ``onefix`` column of resolved rows from the clone."""
+def mark_from_diff(rows, clone):
+    """Fill the diff's facts (DIFF_FACTS) of resolved rows from the clone."""
     for row in rows:
         if row.get("status") == "resolved" and row.get("buggy_sha") and row.get("corrected_sha"):
-            row["onefix"] = onefix_verdict(clone, row["buggy_sha"], row["corrected_sha"])
+            row.update(diff_facts(clone, row["buggy_sha"], row["corrected_sha"]))
     return rows
 
 

@@ -45,6 +45,13 @@ def suggest_tags(text):
     return ";".join(tags)
 
 
+def _join_tags(*groups):
+    tags = []
+    for group in groups:
+        tags += [t for t in group.split(";") if t and t not in tags]
+    return ";".join(tags)
+
+
 def rows_from_mining(bugs, commits):
     by_id = {c["id"]: c for c in commits}
     rows = []
@@ -56,7 +63,8 @@ def rows_from_mining(bugs, commits):
                      "buggy_sha": c.get("buggy_sha", ""), "corrected_sha": c.get("corrected_sha", ""),
                      "resolve_status": c.get("status", "") or "unresolved",
                      "onefix": c.get("onefix", ""),
-                     "tags": suggest_tags(bug["text"] + " " + bug["area"]), "mined": "yes",
+                     "tags": _join_tags(suggest_tags(bug["text"] + " " + bug["area"]),
+                                        c.get("diff_tags", "")), "mined": "yes",
                      "decision": "", "reason": "", "notes": ""})
     return rows
 
@@ -82,6 +90,10 @@ def merge(existing_columns, existing_rows, mined_rows):
                 if not row[col] and new.get(col):
                     row[col] = new[col]
                     filled += 1
+            # a device tag read from the fix's diff is a fact, added to the tags a person kept
+            if "cuda" in new.get("tags", "").split(";") and "cuda" not in row["tags"].split(";"):
+                row["tags"] = _join_tags(row["tags"], "cuda")
+                filled += 1
             if row["resolve_status"] != "resolved" and row["buggy_sha"] and row["corrected_sha"]:
                 row["resolve_status"] = "resolved"
             row["mined"] = "yes"

@@ -55,8 +55,8 @@ def resolve(cfg, api_url, repo, bugs_csv, out_commits):
     _, bugs = read_csv(bugs_csv)
     rows = resolve_bugs(bugs, resolvers_from_config(cfg, api_url, repo))
     if cfg["clone"]:
-        from .resolve import mark_onefix
-        mark_onefix(rows, cfg["clone"])
+        from .resolve import mark_from_diff
+        mark_from_diff(rows, cfg["clone"])
     write_commits(rows, out_commits)
     done = sum(1 for r in rows if r["status"] == "resolved")
     log.info("%d of %d bugs resolved; the rest are listed with their reason", done, len(rows))
@@ -231,7 +231,7 @@ def _onefix_artifact(sources, spec, folder):
     release = dict(spec["release"], python=spec.get("python"))
     base = _release_artifact(sources, release)
     diff_text, origin = fix_diff(sources, spec)
-    patch_text, kinds = onefix.isolate(diff_text)
+    patch_text, kinds = onefix.isolate(diff_text, wheel_files=onefix.wheel_files(base["wheel"]))
     fix_in_release, direction, overlay = onefix.make_overlay(
         base["wheel"], patch_text, kinds["python"], spec["arm"], folder)
     return {**base, "source": "onefix", "arm": spec["arm"], "release": release,
@@ -273,6 +273,25 @@ def runtime(kind, artifact_manifest, out, interpreter=None, requirements=(), gpu
             result = {"kind": kind, "status": "failed", "reason": f"runtime failed: {exc}"}
     result["artifact"] = manifest
     runtimes.write_runtime(out, result)
+    return result
+
+
+def arms(bug, runtime_jsons, out):
+    """Whether a bug's two arms can run, read from their runtimes once both are made: a refused or
+    failed artifact, or a runtime that could not be made, stops the bug before any run is
+    scheduled, with one short reason. Also what each arm is, for the verdict's scope."""
+    from .artifacts.onefix import describe
+    runtimes = {arm: read_json(path) for arm, path in runtime_jsons.items()}
+    failed = {arm: r.get("reason", "runtime unavailable") for arm, r in runtimes.items()
+              if r.get("status") == "failed"}
+    reasons = list(dict.fromkeys(failed.values()))  # both arms on one refused fix: said once
+    reason = "; ".join(reasons if len(reasons) == 1 else
+                       [f"{arm}: {why}" for arm, why in failed.items()])
+    result = {"bug": bug, "runnable": not failed,
+              "reason": f"no runs: {reason}" if failed else "",
+              "arms": {arm: describe(r.get("artifact") or {}) for arm, r in runtimes.items()}}
+    write_json(out, result)
+    log.info("%s: %s", bug, result["reason"] or "both arms ready")
     return result
 
 
@@ -320,12 +339,13 @@ def sequential_options(sequential, runs, stats_cfg):
             "futility_power": sequential["futility_power"]}
 
 
-def bug_stats(stats_cfg, design, bug, records, out_csv, out_json, tags=""):
+def bug_stats(stats_cfg, design, bug, records, out_csv, out_json, tags="", arms_json=None):
     """One bug's statistics; ``design``: the config's train ``runs``, ``seed_policy`` and
-    ``sequential`` (``study_design``)."""
+    ``sequential`` (``study_design``); ``arms_json``: the ``arms`` gate of the bug."""
     from .stats.tables import bug_stats as compute
     return compute(bug, records, stats_cfg, design["runs"], design["seed_policy"], out_csv, out_json,
-                   tags, sequential_options(design["sequential"], design["runs"], stats_cfg))
+                   tags, sequential_options(design["sequential"], design["runs"], stats_cfg),
+                   read_json(arms_json) if arms_json else None)
 
 
 def study_design(train_cfg):

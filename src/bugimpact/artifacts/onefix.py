@@ -37,16 +37,37 @@ class Refused(Exception):
     """The fix cannot be isolated on a release wheel; the message says why."""
 
 
-def classify(path, package=PACKAGE):
-    """``python`` (patchable in the wheel), ``not_shipped`` (tests, docs) or ``compiled``."""
-    if path.startswith(package + "/") and path.endswith((".py", ".pyi")) \
+# Python files outside the package that some wheels ship (torch 1.x ships caffe2/python): the
+# release wheel's own file list decides.
+OTHER_PACKAGES = ("caffe2/python/",)
+CUDA_SOURCE = re.compile(r"\.(cu|cuh)$|(^|/)(cuda|cudnn|miopen|hip|THC|THCUNN|THCS|nccl)(/|$)|"
+                         r"(?i:cudnn|miopen|nccl)[^/]*$|CUDA[^/]*$")
+
+
+def classify(path, package=PACKAGE, shipped=None):
+    """``python`` (patchable in the wheel), ``not_shipped`` (tests, docs), ``compiled``,
+    ``unknown``, or ``wheel``: a Python file outside the package whose fate the wheel decides.
+    ``shipped``: the release wheel's own file list, where known."""
+    is_python = path.endswith((".py", ".pyi"))
+    if is_python and shipped is not None and path in shipped:
+        return "python"
+    if is_python and path.startswith(package + "/") \
             and not path.startswith(tuple(d for d in COMPILED_DIRS if d.startswith(package))):
         return "python"
     if path.startswith(NOT_SHIPPED_DIRS) or ROOT_DOC.match(path):
         return "not_shipped"
+    if is_python and path.startswith(OTHER_PACKAGES):
+        return "wheel" if shipped is None else "not_shipped"
     if COMPILED_SUFFIX.search(path) or path.startswith(COMPILED_DIRS) or BUILD_FILES.search(path):
         return "compiled"
     return "compiled" if not path.startswith(package + "/") else "unknown"
+
+
+def cuda_only(paths, package=PACKAGE):
+    """Whether every shipped or compiled file a diff changes is a CUDA source (``.cu``, a ``cuda``
+    or ``cudnn`` folder, a cuDNN/MIOpen/NCCL file): a fix no CPU run can reach."""
+    code = [p for p in paths if classify(p, package) != "not_shipped"]
+    return bool(code) and all(CUDA_SOURCE.search(p) for p in code)
 
 
 def split_diff(text):
@@ -63,21 +84,22 @@ def split_diff(text):
     return out
 
 
-def isolate(diff_text, package=PACKAGE):
-    """The part of a fix's diff that a wheel can take, and the files of each kind.
+def isolate(diff_text, package=PACKAGE, wheel_files=None):
+    """The part of a fix's diff that a wheel can take, and the files of each kind; ``wheel_files``:
+    the release wheel's file list, which decides whether a file outside the package is shipped.
 
     Refuses when any file is compiled code, a build input, binary, or of unknown kind."""
-    kinds = {"python": [], "not_shipped": [], "compiled": [], "unknown": []}
+    kinds = {"python": [], "not_shipped": [], "compiled": [], "unknown": [], "wheel": []}
     shipped = []
     for path, section in split_diff(diff_text):
-        kind = classify(path, package)
+        kind = classify(path, package, wheel_files)
         if kind == "python" and re.search(r"(?m)^(Binary files|GIT binary patch)", section):
             kind = "unknown"
         kinds[kind].append(path)
         if kind == "python":
             shipped.append(section)
-    if kinds["compiled"] or kinds["unknown"]:
-        bad = kinds["compiled"] + kinds["unknown"]
+    if kinds["compiled"] or kinds["unknown"] or kinds["wheel"]:
+        bad = kinds["compiled"] + kinds["unknown"] + kinds["wheel"]
         what = "compiled code or build inputs" if kinds["compiled"] else "files of unknown kind"
         raise Refused(f"the fix touches {what}, which a release wheel cannot take: "
                       f"{', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}")
@@ -91,6 +113,11 @@ def _git_apply(folder, patch, *flags):
     env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(Path(folder).parent))
     return subprocess.run(["git", "apply", *flags, str(patch)], cwd=folder, capture_output=True,
                           text=True, env=env)
+
+
+def wheel_files(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        return set(archive.namelist())
 
 
 def _extract(wheel, paths, folder):
@@ -163,3 +190,17 @@ def install_overlay(manifest, site_packages):
         if installed[path] != digest:
             raise RuntimeError(f"{target}: sha256 {installed[path]} is not the overlay's {digest}")
     return installed
+
+
+def describe(manifest):
+    """What a one-fix arm is, in words, for a verdict's scope ("" for other artifacts): which arm is
+    the release as shipped and which the release with the fix's diff applied or reversed."""
+    if manifest.get("source") != "onefix" or manifest.get("status") == "failed":
+        return ""
+    release = manifest.get("release") or {}
+    name = (f"torch {release['version']}" if release.get("version")
+            else f"wheel {Path(str(release.get('wheel', '?'))).name}")
+    what = {None: "as released", "forward": "with the fix's diff applied",
+            "reverse": "with the fix's diff reversed"}[manifest.get("apply")]
+    diff = f" (diff sha256 {manifest.get('patch_sha256', '?')[:12]})" if manifest.get("apply") else ""
+    return f"{name} {what}{diff}"

@@ -179,8 +179,8 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
     first metric is then the one monitored and tested, the others are reported only."""
     arms = by_arm(records)
     ok = {arm: {i: r for i, r in arms[arm].items() if r["status"] == "ok"} for arm in ARMS}
-    failed = [f"{arm} run {i}: exit {r.get('exit_codes')}: {_last_line(r.get('log_tail', ''))}"
-              for arm in ARMS for i, r in sorted(arms[arm].items()) if r["status"] == "failed"]
+    failed = _grouped([(arm, i, f"exit {r.get('exit_codes')}: {_last_line(r.get('log_tail', ''))}")
+                       for arm in ARMS for i, r in sorted(arms[arm].items()) if r["status"] == "failed"])
     for arm in ARMS:  # a NaN metric is a failed measurement: reported, never fed to a test
         for i, r in sorted(ok[arm].items()):
             bad = [m for m in metrics if not _finite(r["metrics"].get(m))]
@@ -269,6 +269,26 @@ def _finite(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _grouped(failures):
+    """``(arm, run, why)`` as one line per distinct reason: runs that failed alike are named
+    together ("buggy runs 0-19, corrected runs 0-19: exit ..."), not repeated."""
+    by_reason = {}
+    for arm, run, why in failures:
+        by_reason.setdefault(why, {}).setdefault(arm, []).append(run)
+    lines = []
+    for why, arms in by_reason.items():
+        named = []
+        for arm, runs in arms.items():
+            spans, start = [], runs[0]
+            for prev, cur in zip(runs, runs[1:] + [None]):
+                if cur != prev + 1 if cur is not None else True:
+                    spans.append(f"{start}" if start == prev else f"{start}-{prev}")
+                    start = cur
+            named.append(f"{arm} run{'s' if len(runs) > 1 else ''} {', '.join(spans)}")
+        lines.append(f"{', '.join(named)}: {why}")
+    return lines
+
+
 def _last_line(text):
     lines = [line for line in (text or "").strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no output"
@@ -281,6 +301,8 @@ def _tagged_cuda(tags):
 def decided_without_test(bug_info, tags=""):
     """The verdict when no p-value can decide it, else None (the bug is then tested, and only
     tested bugs form the multiplicity family)."""
+    if bug_info.get("unavailable"):  # its arms could not be made: no run was scheduled
+        return "incomplete", bug_info["unavailable"]
     n_ok, need = bug_info["n_ok"], bug_info["required_runs"]
     skipped = bug_info["skipped"]
     pairs, identical = bug_info["pairs"], bug_info["identical_pairs"]

@@ -45,10 +45,17 @@ def _apply(rows, bug_info, alpha, min_effect, adjusted, tags=""):
 
 
 def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv, out_json, tags="",
-              sequential=None):
+              sequential=None, arms=None):
+    """``arms``: the bug's arms gate (steps.arms): a bug whose arms could not be made has no runs
+    and is incomplete for that one reason; a one-fix arm's description joins the scope."""
     records = [read_record(p) for p in record_paths]
     rows, info = analyse_bug(bug, records, stats_cfg["metrics"], required_runs, seed_policy,
                              stats_cfg["alpha"], stats_cfg["power"], sequential)
+    if arms:
+        info["unavailable"] = arms["reason"] if not arms["runnable"] else ""
+        described = [f"{arm}: {text}" for arm, text in sorted(arms["arms"].items()) if text]
+        if described and info.get("scope"):
+            info["scope"]["builds"] = "; ".join(described) + f" ({info['scope']['builds']})"
     adjusted = adjust(family_pvalues([(rows, info)], {bug: tags}), "holm")
     _apply(rows, info, stats_cfg["alpha"], stats_cfg["min_effect"], adjusted, tags)
     write_csv(out_csv, rows, METRIC_COLUMNS)
