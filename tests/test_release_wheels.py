@@ -177,6 +177,7 @@ def test_a_fix_that_cannot_be_isolated_on_a_release_is_refused_with_its_reason(t
     ("torch/csrc/jit/tensorexpr/codegen.py", "compiled"), ("tools/autograd/derivatives.yaml", "compiled"),
     ("CMakeLists.txt", "compiled"), ("setup.py", "compiled"), ("torch/_C/_nn.pyi.in", "compiled"),
     ("c10/core/Device.h", "compiled"), ("torch/lib/libshm/core.cpp", "compiled"),
+    ("caffe2/python/__init__.py", "wheel"),  # outside torch/: the release wheel's list decides
 ])
 def test_each_file_of_a_diff_is_classified(path, kind):
     assert onefix.classify(path) == kind
@@ -218,6 +219,42 @@ def test_the_runtime_interpreter_is_part_of_the_runtime_and_the_experiment(tmp_p
     assert plan_b.arm("aa", "buggy")["artifact"] == plan37.arm("aa", "buggy")["artifact"]  # same wheel
     again = Plan(config_with(**base, **{"runtime.python": info["executable"]}), SHEET_SCHEMA)
     assert (again.runtime_id, again.key) == (plan37.runtime_id, plan37.key)
+
+
+def test_each_file_of_a_diff_is_classified_on_the_wheels_own_list():
+    shipped = {"caffe2/python/__init__.py", "torch/__init__.py"}
+    assert onefix.classify("caffe2/python/__init__.py", shipped=shipped) == "python"
+    assert onefix.classify("caffe2/python/gone.py", shipped=shipped) == "not_shipped"
+    assert onefix.classify("torch/new_module.py", shipped=shipped) == "python"  # a file the fix adds
+    assert onefix.classify("tools/autograd/gen.py", shipped=shipped | {"tools/autograd/gen.py"}) \
+        == "python"  # what the wheel ships as a .py file is patchable, whatever its folder
+    diff = ("diff --git a/caffe2/python/__init__.py b/caffe2/python/__init__.py\n--- a/x\n+++ b/x\n"
+            "diff --git a/torch/__init__.py b/torch/__init__.py\n--- a/y\n+++ b/y\n")
+    with pytest.raises(onefix.Refused, match="caffe2/python/__init__.py"):
+        onefix.isolate(diff)  # no wheel list: not guessed
+    _, kinds = onefix.isolate(diff, wheel_files=shipped)
+    assert kinds["python"] == ["caffe2/python/__init__.py", "torch/__init__.py"]
+
+
+@pytest.mark.parametrize("paths, only", [
+    (["aten/src/ATen/native/cuda/Reduce.cuh", "test/test_cuda.py"], True),  # the paper's pr32831
+    (["aten/src/ATen/native/cudnn/RNN.cpp"], True), (["torch/cuda/__init__.py"], True),
+    (["torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"], True), (["aten/src/THC/THCBlas.cu"], True),
+    (["aten/src/ATen/native/Conv.cpp", "aten/src/ATen/native/cuda/Conv.cu"], False),
+    (["torch/nn/functional.py"], False), (["test/test_nn.py"], False),
+])
+def test_a_diff_that_changes_only_cuda_sources_is_tagged_cuda(paths, only):
+    assert onefix.cuda_only(paths) is only
+
+
+def test_one_fix_arms_say_which_is_the_release_and_which_the_diff(tmp_path):
+    release = {"source": "pypi", "version": "1.5.1"}
+    base = {"source": "onefix", "release": release, "patch_sha256": "ab" * 32}
+    assert onefix.describe(dict(base, apply=None)) == "torch 1.5.1 as released"
+    assert onefix.describe(dict(base, apply="reverse")) == \
+        "torch 1.5.1 with the fix's diff reversed (diff sha256 abababababab)"
+    assert onefix.describe(dict(base, apply="forward")).endswith("diff applied (diff sha256 abababababab)")
+    assert onefix.describe({"source": "pypi", "version": "1.5.1"}) == ""
 
 
 def test_with_a_clone_the_sheet_says_which_fixes_are_python_only(tmp_path, fix_repo):
@@ -276,3 +313,41 @@ def test_a_runtime_or_wheel_that_cannot_be_made_is_a_recorded_failure(tmp_path, 
                            {"source": "wheel", "wheel": httpserver.url_for("/gone.whl")},
                            tmp_path / "w" / "manifest.json")
     assert wheel["status"] == "failed" and "404" in wheel["error"]
+
+
+def test_a_refused_fix_stops_its_bug_with_one_reason_and_the_study_goes_on(tmp_path, fix_repo):
+    """A one-fix artifact that is refused schedules no run of its bug: the arms gate says why,
+    once, and the verdict is incomplete; the control beside it is trained and decided."""
+    import sys
+    import yaml
+    from workflow import project_copy, snakemake
+    repo, _, python_fix, cpp_fix = fix_repo
+    work = project_copy(tmp_path / "p")
+    wheel, _ = _tiny_release(tmp_path, repo, "def step(p, g, lr):\n    return p * lr\n")
+    patch = tmp_path / "cpp.diff"
+    patch.write_text(git(repo, "diff", "--full-index", python_fix, cpp_fix) + "\n")
+    config = yaml.safe_load((ROOT / "tests" / "configs" / "fast.yaml").read_text())
+    config["bugs"] = {"from_sheet": False,
+                      "controls": {"aa": config["bugs"]["controls"]["aa"]},
+                      "fixes": {"cpp-fix": {"label": "touches C++",
+                                            "release": {"source": "wheel", "wheel": str(wheel)},
+                                            "patch": str(patch)}}}
+    config["runtime"] = {"kind": "venv", "python": sys.executable}
+    config["train"].update(runs=4, epochs=2)
+    (work / "refused.yaml").write_text(yaml.safe_dump(config))
+    out = snakemake(work, "--configfile", "refused.yaml")
+    assert not (work / "results" / "runs" / "cpp-fix").exists()  # not one run scheduled
+    assert not (work / "logs" / "train" / "cpp-fix").exists()
+    assert "runs/cpp-fix" not in out.stdout + out.stderr
+    gate = json.loads(next((work / "results" / "arms" / "cpp-fix").glob("*.json")).read_text())
+    assert gate["runnable"] is False
+    from bugimpact.io import read_csv
+    verdicts = {r["bug"]: r for r in read_csv(work / "results" / "stats" / "verdicts.csv")[1]}
+    refused = verdicts["cpp-fix"]
+    assert refused["verdict"] == "incomplete"
+    assert refused["reason"].startswith("no runs: artifact failed (refused): the fix touches "
+                                        "compiled code or build inputs")
+    assert refused["reason"].count("aten/src/Loss.cpp") == 1  # said once, not per run or arm
+    assert verdicts["aa"]["verdict"] == "not triggered"
+    assert len(list((work / "results" / "runs" / "aa").glob("*/*/*.json"))) == 8
+    assert "no runs: artifact failed (refused)" in (work / "results" / "report.html").read_text()

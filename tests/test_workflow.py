@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bugimpact.config import CONFIG_SCHEMA, load_config, validate_config
+from bugimpact.config import CONFIG_SCHEMA, SHEET_SCHEMA, load_config, validate_config
 from bugimpact.io import InputError, read_csv
+from bugimpact.plan import Plan
 
 from conftest import ROOT
 from workflow import project_copy, snakemake
@@ -28,15 +29,16 @@ def test_lint_is_clean_but_for_the_declined_conda_advice():
     lints = [line.strip() for line in (out.stdout + out.stderr).splitlines()
              if line.strip().startswith("* ")]
     assert set(lints) == {"* Specify a conda environment or container for each rule.:"}
-    assert len(lints) == 22  # one per rule, nothing else
+    assert len(lints) == 23  # one per rule, nothing else
 
 
 def test_default_config_dry_run(tmp_path):
     work = project_copy(tmp_path / "p")
     out = snakemake(work, "-n")
     counts = job_counts(out.stdout)
-    # 3 controls x 2 arms x 20 runs, nothing run yet
-    assert counts["train"] == 120 and counts["early_decision"] == 3 and counts["mine"] == 1
+    # 3 controls, nothing run yet: each bug's runs join the DAG once its arms gate is written
+    assert counts["arms"] == 3 and counts["bug_stats"] == 3 and counts["mine"] == 1
+    assert "train" not in counts and "checkpoint jobs" in out.stdout
 
 
 def job_counts(text):
@@ -60,11 +62,20 @@ def test_paper_config_dry_run_prints_the_expected_jobs(tmp_path):
     out = snakemake(work, "-n", "--configfile", "configs/paper.yaml")
     counts = job_counts(out.stdout)
     print(out.stdout[out.stdout.find("Job stats"):][:900])
-    assert counts["train"] == 1800 and counts["docker_build"] == 36
-    assert counts["bug_stats"] == 18 and counts["early_decision"] == 18 and counts["seeds"] == 18
-    assert counts["build_status"] == 36 and counts["runtime"] == 36
-    # on CUDA, the early decision waits for a measured repeat; looks at 10, 20 and 30 pairs
-    assert counts["train_repeat"] == 18 and counts["stage_decision"] == 54
+    assert counts["docker_build"] == 36 and counts["build_status"] == 36 and counts["runtime"] == 36
+    assert counts["arms"] == 18 and counts["bug_stats"] == 18
+    # what each bug's arms gate then lets in: 2 x 50 runs; on CUDA the early decision waits for a
+    # measured repeat; looks at 10, 20 and 30 pairs
+    config = validate_config(yaml.safe_load((work / "configs" / "paper.yaml").read_text()))
+    here = os.getcwd()
+    os.chdir(work)
+    try:
+        plan = Plan(config, SHEET_SCHEMA)
+    finally:
+        os.chdir(here)
+    assert sum(len(plan.records(bug)) for bug in plan.bugs) == 1800
+    assert plan.stages() == [10, 20, 30] and plan.early_runs() == 2
+    assert all(len(plan.repeat_records(bug)) == 1 for bug in plan.bugs)
 
 
 def test_slurm_profile_dry_run(tmp_path):
@@ -73,7 +84,8 @@ def test_slurm_profile_dry_run(tmp_path):
     (work / "data" / "raw").mkdir(exist_ok=True)
     (work / "data" / "raw" / "cifar-10-python.tar.gz").write_bytes(b"")
     out = snakemake(work, "-n", "--profile", "profiles/slurm", "--configfile", "configs/paper.yaml")
-    assert job_counts(out.stdout)["train"] == 1800
+    counts = job_counts(out.stdout)
+    assert counts["arms"] == 18 and counts["docker_build"] == 36
 
 
 def test_config_errors_name_the_key(tmp_path):

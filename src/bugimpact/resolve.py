@@ -186,22 +186,29 @@ def commits_from_log(raw, default):
 
 class KnownResolver:
     """Already-resolved PRs from a CSV with columns pr, buggy_sha, corrected_sha (dates, source, the
-    diff's facts and a note optional)."""
+    diff's facts and a note optional). A row with no commits is a PR known not to resolve, and its
+    note says why."""
     name = "known"
 
     def __init__(self, path):
         _, rows = read_csv(path)
         self.rows = {}
         for number, row in enumerate(rows, start=2):
+            if not (row.get("buggy_sha") or row.get("corrected_sha")) and row.get("note"):
+                self.rows[int(row["pr"])] = row
+                continue
             for col in ("buggy_sha", "corrected_sha"):
                 if not SHA.match(row.get(col, "")):
-                    raise InputError(path, "expected a full 40-hex SHA", row=number, field=col)
+                    raise InputError(path, "expected a full 40-hex SHA (or both blank, with a note "
+                                     "saying why the PR does not resolve)", row=number, field=col)
             self.rows[int(row["pr"])] = row
 
     def resolve(self, pr):
         row = self.rows.get(pr)
         if row is None:
             raise Unresolved(f"known: PR #{pr} not in the table")
+        if not row["corrected_sha"]:
+            raise Unresolved(f"known: {row['note']}")
         return Resolution(row["corrected_sha"], row["buggy_sha"], row.get("corrected_commit_date", ""),
                           note=row.get("note") or "",
                           facts={k: row[k] for k in DIFF_FACTS if row.get(k)})

@@ -16,7 +16,9 @@ import yaml
 from .io import InputError, write_csv
 
 MACHINE_COLUMNS = ("id", "release", "area", "subarea", "pr", "prs", "text", "url", "buggy_sha",
-                   "corrected_sha", "resolve_status", "onefix", "tags", "mined")
+                   "corrected_sha", "resolve_status", "resolve_note", "onefix", "tags", "mined")
+# What the latest resolution says of a row whose commits nobody typed: refreshed on every merge.
+RESOLUTION_COLUMNS = ("resolve_status", "resolve_note")
 PERSON_COLUMNS = ("decision", "reason", "notes")
 COLUMNS = MACHINE_COLUMNS + PERSON_COLUMNS
 REASONS = ("compile_error", "crash", "end_user", "cpu_only", "no_application", "other")
@@ -62,7 +64,7 @@ def rows_from_mining(bugs, commits):
                      "pr": bug["pr"], "prs": bug["prs"], "text": bug["text"], "url": bug["url"],
                      "buggy_sha": c.get("buggy_sha", ""), "corrected_sha": c.get("corrected_sha", ""),
                      "resolve_status": c.get("status", "") or "unresolved",
-                     "onefix": c.get("onefix", ""),
+                     "resolve_note": c.get("reason", ""), "onefix": c.get("onefix", ""),
                      "tags": _join_tags(suggest_tags(bug["text"] + " " + bug["area"]),
                                         c.get("diff_tags", "")), "mined": "yes",
                      "decision": "", "reason": "", "notes": ""})
@@ -86,8 +88,11 @@ def merge(existing_columns, existing_rows, mined_rows):
                 gone += 1
             row["mined"] = "gone"
         else:
+            typed = row["buggy_sha"] and row["corrected_sha"] and not (
+                row["resolve_status"] == "resolved" and new["resolve_status"] == "resolved")
             for col in MACHINE_COLUMNS:
-                if not row[col] and new.get(col):
+                refresh = col in RESOLUTION_COLUMNS and not typed and new.get(col) != row[col]
+                if (not row[col] and new.get(col)) or (refresh and new.get(col)):
                     row[col] = new[col]
                     filled += 1
             # a device tag read from the fix's diff is a fact, added to the tags a person kept
