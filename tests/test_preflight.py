@@ -138,3 +138,27 @@ def test_build_speed_settings_are_not_part_of_the_recipe():
     assert parts["build_env"]["BUILD_TEST"] == "0" and parts["runner_env"] == {"MAX_JOBS": "16"}
     cpu = recipe({**cfg, "build_env": {"USE_CUDA": 0}})[0]["build_env"]
     assert cpu["USE_CUDNN"] == "0" and cpu["USE_DISTRIBUTED"] == "0"
+
+
+def test_accepted_one_fix_rows_the_sheet_says_no_to_are_named_before_any_download(tmp_path):
+    """A row whose onefix verdict (read from the real diff) is no will be refused: preflight says
+    so in one line, and their commits need no clone; a row with a shipped diff needs none either."""
+    sheet = tmp_path / "sheet.csv"
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    (patches / "pr2.diff").write_text("diff --git a/torch/x.py b/torch/x.py\n")
+    sheet.write_text("id,release,decision,reason,buggy_sha,corrected_sha,onefix\n"
+                     f"pr1,v1.4.0,accept,,{'a' * 40},{'b' * 40},no: compiled or build files (aten/x.cpp)\n"
+                     f"pr2,v1.4.0,accept,,{'c' * 40},{'d' * 40},yes\n")
+    config = config_with(**{"sheet": str(sheet), "bugs.controls": {}, "runtime.kind": "venv",
+                            "runtime.python": sys.executable, "artifacts.source": "onefix",
+                            "artifacts.onefix.release": {"source": "pypi", "version": "sheet"},
+                            "artifacts.onefix.patches": str(patches)})
+    plan = Plan(config, SHEET_SCHEMA)
+    assert plan.arm("pr2", "buggy")["patch"] == str(patches / "pr2.diff")
+    assert plan.arm("pr2", "buggy")["release"] == {"source": "pypi", "version": "1.4.0"}
+    checks = rows(preflight.run(config, plan))
+    row = checks["one-fix sheet rows"]
+    assert row.status == "warn"
+    assert row.detail == "pr1: no: compiled or build files (aten/x.cpp): refused, no runs"
+    assert "commits (onefix)" not in checks  # nothing left whose diff needs a clone

@@ -167,6 +167,13 @@ def test_a_fix_that_cannot_be_isolated_on_a_release_is_refused_with_its_reason(t
     nowhere = steps.artifact(steps.artifact_sources(config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})), dict(base, buggy_sha=buggy, corrected_sha=python_fix),
                              tmp_path / "c" / "manifest.json")
     assert nowhere["failure_class"] == "refused" and "no source for the fix's diff" in nowhere["error"]
+    # with no diff at hand, the sheet's verdict (read from the real diff by the resolver) is the reason
+    known = steps.artifact(steps.artifact_sources(config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})),
+                           dict(base, buggy_sha=python_fix, corrected_sha=cpp_fix,
+                                onefix="no: compiled or build files (aten/src/Loss.cpp)"),
+                           tmp_path / "d" / "manifest.json")
+    assert known["error"] == ("compiled or build files (aten/src/Loss.cpp), which a release wheel "
+                              "cannot take (the sheet's onefix, read from the fix's diff)")
 
 
 @pytest.mark.parametrize("path, kind", [

@@ -191,3 +191,34 @@ def test_an_entry_citing_several_prs_is_one_fix(history):
     assert gap["status"] == "non_contiguous" and not gap.get("buggy_sha") and not gap.get("corrected_sha")
     assert f"#600 {shas['pr600'][:12]}" in gap["reason"] and f"#601 {shas['pr601'][:12]}" in gap["reason"]
     assert rows["pr300"]["reason"].startswith("re-landed")
+
+
+def test_the_known_table_says_why_a_pr_does_not_resolve(tmp_path):
+    table = tmp_path / "known.csv"
+    table.write_text("pr,buggy_sha,corrected_sha,onefix,diff_tags,note\n"
+                     f"1,{'a' * 40},{'b' * 40},yes,cuda,reverted later\n"
+                     "2,,,,,git: PR #2 landed only off master\n")
+    known = KnownResolver(table)
+    one = known.resolve(1)
+    assert one.facts == {"onefix": "yes", "diff_tags": "cuda"} and one.note == "reverted later"
+    with pytest.raises(Unresolved, match="^known: git: PR #2 landed only off master$"):
+        known.resolve(2)
+    rows = resolve_bugs([{"id": "pr1", "pr": "1", "prs": "1"}], [known])
+    assert rows[0]["onefix"] == "yes" and rows[0]["diff_tags"] == "cuda"
+    table.write_text("pr,buggy_sha,corrected_sha,note\n3,,,\n")  # no pair and no reason: an error
+    with pytest.raises(ValueError, match="row 2.*buggy_sha|buggy_sha.*row 2"):
+        KnownResolver(table)
+
+
+def test_the_shipped_known_table_resolves_the_shipped_notes_offline():
+    from bugimpact.mine.releases import load_snapshot
+    from bugimpact.mine.run import mine
+    bugs, _ = mine(load_snapshot(ROOT / "data" / "release_notes" / "pytorch"))
+    rows = resolve_bugs(bugs, [KnownResolver(ROOT / "data" / "known_commits" / "pytorch.csv")])
+    status = [r["status"] for r in rows]
+    assert (status.count("resolved"), status.count("non_contiguous")) == (93, 2)
+    python_only = [r["id"] for r in rows if r.get("onefix") == "yes"]
+    assert len(python_only) == 21  # each with its diff shipped
+    assert all((ROOT / "data" / "patches" / "pytorch" / f"{bug}.diff").is_file() for bug in python_only)
+    assert all(r["reason"].startswith(("known: git:", "the entry cites no PR", "#"))
+               for r in rows if r["status"] == "unresolved")

@@ -91,3 +91,16 @@ def test_a_bug_stopped_for_impact_needs_only_its_stage():
     assert math.isnan(rows[1]["primary_p"])  # f1 is reported only
     label, reason = _apply(rows, info, 0.05, 0.0, adjust(family_pvalues([(rows, info)], {}), "holm"))
     assert label == "impact" and "stage 1 of 2 (6 pairs): impact" in reason and "12 runs saved" in reason
+
+
+@pytest.mark.parametrize("stages, alpha", [([2, 10, 20, 30, 50], 0.05), ([20, 40, 60, 80, 100], 0.01),
+                                           ([2, 4], 0.05)])
+def test_obrien_fleming_with_an_early_first_look_has_finite_boundaries(stages, alpha):
+    """Spending computed as 4 - 4 * Phi(x) rounded to 0 at such first looks and the design crashed;
+    4 * sf(x) keeps the tiny alpha, and the first boundary is then its two-sided normal quantile."""
+    design = Design(stages, alpha, "obrien-fleming")
+    t = stages[0] / stages[-1]
+    first = norm.isf(2 * norm.sf(norm.isf(alpha / 4) / math.sqrt(t)))  # by hand: Lan-DeMets OF
+    assert design.bounds[0] == pytest.approx(first, rel=1e-9) and math.isfinite(design.bounds[0])
+    assert design.bounds == sorted(design.bounds, reverse=True) and all(b > 1.9 for b in design.bounds)
+    assert spent(t, alpha, "obrien-fleming") > 0

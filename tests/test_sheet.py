@@ -57,7 +57,7 @@ def test_blank_cells_are_filled_when_resolution_improves(tmp_path):
     summary = update_sheet(sheet, [bug("pr1", pr="1")],
                            [{"id": "pr1", "status": "resolved", "buggy_sha": SHA_A,
                              "corrected_sha": SHA_B}])
-    assert summary["cells_filled"] == 2
+    assert summary["cells_filled"] == 3  # both SHAs, and the status they resolve to
     row = read_csv(sheet)[1][0]
     assert (row["buggy_sha"], row["corrected_sha"], row["resolve_status"]) == (SHA_A, SHA_B, "resolved")
 
@@ -165,3 +165,24 @@ def test_outputs_honour_the_umask_and_the_sheet_keeps_its_mode(tmp_path):
         os.umask(old)
     assert os.stat(sheet).st_mode & 0o777 == 0o664
     assert os.stat(tmp_path / "record.json").st_mode & 0o777 == 0o644
+
+
+def test_resolution_and_device_facts_refresh_what_nobody_typed(tmp_path):
+    sheet = tmp_path / "s.csv"
+    update_sheet(sheet, [bug("pr1", "Fix the kernel", pr="1"), bug("pr2", pr="2")],
+                 [{"id": "pr1", "status": "unresolved", "reason": "known: PR #1 not in the table"},
+                  {"id": "pr2", "status": "unresolved"}])
+    columns, rows = read_csv(sheet)
+    rows[1].update(buggy_sha=SHA_A, corrected_sha=SHA_B, notes="typed by hand")
+    write_rows(sheet, columns, rows)
+    update_sheet(sheet, [bug("pr1", "Fix the kernel", pr="1"), bug("pr2", pr="2")],
+                 [{"id": "pr1", "status": "non_contiguous", "reason": "the PRs landed apart",
+                   "diff_tags": "cuda"},
+                  {"id": "pr2", "status": "unresolved", "reason": "landed only off master"}])
+    by_id = {r["id"]: r for r in read_csv(sheet)[1]}
+    assert by_id["pr1"]["resolve_status"] == "non_contiguous"
+    assert by_id["pr1"]["resolve_note"] == "the PRs landed apart"
+    assert by_id["pr1"]["tags"].split(";")[-1] == "cuda"  # read from the diff, added to the tags
+    # commits a person typed stand: the row stays resolved and its note is not replaced
+    assert (by_id["pr2"]["resolve_status"], by_id["pr2"]["resolve_note"]) == ("resolved", "")
+    assert by_id["pr2"]["buggy_sha"] == SHA_A

@@ -83,8 +83,11 @@ def artifact_id(arm, recipe_sha="", target=""):
 
 
 def _onefix_arms(release, fix):
-    """Both arms of a one-fix bug: one release, one diff (a patch file or the row's commits)."""
-    return {arm: {"source": "onefix", "release": dict(release), "arm": arm,
+    """Both arms of a one-fix bug: one release, one diff (a patch file or the row's commits), and
+    the sheet's ``onefix`` verdict where it says no (the refusal's reason when no diff is at hand;
+    a ``yes`` changes nothing, so finished one-fix studies are not redone)."""
+    refused = {"onefix": fix["onefix"]} if str(fix.get("onefix", "")).startswith("no:") else {}
+    return {arm: {"source": "onefix", "release": dict(release), "arm": arm, **refused,
                   **{k: fix[k] for k in ("patch", "buggy_sha", "corrected_sha") if fix.get(k)}}
             for arm in ARMS}
 

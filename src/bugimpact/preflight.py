@@ -36,9 +36,14 @@ def run(config, plan, nvidia_smi=None, timeout=20):
     docker_arms = [(bug, arm, spec) for bug, b in sorted(plan.bugs.items())
                    for arm, spec in b["arms"].items() if spec["source"] == "docker"]
     onefix_arms = [(bug, arm, spec) for bug, b in sorted(plan.bugs.items())
-                   for arm, spec in b["arms"].items()
-                   if spec["source"] == "onefix" and not spec.get("patch")]
-    checks += _commits(config, docker_arms, onefix_arms)
+                   for arm, spec in b["arms"].items() if spec["source"] == "onefix"]
+    refused = {bug: spec["onefix"] for bug, _, spec in onefix_arms if spec.get("onefix")}
+    if refused:  # known before any download: the sheet's verdict was read from the real diff
+        checks.append(Check("one-fix sheet rows", "warn", "; ".join(
+            f"{bug}: {why}" for bug, why in sorted(refused.items())) + ": refused, no runs",
+            "reject those rows (or build them: artifacts.source docker)"))
+    checks += _commits(config, docker_arms, [(bug, arm, spec) for bug, arm, spec in onefix_arms
+                                             if not spec.get("patch") and bug not in refused])
     if docker_arms:
         checks += _submodules(config, docker_arms, timeout)
     if docker_arms or config["runtime"]["kind"] == "docker":

@@ -91,8 +91,11 @@ def merge(existing_columns, existing_rows, mined_rows):
             typed = row["buggy_sha"] and row["corrected_sha"] and not (
                 row["resolve_status"] == "resolved" and new["resolve_status"] == "resolved")
             for col in MACHINE_COLUMNS:
-                refresh = col in RESOLUTION_COLUMNS and not typed and new.get(col) != row[col]
-                if (not row[col] and new.get(col)) or (refresh and new.get(col)):
+                if col in RESOLUTION_COLUMNS:  # the latest resolution, unless commits were typed
+                    change = not typed and new.get(col) and new[col] != row[col]
+                else:
+                    change = not row[col] and new.get(col)
+                if change:
                     row[col] = new[col]
                     filled += 1
             # a device tag read from the fix's diff is a fact, added to the tags a person kept

@@ -230,7 +230,13 @@ def _onefix_artifact(sources, spec, folder):
     from .artifacts import onefix
     release = dict(spec["release"], python=spec.get("python"))
     base = _release_artifact(sources, release)
-    diff_text, origin = fix_diff(sources, spec)
+    try:
+        diff_text, origin = fix_diff(sources, spec)
+    except onefix.Refused:
+        if str(spec.get("onefix", "")).startswith("no:"):  # the resolver read the real diff
+            raise onefix.Refused(f"{spec['onefix'][4:]}, which a release wheel cannot take (the "
+                                 f"sheet's onefix, read from the fix's diff)") from None
+        raise
     patch_text, kinds = onefix.isolate(diff_text, wheel_files=onefix.wheel_files(base["wheel"]))
     fix_in_release, direction, overlay = onefix.make_overlay(
         base["wheel"], patch_text, kinds["python"], spec["arm"], folder)

@@ -35,7 +35,8 @@ def spent(t, alpha, shape):
     if t <= 0:
         return 0.0
     if shape == "obrien-fleming":  # alpha / 2 per side, each side Lan-DeMets' one-sided function
-        return float(4 - 4 * norm.cdf(norm.ppf(1 - alpha / 4) / math.sqrt(min(t, 1.0))))
+        # 4 * sf, not 4 - 4 * cdf: the latter rounds to 0 at an early look and breaks the design
+        return float(4 * norm.sf(norm.isf(alpha / 4) / math.sqrt(min(t, 1.0))))
     if shape == "pocock":
         return float(alpha * math.log(1 + (math.e - 1) * min(t, 1.0)))
     raise ValueError(f"unknown spending shape {shape!r}; use {', '.join(SPENDING)}")
@@ -64,7 +65,7 @@ class Design:
         for k, t in enumerate(self.fractions):
             target = spent(t, alpha, shape) - spent(self.fractions[k - 1] if k else 0, alpha, shape)
             if previous is None:
-                c = norm.ppf(1 - target / 2)
+                c = norm.isf(target / 2)  # not ppf(1 - ...): a tiny first-look alpha rounds 1 - x to 1
             else:
                 c = optimize.brentq(lambda z: self._exit(k, previous, z) - target, 0.0, 40.0,
                                     xtol=1e-10)
