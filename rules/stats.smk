@@ -6,7 +6,7 @@ rule bug_stats:
         json="results/stats/{bug}.json",
     params:
         stats=config["stats"],
-        design=study_design(config["train"]),
+        design=study_design(config["train"], len(PLAN.bugs)),
         tags=lambda wc: PLAN.bugs[wc.bug].get("tags", ""),
     log:
         "logs/stats/{bug}.log",

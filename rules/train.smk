@@ -69,7 +69,7 @@ rule stage_decision:
         "results/stages/{bug}/{key}/{pairs}.json",
     params:
         stats=config["stats"],
-        design=study_design(config["train"]),
+        design=study_design(config["train"], len(PLAN.bugs)),
     log:
         "logs/stages/{bug}/{key}/{pairs}.log",
     script:

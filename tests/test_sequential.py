@@ -104,3 +104,82 @@ def test_obrien_fleming_with_an_early_first_look_has_finite_boundaries(stages, a
     assert design.bounds[0] == pytest.approx(first, rel=1e-9) and math.isfinite(design.bounds[0])
     assert design.bounds == sorted(design.bounds, reverse=True) and all(b > 1.9 for b in design.bounds)
     assert spent(t, alpha, "obrien-fleming") > 0
+
+
+def _bug_records(rng, pairs, drop, noise=0.003):
+    recs = []
+    for i in range(pairs):
+        corrected = 0.9 + rng.normal(0, noise)
+        recs += [record("buggy", i, corrected - drop + rng.normal(0, noise), fp=f"b{i}"),
+                 record("corrected", i, corrected, fp=f"c{i}")]
+    return recs
+
+
+@pytest.mark.parametrize("family, expected", [(1, "no evidence of impact"), (10, "impact")])
+def test_a_stop_for_impact_is_never_overturned_by_the_study_wide_correction(family, expected):
+    """The issue's case: 10 bugs with a 5-point accuracy drop under Pocock. A design that spends
+    the whole alpha per bug (family 1) stops each at stage 1, and Holm over the 10 then overturns
+    every stop (the smallest stagewise p Pocock allows, 0.005, times 10). Each bug spending its
+    share (family 10) stops later, and every stop is an impact verdict."""
+    from bugimpact.stats.sequential import design_from_config
+    sequential = {"enabled": True, "stages": [10, 20, 30], "spending": "pocock"}
+    design = design_from_config(sequential, 50, 0.05, 0.8, family)
+    assert design.alpha == pytest.approx(0.05 / family)
+    rng = np.random.RandomState(3)
+    options = {"design": design, "min_effect": 0.0, "futility_power": 0.2}
+    items = [analyse_bug(f"b{b}", _bug_records(rng, 50, 0.05), ["accuracy"], 50, "paired",
+                         sequential=options) for b in range(10)]
+    adjusted = adjust(family_pvalues(items, {}), "holm")
+    for b, (rows, info) in enumerate(items):
+        assert info["sequential"]["decision"] == "impact"
+        label, reason = _apply(rows, info, 0.05, 0.0, adjusted[b:b + 1])
+        assert label == expected
+    if family == 10:  # the price: a later stop (20 of 50 pairs, not 10)
+        assert {info["sequential"]["pairs"] for _, info in items} == {20}
+
+
+def test_the_study_design_holds_familywise_error_and_never_contradicts_a_stop():
+    """10 bugs per simulated study, each its own O'Brien-Fleming design at alpha / 10, Holm over
+    the stagewise p-values at the end: under no effect, a study calls any bug impact at most alpha
+    of the time (plus Monte Carlo error); with effects, every bug that stopped for impact is an
+    impact after Holm."""
+    from bugimpact.stats.sequential import design_from_config, run_design
+    design = design_from_config({"enabled": True, "stages": [10, 20, 30]}, 50, 0.05, 0.8, 10)
+    rng = np.random.RandomState(21)
+    studies, any_impact = 400, 0
+    for _ in range(studies):
+        ps = [run_design(design, rng.normal(0, 1, 50), np.zeros(50))["p"] for _ in range(10)]
+        any_impact += bool((adjust(ps, "holm") < 0.05).any())
+    assert any_impact / studies <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / studies)
+    for _ in range(50):
+        looks = [run_design(design, rng.normal(0.6, 1, 50), np.zeros(50)) for _ in range(10)]
+        adjusted = adjust([look["p"] for look in looks], "holm")
+        for look, p in zip(looks, adjusted):
+            assert look["decision"] != "impact" or p < 0.05
+
+
+def test_after_an_early_stop_the_interval_still_covers():
+    """At the design's MDE, the naive 95% interval of the stopping look covers the true effect in
+    about 89% of early stops (the issue's figure); the repeated confidence interval (the stopping
+    look's boundary level) covers in at least 95% of them."""
+    from bugimpact.stats.effects import hodges_lehmann
+    from bugimpact.stats.sequential import run_design
+    design = Design([10, 20, 30, 50], 0.05, "obrien-fleming")
+    effect = detectable_d(50, None, 0.05, 0.8) / RANK_EFFICIENCY
+    rng = np.random.RandomState(17)
+    early = naive = repeated = 0
+    for _ in range(1500):
+        x, y = rng.normal(effect, 1, 50), np.zeros(50)
+        look = run_design(design, x, y)
+        if look["decision"] != "impact" or look["pairs"] == 50:
+            continue
+        n = look["pairs"]
+        early += 1
+        low, high = hodges_lehmann(x[:n], y[:n], True, 0.95)[1:3]
+        naive += low <= effect <= high
+        level = 1 - 2 * norm.sf(look["bound"])
+        low, high = hodges_lehmann(x[:n], y[:n], True, level)[1:3]
+        repeated += low <= effect <= high
+    assert early > 300
+    assert naive / early < 0.93  # the naive interval undercovers after a stop
+    assert repeated / early >= 0.95 - 3 * math.sqrt(0.05 * 0.95 / early)

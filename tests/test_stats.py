@@ -1,6 +1,7 @@
 """Statistics against scipy and hand-computed values; the error rates by simulation; each verdict
 from records crafted for it."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -243,7 +244,7 @@ def test_impact_and_first_divergence():
     assert rows[0]["primary_test"] == "wilcoxon signed-rank"
     assert rows[0]["effect"] == pytest.approx(-0.03, abs=1e-9)
     assert rows[0]["effect_low"] <= -0.03 <= rows[0]["effect_high"]
-    assert "accuracy -0.03 [-0.03, -0.03], p_adj" in reason and "MDE" in reason
+    assert "accuracy -0.03 [-0.03, -0.03] (95.8% interval), p_adj" in reason and "MDE" in reason
     # the same data with an effect threshold above the effect is no impact
     label, reason, _, _ = verdict_of(recs, 12, min_effect=0.05)
     assert label == "no evidence of impact" and "no effect beyond min_effect 0.05" in reason
@@ -374,3 +375,38 @@ def test_a_nan_metric_is_a_failed_measurement_never_a_tie():
     label, _, rows, info = verdict_of(recs, 10)
     assert label == "incomplete" and rows[1]["n_buggy"] == rows[1]["n_corrected"] == 0
     assert info["failed"].count("f1 is not a number") == 20
+
+
+def test_the_mde_is_stated_at_the_level_the_verdict_uses(tmp_path):
+    """Two tested bugs, one metric: Holm's strictest step is alpha / 2, so the verdict's MDE is
+    the one at 0.025 (R: power.t.test(n=10, sig.level=0.025, power=0.8, type="paired",
+    strict=TRUE, tol=1e-12)$delta = 1.13885407079913 sd of the differences, 0.996001371455107 at
+    0.05, each over the rank efficiency)."""
+    from bugimpact.io import read_csv
+    from bugimpact.io import write_json as write_record
+    from bugimpact.stats.tables import bug_stats, study_tables
+    rng = np.random.RandomState(4)
+    cfg = {"metrics": ["accuracy"], "alpha": 0.05, "power": 0.8, "min_effect": 0.0, "correction": "holm"}
+    jsons = []
+    for bug in ("b1", "b2"):
+        paths = []
+        for i in range(10):
+            base = 0.9 + rng.normal(0, 0.003)
+            for arm, value in (("buggy", base + rng.normal(0, 0.002)), ("corrected", base)):
+                path = tmp_path / bug / arm / f"{i}.json"
+                write_record(path, dict(record(arm, i, round(value * 450) / 450, fp=f"{bug}{arm}{i}"),
+                                        record_schema=1))
+                paths.append(path)
+        bug_stats(bug, paths, cfg, 10, "paired", tmp_path / f"{bug}.csv", tmp_path / f"{bug}.json")
+        jsons.append(tmp_path / f"{bug}.json")
+    study_tables(jsons, {"b1": {}, "b2": {}}, "s", cfg, [], tmp_path / "p.csv", tmp_path / "v.csv",
+                 tmp_path / "sum.csv")
+    for row in read_csv(tmp_path / "v.csv")[1]:
+        assert row["verdict"] == "no evidence of impact"
+        assert float(row["mde_alpha"]) == pytest.approx(0.025)
+        per_bug = read_csv(tmp_path / f"{row['bug']}.csv")[1][0]  # alone, its family is itself
+        assert float(per_bug["mde_alpha"]) == pytest.approx(0.05)
+        ratio = float(row["mde"]) / float(per_bug["mde"])
+        assert ratio == pytest.approx(1.13885407079913 / 0.996001371455107, rel=1e-9)
+        assert "at alpha 0.025 with the configured power" in row["reason"]
+        assert re.search(r"accuracy [-+][0-9.e-]+ \[[^]]+\] \(\d+\.\d% interval\)", row["reason"])

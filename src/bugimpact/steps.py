@@ -335,14 +335,16 @@ def early(runs, bug, records, out, repeats=()):
     return decision
 
 
-def sequential_options(sequential, runs, stats_cfg):
-    """The analysis's view of train.sequential: the design and its futility rules, or None."""
+def sequential_options(design, stats_cfg):
+    """The analysis's view of train.sequential (``design``: ``study_design``): the design of each
+    bug, which spends the bug's share of the study's alpha, and its futility rules; or None."""
     from .stats.sequential import design_from_config
-    design = design_from_config(sequential, runs, stats_cfg["alpha"], stats_cfg["power"])
-    if design is None:
+    built = design_from_config(design["sequential"], design["runs"], stats_cfg["alpha"],
+                               stats_cfg["power"], design.get("family", 1))
+    if built is None:
         return None
-    return {"design": design, "min_effect": stats_cfg["min_effect"],
-            "futility_power": sequential["futility_power"]}
+    return {"design": built, "min_effect": stats_cfg["min_effect"],
+            "futility_power": design["sequential"]["futility_power"]}
 
 
 def bug_stats(stats_cfg, design, bug, records, out_csv, out_json, tags="", arms_json=None):
@@ -350,13 +352,14 @@ def bug_stats(stats_cfg, design, bug, records, out_csv, out_json, tags="", arms_
     ``sequential`` (``study_design``); ``arms_json``: the ``arms`` gate of the bug."""
     from .stats.tables import bug_stats as compute
     return compute(bug, records, stats_cfg, design["runs"], design["seed_policy"], out_csv, out_json,
-                   tags, sequential_options(design["sequential"], design["runs"], stats_cfg),
+                   tags, sequential_options(design, stats_cfg),
                    read_json(arms_json) if arms_json else None)
 
 
-def study_design(train_cfg):
-    """What the statistics need to know of how runs were made."""
-    return {k: train_cfg[k] for k in ("runs", "seed_policy", "sequential")}
+def study_design(train_cfg, family=1):
+    """What the statistics need to know of how runs were made; ``family``: the bugs of the study
+    (controls included), among which a group-sequential design shares the study's alpha."""
+    return {**{k: train_cfg[k] for k in ("runs", "seed_policy", "sequential")}, "family": family}
 
 
 def stage(stats_cfg, design, bug, pairs, records, previous, out):
@@ -369,7 +372,7 @@ def stage(stats_cfg, design, bug, pairs, records, previous, out):
         if before["decision"] in ("impact", "futility"):
             write_json(out, dict(before, bug=bug))
             return before
-    options = sequential_options(design["sequential"], design["runs"], stats_cfg)
+    options = sequential_options(design, stats_cfg)
     metric = stats_cfg["metrics"][0]
     pairs_ok = finished_pairs([read_record(p) for p in records], pairs)
     if pairs_ok is None:

@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-RULE = re.compile(r"^(?:rule (\w+):|use rule \w+ as (\w+) with:)", re.M)
+RULE = re.compile(r"^(?:(?:rule|checkpoint) (\w+):|use rule \w+ as (\w+) with:)", re.M)
 
 
 def project():

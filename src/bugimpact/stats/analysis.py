@@ -31,7 +31,7 @@ METRIC_COLUMNS = (
     "std_corrected", "min_buggy", "min_corrected", "max_buggy", "max_corrected",
     "mwu_u", "mwu_p", "mwu_method", "mwu_min_p", "wilcoxon_stat", "wilcoxon_p", "wilcoxon_method",
     "primary_test", "primary_p", "adjusted_p", "a12", "cliffs_delta", "effect", "effect_low",
-    "effect_high", "effect_level", "effect_method", "mde", "mde_d", "exact_diff",
+    "effect_high", "effect_level", "effect_method", "mde", "mde_d", "mde_alpha", "exact_diff",
     "verdict", "reason", "pairs", "identical_pairs", "first_divergence_epoch", "failed", "skipped",
     "seed_policy",
 )
@@ -226,6 +226,7 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         row.update(mwu_u=mwu.statistic, mwu_p=mwu.p_value, mwu_method=mwu.method, mwu_min_p=mwu.min_p)
         pb = [ok["buggy"][i]["metrics"][metric] for i in common]
         pc = [ok["corrected"][i]["metrics"][metric] for i in common]
+        bug_info.setdefault("paired_values", {})[metric] = [pb, pc]  # in seed order
         if paired:
             wil = wilcoxon(pb, pc)
             row.update(wilcoxon_stat=wil.statistic, wilcoxon_p=wil.p_value,
@@ -259,7 +260,7 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         row.update(effect=effect[0], effect_low=effect[1], effect_high=effect[2],
                    effect_level=effect[3],
                    effect_method="Hodges-Lehmann " + ("paired shift" if paired else "shift"),
-                   mde_d=d, mde=d * spread if not math.isnan(spread) else math.nan)
+                   mde_d=d, mde=d * spread if not math.isnan(spread) else math.nan, mde_alpha=alpha)
         row["exact_diff"] = (row["mean_buggy"] - row["mean_corrected"]) if within_identical else math.nan
         rows.append(row)
     return rows, bug_info
@@ -331,8 +332,10 @@ def decided_without_test(bug_info, tags=""):
 
 
 def effect_text(row):
+    level = row.get("effect_level")
+    stated = f" ({level:.1%} interval)" if isinstance(level, float) and math.isfinite(level) else ""
     return (f"{row['metric']} {row['effect']:+.4g} [{row['effect_low']:+.4g}, "
-            f"{row['effect_high']:+.4g}]")
+            f"{row['effect_high']:+.4g}]{stated}")
 
 
 def verdict(bug_info, rows, alpha, min_effect, tags=""):
@@ -364,4 +367,5 @@ def verdict(bug_info, rows, alpha, min_effect, tags=""):
                  f"effect beyond min_effect {min_effect:g}")
     return "no evidence of impact", (
         f"smallest adjusted p {best['adjusted_p']:.3g} ({effect_text(best)}){below}; this design "
-        f"detects about {best['mde']:.3g} ({best['mde_d']:.2f} sd) with the configured power{stage}")
+        f"detects about {best['mde']:.3g} ({best['mde_d']:.2f} sd) at alpha "
+        f"{best.get('mde_alpha', alpha):.3g} with the configured power{stage}")

@@ -186,10 +186,13 @@ def simulate(design, effect, sims, rng, noise=1.0):
     return {"rate": hits / sims, "fixed_rate": fixed_hits / sims, "mean_pairs": pairs / sims}
 
 
-def design_from_config(sequential, runs, alpha, power):
-    """The design of a config's ``train.sequential`` (None when off): its interim sizes, then
-    train.runs as the last stage."""
+def design_from_config(sequential, runs, alpha, power, family=1):
+    """The design of one bug under a config's ``train.sequential`` (None when off): its interim
+    sizes, then train.runs as the last stage; it spends ``alpha / family``, the bug's share of the
+    study's alpha (``family``: the bugs of the study). A stop for impact then has a stagewise p at
+    most alpha / family, which Holm over the tested bugs always rejects: the verdict never
+    overturns a stop, and the study-wide familywise error stays at most alpha (Bonferroni)."""
     if not sequential or not sequential.get("enabled"):
         return None
     stages = [n for n in sequential["stages"] if n < runs] + [runs]
-    return Design(stages, alpha, sequential.get("spending", "obrien-fleming"), power)
+    return Design(stages, alpha / max(1, family), sequential.get("spending", "obrien-fleming"), power)

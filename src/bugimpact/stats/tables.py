@@ -18,9 +18,14 @@ from .effects import adjust
 VERDICTS = ("impact", "no evidence of impact", "not triggered", "not triggered on cpu",
             "identical runs", "incomplete")
 VERDICT_COLUMNS = ("bug", "row", "kind", "label", "verdict", "effect_metric", "effect",
-                   "effect_low", "effect_high", "min_adjusted_p", "mde", "reason", "scope",
+                   "effect_low", "effect_high", "effect_level", "min_adjusted_p", "mde", "mde_alpha",
+                   "reason", "scope",
                    "primary_test", "pairs", "identical_pairs", "first_divergence_epoch",
                    "n_buggy", "n_corrected", "skipped", "stopped_at_stage", "runs_saved", "failed")
+
+
+def _tested(family):
+    return int(np.sum(~np.isnan(np.asarray(family, float))))
 
 
 def family_pvalues(items, tags):
@@ -33,9 +38,16 @@ def family_pvalues(items, tags):
     return out
 
 
-def _apply(rows, bug_info, alpha, min_effect, adjusted, tags=""):
+def _apply(rows, bug_info, alpha, min_effect, adjusted, tags="", family=1, power=0.8):
+    """Fill the verdict of one bug from its adjusted p-values. ``family``: the tested p-values the
+    correction ran over. The MDE and the effect's interval are restated at alpha / family, the level
+    Holm guarantees every one of them (its strictest step): the MDE names an effect the verdict
+    would detect, and the intervals hold together over the family (Bonferroni)."""
+    level = alpha / max(1, family)
     for row, p in zip(rows, adjusted):
         row["adjusted_p"] = float(p)
+        _restate_mde(row, bug_info, level, power)
+        _restate_interval(row, bug_info, level)
     label, reason = verdict(bug_info, rows, alpha, min_effect, tags)
     for row in rows:
         row.update({k: bug_info[k] for k in ("pairs", "identical_pairs", "first_divergence_epoch",
@@ -56,8 +68,10 @@ def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv,
         described = [f"{arm}: {text}" for arm, text in sorted(arms["arms"].items()) if text]
         if described and info.get("scope"):
             info["scope"]["builds"] = "; ".join(described) + f" ({info['scope']['builds']})"
-    adjusted = adjust(family_pvalues([(rows, info)], {bug: tags}), "holm")
-    _apply(rows, info, stats_cfg["alpha"], stats_cfg["min_effect"], adjusted, tags)
+    family = family_pvalues([(rows, info)], {bug: tags})
+    adjusted = adjust(family, "holm")
+    _apply(rows, info, stats_cfg["alpha"], stats_cfg["min_effect"], adjusted, tags,
+           _tested(family), stats_cfg["power"])
     write_csv(out_csv, rows, METRIC_COLUMNS)
     write_json(out_json, {"info": info, "rows": rows})
     return rows
@@ -68,13 +82,14 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
     """Adjust over the tested bugs x metrics, then write Table IV, the verdicts and the summary."""
     loaded = [read_json(p) for p in bug_jsons]
     tags = {b: spec.get("tags", "") for b, spec in bugs.items()}
-    adjusted = adjust(family_pvalues([(i["rows"], i["info"]) for i in loaded], tags),
-                      stats_cfg["correction"])
+    family = family_pvalues([(i["rows"], i["info"]) for i in loaded], tags)
+    adjusted = adjust(family, stats_cfg["correction"])
     offset, table, verdicts = 0, [], []
     for item in loaded:
         rows, info = item["rows"], item["info"]
         label, reason = _apply(rows, info, stats_cfg["alpha"], stats_cfg["min_effect"],
-                               adjusted[offset:offset + len(rows)], tags.get(info["bug"], ""))
+                               adjusted[offset:offset + len(rows)], tags.get(info["bug"], ""),
+                               _tested(family), stats_cfg["power"])
         offset += len(rows)
         bug = info["bug"]
         name = f"{study}-{bug}"
@@ -96,7 +111,7 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
                          "label": bugs.get(bug, {}).get("label", ""), "verdict": label,
                          "effect_metric": lead.get("metric", ""),
                          **{k: lead.get(k, "") for k in ("effect", "effect_low", "effect_high",
-                                                         "mde")},
+                                                         "effect_level", "mde", "mde_alpha")},
                          "reason": reason, "scope": (f"{sc['device']}; {sc['builds']}; "
                                                      f"{sc['seed_pairs']} seed pairs") if sc else "",
                          "primary_test": rows[0]["primary_test"] if rows else "",
@@ -128,6 +143,59 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
                  "count": len(v["failed"].split("; "))} for v in verdicts if v["failed"]]
     write_csv(out_summary, summary, ("section", "name", "count"))
     return table, verdicts, summary
+
+
+def _restate_mde(row, bug_info, level, power):
+    """The row's MDE at ``level`` (its spread unchanged), and that level, in ``mde_alpha``."""
+    from .analysis import RANK_EFFICIENCY
+    from .effects import detectable_d
+    if row.get("mde_alpha") == level or not _finite_number(row.get("mde_d")):
+        row["mde_alpha"] = level
+        return
+    paired = row.get("primary_test", "").startswith(("wilcoxon", "group-sequential")) or \
+        row.get("wilcoxon_method") not in (None, "not paired")
+    d = (detectable_d(bug_info["pairs"], None, level, power) if paired
+         else detectable_d(row["n_buggy"], row["n_corrected"], level, power)) / RANK_EFFICIENCY
+    spread = row["mde"] / row["mde_d"] if row["mde_d"] else math.nan
+    row.update(mde_d=d, mde=d * spread, mde_alpha=level)
+
+
+def _restate_interval(row, bug_info, level):
+    """The Hodges-Lehmann interval at 1 - ``level``, on the values the row was computed from. After
+    a group-sequential stop, the monitored metric's interval is the repeated confidence interval
+    of the stopping look (Jennison and Turnbull): the first n_k pairs at the nominal level of that
+    look's boundary, 1 - 2 * sf(c_k), which covers with at least 1 - alpha / family whenever the
+    design stopped. The point estimate is not corrected: after an early stop it exaggerates."""
+    from scipy.stats import norm
+    from .effects import hodges_lehmann
+    metric = row["metric"]
+    paired = (bug_info.get("paired_values") or {}).get(metric)
+    if row.get("wilcoxon_method") == "not paired":
+        paired = None
+    look = bug_info.get("sequential")
+    if paired and look and look["decision"] in ("impact", "futility") \
+            and row["primary_test"].startswith("group-sequential"):
+        pairs = look["pairs"]
+        nominal = 2 * float(norm.sf(look["bound"]))
+        estimate = hodges_lehmann(paired[0][:pairs], paired[1][:pairs], True, 1 - nominal)
+        how = f"repeated confidence interval of stage {look['stage']}"
+    elif paired:
+        estimate = hodges_lehmann(paired[0], paired[1], True, 1 - level)
+        how = "simultaneous over the family (Bonferroni)"
+    elif not paired and (bug_info.get("values") or {}).get(metric):
+        values = bug_info["values"][metric]
+        estimate = hodges_lehmann(values["buggy"], values["corrected"], False, 1 - level)
+        how = "simultaneous over the family (Bonferroni)"
+    else:
+        return
+    if any(math.isnan(v) for v in estimate):
+        return
+    row.update(effect_low=estimate[1], effect_high=estimate[2], effect_level=estimate[3],
+               effect_method=f"{row['effect_method'].split(';')[0]}; interval {how}")
+
+
+def _finite_number(value):
+    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _stage(look):
