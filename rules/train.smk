@@ -52,7 +52,7 @@ rule early_decision:
     output:
         "results/early/{bug}/{key}.json",
     params:
-        runs=config["train"]["early_decision"]["runs"],
+        runs=PLAN.early_runs(),
     log:
         "logs/early/{bug}/{key}.log",
     script:

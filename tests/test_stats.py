@@ -1,6 +1,7 @@
 """Statistics against scipy and hand-computed values; the error rates by simulation; each verdict
 from records crafted for it."""
 import math
+from fractions import Fraction
 import re
 
 import numpy as np
@@ -410,3 +411,79 @@ def test_the_mde_is_stated_at_the_level_the_verdict_uses(tmp_path):
         assert ratio == pytest.approx(1.13885407079913 / 0.996001371455107, rel=1e-9)
         assert "at alpha 0.025 with the configured power" in row["reason"]
         assert re.search(r"accuracy [-+][0-9.e-]+ \[[^]]+\] \(\d+\.\d% interval\)", row["reason"])
+
+
+def test_not_triggered_states_the_trigger_rate_it_excludes():
+    from bugimpact.stats.analysis import excluded_rate, pairs_for_rate
+    assert excluded_rate(2) == pytest.approx(1 - math.sqrt(0.05))  # 77.6%: what 2 pairs exclude
+    assert pairs_for_rate(0.3) == 9 and 0.7 ** 9 <= 0.05 < 0.7 ** 8
+    assert pairs_for_rate(excluded_rate(20)) == 20
+    # a trigger that fires in 30% of runs (seed-dependent): missed by 2 pairs about half the time,
+    # by the 9 that trigger_rate 0.3 asks for at most 5% of the time
+    rng = np.random.RandomState(8)
+    fires = rng.random_sample((20000, 9)) < 0.3
+    assert (~fires[:, :2]).all(axis=1).mean() == pytest.approx(0.49, abs=0.015)
+    assert (~fires).all(axis=1).mean() <= 0.05
+    recs = [record(arm, i, 0.9, fp=f"s{i}") for arm in ("buggy", "corrected") for i in range(6)]
+    label, reason, _, _ = verdict_of(recs, 6)
+    assert label == "not triggered"
+    assert "a trigger firing in at least 39% of runs would have shown with 95% confidence" in reason
+
+
+def test_the_early_decision_looks_at_as_many_pairs_as_the_trigger_rate_needs(tmp_path):
+    from bugimpact.config import SHEET_SCHEMA
+    from bugimpact.plan import Plan
+    from conftest import config_with
+    assert Plan(config_with(), SHEET_SCHEMA).early_runs() == 2
+    plan = Plan(config_with(**{"train.early_decision": {"enabled": True, "runs": 2,
+                                                        "trigger_rate": 0.3}}), SHEET_SCHEMA)
+    assert plan.early_runs() == 9
+
+
+def test_metrics_from_counts_are_the_harness_metrics_as_exact_rationals():
+    from bugimpact.harness.metrics import classification_metrics, confusion_counts
+    from bugimpact.stats.exact import exact_metrics
+    rng = np.random.RandomState(6)
+    for _ in range(50):
+        y = rng.randint(0, 10, 450)
+        pred = np.where(rng.random_sample(450) < 0.8, y, rng.randint(0, 10, 450))
+        floats = classification_metrics(y, pred)
+        exact = exact_metrics(confusion_counts(y, pred))
+        for metric, value in floats.items():
+            assert float(exact[metric]) == pytest.approx(value, rel=1e-14, abs=1e-15), metric
+    counts = confusion_counts([0, 0, 1, 2], [0, 1, 1, 1])  # class 2 never predicted
+    assert counts == {"labels": [0, 1, 2], "matrix": [[1, 1, 0], [0, 1, 0], [0, 1, 0]]}
+    assert exact_metrics(counts)["precision"] == (1 + Fraction(1, 3) + 0) / 3
+
+
+def _counted(arm, run, correct, fp):
+    """A record whose accuracy is correct/450, with the counts the harness records."""
+    matrix = [[correct, 450 - correct], [0, 0]]
+    rec = record(arm, run, correct / 450, fp=fp)
+    rec["counts"] = {"labels": [0, 1], "matrix": matrix}
+    return rec
+
+
+def test_ties_on_the_metrics_own_grid_are_exact_from_the_counts():
+    """359/450 - 357/450 and 362/450 - 360/450 are one difference. From the counts the test sees
+    it so (coin's exact test on the counts gives 0.1396484375); from the floats, snapped to 1e-12
+    and differenced, they are two, and the p is another."""
+    b = [359, 362, 400, 380, 371, 365, 390, 377, 369, 402, 381, 377]
+    c = [357, 360, 398, 383, 371, 362, 388, 380, 366, 399, 378, 375]
+    counted = [_counted("buggy", i, v, f"b{i}") for i, v in enumerate(b)] + \
+        [_counted("corrected", i, v, f"c{i}") for i, v in enumerate(c)]
+    rows, _ = analyse_bug("b", counted, ["accuracy"], 12, "paired")
+    assert rows[0]["values_compared"] == "exact counts"
+    assert rows[0]["wilcoxon_p"] == 0.1396484375
+    floats = [dict(r, counts=None) for r in counted]
+    rows, _ = analyse_bug("b", floats, ["accuracy"], 12, "paired")
+    assert rows[0]["values_compared"] == "floats" and rows[0]["wilcoxon_p"] == 0.123046875
+
+
+def test_hodges_lehmann_is_the_walsh_median_with_ties_and_zeros_too():
+    """Where R's wilcox.test(conf.int=TRUE) switches to the root of its normal score (ties, zeros,
+    50+ pairs), the estimate here stays the median of the Walsh averages, as documented."""
+    d = np.array([0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 2.0, 3.0, -1.0])
+    walsh = [(d[i] + d[j]) / 2 for i in range(len(d)) for j in range(i, len(d))]
+    estimate, low, high, level = hodges_lehmann(d, np.zeros(len(d)), paired=True)
+    assert estimate == np.median(walsh) and low <= estimate <= high

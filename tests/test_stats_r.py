@@ -5,6 +5,7 @@ what ``tests/r/reference.R`` computed from them in R. The comparisons always run
 installed (CI installs it) R is run again, so the committed table is proven to be R's."""
 import csv
 import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -127,3 +128,77 @@ def test_the_committed_table_is_what_r_computes(tmp_path):
     subprocess.run(["Rscript", str(HERE / "reference.R"), str(HERE / "cases.csv"), str(out)],
                    check=True, capture_output=True)
     assert out.read_text() == (HERE / "reference.csv").read_text()
+
+
+def _r_has(package):
+    if not shutil.which("Rscript"):
+        return False
+    return subprocess.run(["Rscript", "-e", f"suppressMessages(library({package}))"],
+                          capture_output=True).returncode == 0
+
+
+def _rscript(code):
+    """The numbers R prints (rpact prints a warning line beside them for an infinite boundary).
+    The code goes in a file: R cuts a long -e expression short."""
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".R", delete=False) as handle:
+        handle.write(code + "\n")
+    try:
+        out = subprocess.run(["Rscript", handle.name], capture_output=True, text=True, check=True)
+    finally:
+        Path(handle.name).unlink()
+    number = re.compile(r"^-?(Inf|NaN|NA|\d+(\.\d+)?(e[-+]?\d+)?)$")
+    return [float(v) if v != "NA" else math.nan for v in out.stdout.split() if number.match(v)]
+
+
+@pytest.mark.skipif(not _r_has("coin"), reason="R's coin is not installed (CI installs r-cran-coin)")
+def test_exact_signed_rank_on_counts_equals_coin():
+    """Accuracy counts out of 450 with tied differences: from the records' counts (exact
+    rationals) our p equals coin's exact conditional test on the integer counts; from the float
+    metrics, broken ties give another p in many of the cases."""
+    from fractions import Fraction
+    rng = np.random.RandomState(30)
+    cases = []
+    for _ in range(40):
+        n = rng.randint(8, 30)
+        base = rng.randint(340, 420, n)
+        cases.append((base + rng.randint(-3, 4, n), base))
+    code = ["suppressMessages(library(coin))"]
+    for b, c in cases:
+        code.append(f"cat(sprintf('%.17g', pvalue(wilcoxsign_test(c({','.join(map(str, b))}) ~ "
+                    f"c({','.join(map(str, c))}), distribution='exact', zero.method='Wilcoxon'))), "
+                    "'\\n')")
+    r_p = _rscript("\n".join(code))
+    assert len(r_p) == len(cases)
+    floats_differ = 0
+    for (b, c), expected in zip(cases, r_p):
+        exact = wilcoxon([Fraction(int(v), 450) for v in b], [Fraction(int(v), 450) for v in c])
+        assert exact.p_value == pytest.approx(expected, rel=1e-12, abs=1e-15)
+        floats_differ += wilcoxon(b / 450, c / 450).p_value != pytest.approx(expected, rel=1e-9)
+    assert floats_differ >= 5  # what the counts fix
+
+
+@pytest.mark.skipif(not _r_has("rpact"), reason="R's rpact is not installed (CI installs r-cran-rpact)")
+def test_each_bugs_share_of_alpha_gives_rpacts_boundaries():
+    """A bug's O'Brien-Fleming design at its share alpha / 10, against rpact (one-sided at half the
+    share, as gsDesign's alpha / 2 per side); and a first look at 2 of 50 pairs, where rpact's own
+    spending rounds to zero and gives an infinite boundary, from the second look on."""
+    from bugimpact.stats.sequential import Design
+    r = _rscript("suppressMessages(library(rpact)); "
+                 "cat(sprintf('%.17g', c(getDesignGroupSequential(kMax=4, alpha=0.0025, sided=1, "
+                 "typeOfDesign='asOF', informationRates=c(10,20,30,50)/50)$criticalValues, "
+                 "getDesignGroupSequential(kMax=5, alpha=0.025, sided=1, typeOfDesign='asOF', "
+                 "informationRates=c(2,10,20,30,50)/50)$criticalValues)))")
+    assert Design([10, 20, 30, 50], 0.005, "obrien-fleming").bounds == pytest.approx(r[:4], abs=1e-7)
+    early = Design([2, 10, 20, 30, 50], 0.05, "obrien-fleming").bounds
+    assert len(r) == 9 and math.isinf(r[4]) and math.isfinite(early[0])
+    assert early[1:] == pytest.approx(r[5:], abs=1e-7)
+
+
+@pytest.mark.skipif(not shutil.which("Rscript"), reason="R is not installed (CI installs r-base-core)")
+def test_the_mde_at_a_familys_level_equals_r():
+    levels = (0.05, 0.025, 0.005, 0.001)
+    r = _rscript("cat(sprintf('%.17g', c(" + ", ".join(
+        f"power.t.test(n=20, sig.level={a}, power=0.8, type='paired', strict=TRUE, tol=1e-12)$delta"
+        for a in levels) + ")))")
+    assert [detectable_d(20, None, a, 0.8) for a in levels] == pytest.approx(r, rel=1e-9)

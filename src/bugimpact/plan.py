@@ -103,8 +103,14 @@ class Plan:
         return self.config["train"]["runs"]
 
     def early_runs(self):
+        """Pairs the early decision looks at: ``runs``, or as many as ``trigger_rate`` needs (the
+        rate of seed-dependent triggers a not-triggered verdict must exclude); 0 when off."""
         early = self.config["train"]["early_decision"]
-        return early["runs"] if early["enabled"] and early["runs"] < self.runs else 0
+        k = early["runs"]
+        if early.get("trigger_rate"):
+            from .stats.analysis import pairs_for_rate
+            k = pairs_for_rate(early["trigger_rate"])
+        return k if early["enabled"] and k < self.runs else 0
 
     def stages(self):
         """Interim sizes (pairs) of the group-sequential design, each below train.runs; [] if off."""

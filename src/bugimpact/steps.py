@@ -367,6 +367,7 @@ def stage(stats_cfg, design, bug, pairs, records, previous, out):
     unchanged; a look that lacks a finished pair says continue (the runs are there to be made)."""
     from .records import read_record
     from .stats.analysis import finished_pairs, sequential_look
+    from .stats.exact import metric_values
     if previous:
         before = read_json(previous[0])
         if before["decision"] in ("impact", "futility"):
@@ -379,8 +380,8 @@ def stage(stats_cfg, design, bug, pairs, records, previous, out):
         decision = {"decision": "continue", "runs": pairs,
                     "reason": f"a run of the first {pairs} pairs did not finish (or was skipped)"}
     else:
-        look = sequential_look(options["design"], [a["metrics"][metric] for a, _ in pairs_ok],
-                               [b["metrics"][metric] for _, b in pairs_ok], stats_cfg["alpha"],
+        values = metric_values([r for pair in pairs_ok for r in pair], metric)  # exact if counted
+        look = sequential_look(options["design"], values[0::2], values[1::2], stats_cfg["alpha"],
                                options["min_effect"], options["futility_power"])
         decision = dict(look, runs=pairs, metric=metric)
     decision["bug"] = bug

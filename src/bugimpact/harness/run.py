@@ -120,6 +120,7 @@ def train(spec):
         nondeterministic = sorted({str(w.message).splitlines()[0] for w in caught
                                    if "determinis" in str(w.message)})
     record["metrics"] = metrics.classification_metrics(dataset["y_test"], predictions)
+    record["counts"] = metrics.confusion_counts(dataset["y_test"], predictions)
     record["fingerprints"]["logits"] = hashlib.sha256(np.ascontiguousarray(logits).tobytes()).hexdigest()
     record["fingerprints"]["predictions"] = hashlib.sha256(predictions.tobytes()).hexdigest()
     record["nondeterministic_ops"] = nondeterministic

@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from .effects import detectable_d, hodges_lehmann, vargha_delaney_a12
-from .rank_tests import mann_whitney, wilcoxon
+from .exact import metric_values
+from .rank_tests import is_exact, mann_whitney, wilcoxon
 
 ARMS = ("buggy", "corrected")
 # Rank tests need sqrt(pi/3) times the t-test's effect under normal noise (asymptotic relative
@@ -32,6 +33,7 @@ METRIC_COLUMNS = (
     "mwu_u", "mwu_p", "mwu_method", "mwu_min_p", "wilcoxon_stat", "wilcoxon_p", "wilcoxon_method",
     "primary_test", "primary_p", "adjusted_p", "a12", "cliffs_delta", "effect", "effect_low",
     "effect_high", "effect_level", "effect_method", "mde", "mde_d", "mde_alpha", "exact_diff",
+    "values_compared",
     "verdict", "reason", "pairs", "identical_pairs", "first_divergence_epoch", "failed", "skipped",
     "seed_policy",
 )
@@ -167,7 +169,8 @@ def sequential_look(design, pb, pc, alpha, min_effect=0.0, futility_power=None):
 
     def interval(x, y):
         return hodges_lehmann(x, y, paired=True, level=1 - alpha)[1:3]
-    return run_design(design, np.asarray(pb, float), np.asarray(pc, float), min_effect, interval,
+    kind = object if is_exact(list(pb) + list(pc)) else float  # exact rationals stay exact
+    return run_design(design, np.asarray(pb, kind), np.asarray(pc, kind), min_effect, interval,
                       futility_power)
 
 
@@ -197,10 +200,11 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         len(ok[arm]) >= 2 and len({tuple(fingerprint_sequence(r)) for r in ok[arm].values()}) == 1
         for arm in ARMS)
     paired = seed_policy == "paired" and len(common) >= 2
+    exact = {metric: exact_by_run(ok, metric) for metric in metrics}  # what the tests compare
     look = None
     if sequential and paired and metrics:
-        look = sequential_look(sequential["design"], [ok["buggy"][i]["metrics"][metrics[0]] for i in common],
-                               [ok["corrected"][i]["metrics"][metrics[0]] for i in common], alpha,
+        look = sequential_look(sequential["design"], [exact[metrics[0]]["buggy"][i] for i in common],
+                               [exact[metrics[0]]["corrected"][i] for i in common], alpha,
                                sequential.get("min_effect", 0.0), sequential.get("futility_power"))
         if look and look["decision"] in ("impact", "futility"):
             required_runs = look["pairs"]  # the bug stopped there: the later runs were skipped
@@ -222,11 +226,15 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         for arm in ARMS:
             for stat, value in _describe(values[arm]).items():
                 row[f"{stat}_{arm}"] = value
-        mwu = mann_whitney(values["buggy"], values["corrected"])
+        by_run = exact[metric]
+        xb, xc = ([by_run[arm][i] for i in sorted(ok[arm])] for arm in ARMS)
+        mwu = mann_whitney(xb, xc)
         row.update(mwu_u=mwu.statistic, mwu_p=mwu.p_value, mwu_method=mwu.method, mwu_min_p=mwu.min_p)
-        pb = [ok["buggy"][i]["metrics"][metric] for i in common]
-        pc = [ok["corrected"][i]["metrics"][metric] for i in common]
-        bug_info.setdefault("paired_values", {})[metric] = [pb, pc]  # in seed order
+        pb = [by_run["buggy"][i] for i in common]
+        pc = [by_run["corrected"][i] for i in common]
+        bug_info.setdefault("paired_values", {})[metric] = [[float(v) for v in pb],
+                                                            [float(v) for v in pc]]  # seed order
+        row["values_compared"] = "exact counts" if is_exact(pb + pc or xb + xc) else "floats"
         if paired:
             wil = wilcoxon(pb, pc)
             row.update(wilcoxon_stat=wil.statistic, wilcoxon_p=wil.p_value,
@@ -242,16 +250,15 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
             row.update(wilcoxon_stat=math.nan, wilcoxon_p=math.nan,
                        wilcoxon_method="not paired", primary_test="mann-whitney u",
                        primary_p=mwu.p_value)
-        a12 = vargha_delaney_a12(values["buggy"], values["corrected"])
+        a12 = vargha_delaney_a12(xb, xc)
         row.update(a12=a12, cliffs_delta=2 * a12 - 1)
         # the effect the primary test is about: the paired shift for paired seeds
         if paired:
             effect = hodges_lehmann(pb, pc, paired=True, level=1 - alpha)
-            spread = float(np.std(np.subtract(pb, pc), ddof=1))
+            spread = float(np.std(np.subtract(np.asarray(pb, float), np.asarray(pc, float)), ddof=1))
             d = detectable_d(len(common), None, alpha, power) / RANK_EFFICIENCY
         else:
-            effect = hodges_lehmann(values["buggy"], values["corrected"], paired=False,
-                                    level=1 - alpha)
+            effect = hodges_lehmann(xb, xc, paired=False, level=1 - alpha)
             n1, n2 = len(values["buggy"]), len(values["corrected"])
             enough = n1 > 1 and n2 > 1
             spread = math.sqrt(((n1 - 1) * row["std_buggy"] ** 2 + (n2 - 1) * row["std_corrected"] ** 2)
@@ -264,6 +271,17 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         row["exact_diff"] = (row["mean_buggy"] - row["mean_corrected"]) if within_identical else math.nan
         rows.append(row)
     return rows, bug_info
+
+
+def exact_by_run(ok, metric):
+    """{arm: {run: value}} of one metric: exact Fractions from the records' counts where every
+    record has them (``exact.metric_values``), else the recorded floats."""
+    keys = [(arm, i) for arm in ARMS for i in sorted(ok[arm])]
+    values = metric_values([ok[arm][i] for arm, i in keys], metric)
+    out = {arm: {} for arm in ARMS}
+    for (arm, i), value in zip(keys, values):
+        out[arm][i] = value
+    return out
 
 
 def _finite(value):
@@ -295,6 +313,27 @@ def _last_line(text):
     return lines[-1][:300] if lines else "no output"
 
 
+TRIGGER_CONFIDENCE = 0.95
+
+
+def excluded_rate(pairs, confidence=TRIGGER_CONFIDENCE):
+    """The smallest per-run trigger rate that ``pairs`` identical pairs exclude: a trigger firing
+    independently in a share x of buggy runs leaves all of them identical with probability
+    (1 - x) ** pairs."""
+    return 1 - (1 - confidence) ** (1 / pairs)
+
+
+def pairs_for_rate(rate, confidence=TRIGGER_CONFIDENCE):
+    """Identical pairs needed before ``not triggered`` excludes a trigger firing in ``rate`` of runs."""
+    return math.ceil(math.log(1 - confidence) / math.log(1 - rate) - 1e-12)
+
+
+def excluded_text(pairs):
+    return (f"a trigger firing in at least {excluded_rate(pairs):.0%} of runs would have shown "
+            f"with {TRIGGER_CONFIDENCE:.0%} confidence (rarer, seed-dependent triggers are not "
+            f"excluded: set train.early_decision.trigger_rate)")
+
+
 def _tagged_cuda(tags):
     return "cuda" in {t.strip().lower() for t in str(tags or "").replace(",", ";").split(";")}
 
@@ -315,6 +354,8 @@ def decided_without_test(bug_info, tags=""):
         caveat = ("; the sheet tags this bug cuda and these runs never ran CUDA code, so nothing "
                   "was learned about it: run it on a GPU")
     proved = f" ({scope_text(sc)})" if sc else ""
+    if pairs and identical == pairs:
+        caveat = f"; {excluded_text(pairs)}{caveat}"
     if skipped and pairs and identical == pairs and not bug_info["failed"]:
         return label, (f"early decision: fingerprints identical in all {pairs} run pairs{proved}; "
                        f"{skipped} runs skipped{caveat}")

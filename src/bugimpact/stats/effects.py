@@ -6,7 +6,8 @@ import numpy as np
 from scipy import integrate, optimize
 from scipy.stats import chi, nct, norm, t as t_dist
 
-from .rank_tests import EXACT_LIMIT, _mwu_counts, paired_differences, signed_rank_counts, snap
+from .rank_tests import (EXACT_LIMIT, _mwu_counts, as_floats, paired_differences, signed_rank_counts,
+                         snap)
 
 
 def vargha_delaney_a12(x, y):
@@ -30,22 +31,25 @@ def _lower_quantile(counts, p):
 
 
 def hodges_lehmann(x, y, paired, level=0.95):
-    """The rank tests' own estimate of the shift x - y, with its distribution-free interval.
+    """The Hodges-Lehmann estimate of the shift x - y, with its distribution-free interval.
 
-    Paired: the median of the Walsh averages of the differences (the pseudo-median). Unpaired:
-    the median of all differences x_i - y_j. The interval is the pair of order statistics that R's
-    ``wilcox.test(conf.int=TRUE)`` takes: critical values from the exact null (qsignrank, qwilcox)
-    while the design is small, else from the normal approximation; where no order statistic
-    reaches the level (tiny n), the interval is the whole range. Returns (estimate, low, high,
-    achieved level)."""
+    Paired: the median of the Walsh averages of the differences (the pseudo-median), zeros
+    included. Unpaired: the median of all differences x_i - y_j. The interval is a pair of order
+    statistics of those, at ranks from the exact null (qsignrank, qwilcox) under 50 pairs or runs,
+    else from the normal approximation; where no order statistic reaches the level (tiny n), the
+    interval is the whole range. Without ties or zeros and under 50, that is exactly what R's
+    ``wilcox.test(conf.int=TRUE)`` returns. With ties, zeros or 50 and more, R returns something
+    else: the root of its continuity-corrected normal score (uniroot), not the Walsh median; this
+    stays the Hodges-Lehmann estimator and its order-statistic interval. Returns (estimate, low,
+    high, achieved level)."""
     alpha = 1 - level
     if paired:
         d = paired_differences(x, y)
         n = len(d)
         if n == 0:
             return (math.nan,) * 4
-        walsh = (d[:, None] + d[None, :])[np.triu_indices(n)] / 2.0
-        diffs = np.sort(snap(walsh))
+        walsh = (d[:, None] + d[None, :])[np.triu_indices(n)] / 2
+        diffs = as_floats(snap(walsh))
         top = n * (n + 1) // 2
         if n < EXACT_LIMIT:
             counts = signed_rank_counts(np.arange(2, 2 * n + 1, 2))[::2]  # W+ = 0..top
@@ -60,7 +64,7 @@ def hodges_lehmann(x, y, paired, level=0.95):
         m, n = len(x), len(y)
         if not m or not n:
             return (math.nan,) * 4
-        diffs = np.sort(snap((x[:, None] - y[None, :]).ravel()))
+        diffs = as_floats(snap((x[:, None] - y[None, :]).ravel()))
         top = m * n
         if max(m, n) < EXACT_LIMIT:
             counts = _mwu_counts(m, n)

@@ -1,8 +1,9 @@
 """Two-sided rank tests, written out so every step can be checked against R, scipy and by hand.
 
-Values are snapped to ``RESOLUTION`` before they are differenced or ranked (``snap``): metrics are
-ratios of counts, so two that really differ differ by far more than 1e-9, while float rounding makes
-0.82 - 0.81 and 0.83 - 0.82 unequal in the last bit and would break true ties.
+Metrics are ratios of counts. Given as exact rationals (``exact``: from the counts a record holds),
+they are ranked, tied and differenced exactly. Given as floats (records without counts), they are
+snapped to ``RESOLUTION`` first (``snap``), which keeps most ties but not all: snapped values are
+rounded again when differenced, so 359/450 - 357/450 and 362/450 - 360/450 can still differ.
 
 Mann-Whitney U: exact null distribution (integer arithmetic) when there are no ties and both samples
 are smaller than ``EXACT_LIMIT`` (R's rule); otherwise normal with tie and continuity corrections (R's
@@ -14,6 +15,7 @@ corrections, as R. Each result states the method used.
 """
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from scipy.stats import norm, rankdata
@@ -23,8 +25,21 @@ DECIMALS = 12  # RESOLUTION = 1e-12
 
 
 def snap(values):
-    """Values on a 1e-12 grid (adding 0.0 turns -0.0 into 0.0)."""
+    """Values on a 1e-12 grid (adding 0.0 turns -0.0 into 0.0); exact rationals (``exact``: metrics
+    from their counts) are kept as they are, so their ties and differences are exact."""
+    if is_exact(values):
+        return np.asarray(values, dtype=object)
     return np.round(np.asarray(values, float), DECIMALS) + 0.0
+
+
+def is_exact(values):
+    values = list(np.asarray(values, dtype=object).ravel()) if not isinstance(values, list) else values
+    return bool(values) and all(isinstance(v, Fraction) for v in values)
+
+
+def as_floats(values):
+    """Sorted floats of (snapped or exact) values: for medians and order statistics."""
+    return np.sort(np.asarray([float(v) for v in np.asarray(values, dtype=object).ravel()], float))
 
 
 @dataclass
