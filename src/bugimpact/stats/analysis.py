@@ -394,7 +394,8 @@ def verdict(bug_info, rows, alpha, min_effect, tags=""):
         stage = (f"; stage {look['stage']} of {look['stages']} ({look['pairs']} pairs): "
                  f"{look['decision'].replace('_', ' ')}, {look['reason']}")
         if look.get("runs_saved"):
-            stage += f"; {look['runs_saved']} runs saved"
+            stage += (f"; {look['runs_saved']} runs saved (after an early stop the estimate "
+                      f"exaggerates; its interval is the stage's repeated confidence interval)")
     significant = [r for r in rows if not math.isnan(r["adjusted_p"]) and r["adjusted_p"] < alpha]
     hits = [r for r in significant if abs(r["effect"]) > min_effect]
     if hits:
