@@ -85,6 +85,7 @@ def test_reverting_a_revert_re_lands(history):
     corrected, buggy, result = resolved(history, 28770)
     assert corrected.startswith("ba6defeb072e")  # "Revert D18254898: Revert D18202646: ..."
     assert result.note.startswith("re-landed:") and "were reverted" in result.note
+    assert "its commit: a re-land, reverting revert" in result.note
 
 
 def test_a_release_branch_cherry_pick_resolves_to_the_master_original(history):

@@ -183,3 +183,34 @@ def test_after_an_early_stop_the_interval_still_covers():
     assert early > 300
     assert naive / early < 0.93  # the naive interval undercovers after a stop
     assert repeated / early >= 0.95 - 3 * math.sqrt(0.05 * 0.95 / early)
+
+
+def test_the_median_unbiased_estimate_after_a_stop():
+    """Stagewise ordering: at the first look the estimate is z / sqrt(t) (no earlier stop to
+    account for); at the last look under no drift the upward tail is the design's alpha / 2; and
+    by simulation (Pocock, where early stops are frequent) the estimate's median is the true
+    effect, where the naive Hodges-Lehmann shift's is above it."""
+    from bugimpact.stats.analysis import _stop_shrink
+    from bugimpact.stats.effects import hodges_lehmann
+    from bugimpact.stats.sequential import run_design
+    design = Design([10, 20, 30, 50], 0.05, "pocock")
+    assert design.median_unbiased(0, 3.0) == pytest.approx(3.0 / math.sqrt(0.2), rel=1e-7)
+    assert design.median_unbiased(0, -3.0) == pytest.approx(-3.0 / math.sqrt(0.2), rel=1e-7)
+    assert design.ordering_probability(3, design.bounds[3], 0.0) == pytest.approx(0.025, abs=1e-8)
+    effect = detectable_d(50, None, 0.05, 0.8) / RANK_EFFICIENCY
+    rng = np.random.RandomState(17)
+    naive, unbiased, early = [], [], []
+    for _ in range(600):
+        x, y = rng.normal(effect, 1, 50), np.zeros(50)
+        look = run_design(design, x, y)
+        n = look["pairs"]
+        shift = hodges_lehmann(x[:n], y[:n], True)[0]
+        shrink = _stop_shrink(design, look) if look["decision"] != "no_impact" else 1.0
+        naive.append(shift)
+        unbiased.append(shift * shrink)
+        if look["decision"] == "impact" and n < 50:
+            early.append(shrink)
+    assert abs(np.median(unbiased) / effect - 1) < 0.05 < np.median(naive) / effect - 1 + 0.05
+    assert np.median(unbiased) < np.median(naive)
+    assert len(early) > 150 and all(0 < s <= 1 + 1e-6 for s in early)  # never enlarged
+    assert np.mean(early) < 0.97  # a stop after the first look shrinks the naive estimate

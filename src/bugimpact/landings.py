@@ -45,7 +45,7 @@ class Commit:
 @dataclass
 class Landing:
     commit: Commit
-    how: str  # "landed", "re-landed by reverting revert <sha>", or "revert" (the PR is a revert)
+    how: str  # "landed", "a re-land, reverting revert <sha>", or "a revert" (the PR is a revert)
     reverted_by: list = field(default_factory=list)
 
 
@@ -113,9 +113,9 @@ class LandingIndex:
                     landing.reverted_by.append(commit.sha)
                 for original in self.revert_targets.get(target, ()):  # a revert reverted: re-land
                     for pr in self.prs_of.get(original, ()):
-                        self._land(pr, commit, f"re-landed by reverting revert {target[:12]}")
+                        self._land(pr, commit, f"a re-land, reverting revert {target[:12]}")
             for pr in own - reverted_prs:  # the revert's own PR (a revert can land as a PR)
-                self._land(pr, commit, "revert")
+                self._land(pr, commit, "a revert")
         else:
             for pr in own:
                 self._land(pr, commit, "landed")

@@ -9,7 +9,6 @@ Resolvers are tried in the configured order; a PR none of them resolves is kept 
 - ``known``: a CSV of already-resolved PRs (e.g. the paper's 18), for offline studies.
 - ``api``: the GitHub API's ``merge_commit_sha`` and its first parent.
 """
-import functools
 import logging
 import re
 import subprocess
@@ -58,7 +57,7 @@ class GitResolver:
             raise InputError(clone, "not a git repository (resolve.clone in config.yaml)")
         self.repo = repo
         self.branch = default_branch or self._detect_default_branch()
-        self._index = None
+        self._index, self._holding = None, {}
 
     def _detect_default_branch(self):
         for ref in ("refs/remotes/origin/HEAD",):
@@ -88,11 +87,13 @@ class GitResolver:
     def _date(self, sha):
         return _git(self.clone, "show", "-s", "--format=%cI", sha, "--").strip()
 
-    @functools.lru_cache(maxsize=None)
-    def _branches(self, sha, count=3):
-        out = _git(self.clone, "for-each-ref", "--contains", sha, f"--count={count}",
-                   "--format=%(refname:short)", "refs/heads", "refs/remotes")
-        return ", ".join(out.split()) or "no branch"
+    def _branches(self, sha):
+        """Up to three branches that hold ``sha`` (asked once per commit: it walks history)."""
+        if sha not in self._holding:
+            out = _git(self.clone, "for-each-ref", "--contains", sha, "--count=3",
+                       "--format=%(refname:short)", "refs/heads", "refs/remotes")
+            self._holding[sha] = ", ".join(out.split()) or "no branch"
+        return self._holding[sha]
 
     def resolve(self, pr):
         index = self.index()
@@ -117,6 +118,8 @@ class GitResolver:
             chosen = on_default[-1]
             note = (f"reverted later on {self.branch} (by {chosen.reverted_by[-1][:12]}) and not "
                     f"re-landed")
+        if chosen.how != "landed":  # a re-land by reverting a revert, or a PR that is a revert
+            note = "; ".join(filter(None, [note, f"its commit: {chosen.how}"]))
         commit = chosen.commit
         if not commit.parents:
             raise Unresolved(f"git: landing commit {commit.sha} of PR #{pr} is a root commit")
@@ -134,9 +137,8 @@ class GitResolver:
         for landing in reversed(landings):
             original = index.same_change_on_default(landing.commit)
             if original is not None:
-                number = (index.parser.squash_pr(original.message)
-                          if index.parser.squash_pr(original.message) in index.prs_of[original.sha]
-                          else min(index.prs_of[original.sha]))
+                own = index.parser.squash_pr(original.message)  # the PR its subject names
+                number = own if own in index.prs_of[original.sha] else min(index.prs_of[original.sha])
                 result = self._pair(number, index.landings[number],
                                     [c for c in index.landings[number] if c.commit.on_default])
                 result.cherry_picks = [c.commit.sha for c in landings]

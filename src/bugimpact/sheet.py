@@ -1,8 +1,10 @@
 """Step 3: the filter sheet, the one CSV a person edits to accept or reject bugs.
 
 The sheet is merged, never regenerated: new mined entries are appended, blank machine cells are
-filled, and everything a person wrote (decision, reason, notes, extra columns, even corrected SHAs)
-is kept. Entries that mining no longer finds stay in the sheet, flagged ``mined=gone``.
+filled, the resolution columns follow the latest resolution (unless a person typed the commits),
+a ``cuda`` tag read from the fix's diff is added, and everything a person wrote (decision, reason,
+notes, extra columns, even corrected SHAs) is kept. Entries that mining no longer finds stay in the
+sheet, flagged ``mined=gone``.
 """
 import csv
 import io

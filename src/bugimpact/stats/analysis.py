@@ -209,6 +209,7 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         if look and look["decision"] in ("impact", "futility"):
             required_runs = look["pairs"]  # the bug stopped there: the later runs were skipped
             look["runs_saved"] = 2 * (sequential["design"].stages[-1] - look["pairs"])
+            look["estimate_shrink"] = _stop_shrink(sequential["design"], look)
     bug_info = {
         "bug": bug, "pairs": len(common), "identical_pairs": identical_pairs,
         "first_divergence_epoch": "" if first_div is None else first_div,
@@ -271,6 +272,16 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         row["exact_diff"] = (row["mean_buggy"] - row["mean_corrected"]) if within_identical else math.nan
         rows.append(row)
     return rows, bug_info
+
+
+def _stop_shrink(design, look):
+    """How much a stop's naive estimate shrinks to the median-unbiased one (stagewise ordering):
+    theta_hat * sqrt(t_k) / z_k, the ratio of the two drifts on the z scale, applied to the
+    Hodges-Lehmann shift (1 where z is 0)."""
+    k, z = look["stage"] - 1, look["z"]
+    if not z:
+        return 1.0
+    return design.median_unbiased(k, z) * math.sqrt(design.fractions[k]) / z
 
 
 def exact_by_run(ok, metric):
@@ -394,8 +405,8 @@ def verdict(bug_info, rows, alpha, min_effect, tags=""):
         stage = (f"; stage {look['stage']} of {look['stages']} ({look['pairs']} pairs): "
                  f"{look['decision'].replace('_', ' ')}, {look['reason']}")
         if look.get("runs_saved"):
-            stage += (f"; {look['runs_saved']} runs saved (after an early stop the estimate "
-                      f"exaggerates; its interval is the stage's repeated confidence interval)")
+            stage += (f"; {look['runs_saved']} runs saved (the effect is the stop's median-unbiased "
+                      f"estimate, its interval the stage's repeated confidence interval)")
     significant = [r for r in rows if not math.isnan(r["adjusted_p"]) and r["adjusted_p"] < alpha]
     hits = [r for r in significant if abs(r["effect"]) > min_effect]
     if hits:

@@ -147,13 +147,12 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
 
 def _restate_mde(row, bug_info, level, power):
     """The row's MDE at ``level`` (its spread unchanged), and that level, in ``mde_alpha``."""
-    from .analysis import RANK_EFFICIENCY
+    from .analysis import RANK_EFFICIENCY, _finite
     from .effects import detectable_d
-    if row.get("mde_alpha") == level or not _finite_number(row.get("mde_d")):
+    if row.get("mde_alpha") == level or not _finite(row.get("mde_d")):
         row["mde_alpha"] = level
         return
-    paired = row.get("primary_test", "").startswith(("wilcoxon", "group-sequential")) or \
-        row.get("wilcoxon_method") not in (None, "not paired")
+    paired = row.get("wilcoxon_method", "not paired") != "not paired"
     d = (detectable_d(bug_info["pairs"], None, level, power) if paired
          else detectable_d(row["n_buggy"], row["n_corrected"], level, power)) / RANK_EFFICIENCY
     spread = row["mde"] / row["mde_d"] if row["mde_d"] else math.nan
@@ -162,27 +161,30 @@ def _restate_mde(row, bug_info, level, power):
 
 def _restate_interval(row, bug_info, level):
     """The Hodges-Lehmann interval at 1 - ``level``, on the values the row was computed from. After
-    a group-sequential stop, the monitored metric's interval is the repeated confidence interval
-    of the stopping look (Jennison and Turnbull): the first n_k pairs at the nominal level of that
-    look's boundary, 1 - 2 * sf(c_k), which covers with at least 1 - alpha / family whenever the
-    design stopped. The point estimate is not corrected: after an early stop it exaggerates."""
+    a group-sequential stop, the monitored metric's estimate and interval are those of the stopping
+    look (Jennison and Turnbull): the Hodges-Lehmann shift of the first n_k pairs scaled to the
+    median-unbiased drift of stagewise ordering (the naive one exaggerates after an early stop),
+    and the repeated confidence interval, at the nominal level of that look's boundary,
+    1 - 2 * sf(c_k), which covers with at least 1 - alpha / family whenever the design stopped."""
     from scipy.stats import norm
     from .effects import hodges_lehmann
     metric = row["metric"]
-    paired = (bug_info.get("paired_values") or {}).get(metric)
-    if row.get("wilcoxon_method") == "not paired":
-        paired = None
+    pairs = None
+    if row.get("wilcoxon_method", "not paired") != "not paired":
+        pairs = (bug_info.get("paired_values") or {}).get(metric)
     look = bug_info.get("sequential")
-    if paired and look and look["decision"] in ("impact", "futility") \
+    if pairs and look and look["decision"] in ("impact", "futility") \
             and row["primary_test"].startswith("group-sequential"):
-        pairs = look["pairs"]
-        nominal = 2 * float(norm.sf(look["bound"]))
-        estimate = hodges_lehmann(paired[0][:pairs], paired[1][:pairs], True, 1 - nominal)
-        how = f"repeated confidence interval of stage {look['stage']}"
-    elif paired:
-        estimate = hodges_lehmann(paired[0], paired[1], True, 1 - level)
+        n, nominal = look["pairs"], 2 * float(norm.sf(look["bound"]))
+        estimate = hodges_lehmann(pairs[0][:n], pairs[1][:n], True, 1 - nominal)
+        shrunk = estimate[0] * look.get("estimate_shrink", 1.0)
+        estimate = (shrunk, *estimate[1:])
+        how = (f"median-unbiased (stagewise ordering) estimate and repeated confidence interval "
+               f"of stage {look['stage']}")
+    elif pairs:
+        estimate = hodges_lehmann(pairs[0], pairs[1], True, 1 - level)
         how = "simultaneous over the family (Bonferroni)"
-    elif not paired and (bug_info.get("values") or {}).get(metric):
+    elif (bug_info.get("values") or {}).get(metric):
         values = bug_info["values"][metric]
         estimate = hodges_lehmann(values["buggy"], values["corrected"], False, 1 - level)
         how = "simultaneous over the family (Bonferroni)"
@@ -190,12 +192,9 @@ def _restate_interval(row, bug_info, level):
         return
     if any(math.isnan(v) for v in estimate):
         return
-    row.update(effect_low=estimate[1], effect_high=estimate[2], effect_level=estimate[3],
-               effect_method=f"{row['effect_method'].split(';')[0]}; interval {how}")
-
-
-def _finite_number(value):
-    return isinstance(value, (int, float)) and math.isfinite(value)
+    row.update(effect=estimate[0], effect_low=estimate[1], effect_high=estimate[2],
+               effect_level=estimate[3],
+               effect_method=f"{row['effect_method'].split(';')[0]}; {how}")
 
 
 def _stage(look):
