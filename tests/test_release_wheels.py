@@ -358,3 +358,21 @@ def test_a_refused_fix_stops_its_bug_with_one_reason_and_the_study_goes_on(tmp_p
     assert verdicts["aa"]["verdict"] == "not triggered"
     assert len(list((work / "results" / "runs" / "aa").glob("*/*/*.json"))) == 8
     assert "no runs: artifact failed (refused)" in (work / "results" / "report.html").read_text()
+
+
+def test_the_versions_that_exist_come_from_the_index_not_from_pips_wording(httpserver):
+    """The index's simple API lists the files; the versions are those with a wheel this
+    interpreter can install (PEP 691 JSON, or the PEP 503 page of an older index)."""
+    tags = {"python_version": "3.7", "implementation": "cp", "abi": "cp37m",
+            "platforms": ["manylinux1_x86_64", "linux_x86_64"], "key": "cp37-cp37m-linux_x86_64"}
+    files = ["torch-1.4.0-cp37-cp37m-manylinux1_x86_64.whl", "torch-1.5.0-cp37-cp37m-linux_x86_64.whl",
+             "torch-1.5.0-cp38-cp38-linux_x86_64.whl", "torch-2.1.0-cp311-cp311-manylinux1_x86_64.whl",
+             "torch-1.13.1-cp37-cp37m-manylinux1_x86_64.whl", "torch-1.0.0.tar.gz"]
+    httpserver.expect_request("/json/torch/").respond_with_json(
+        {"meta": {"api-version": "1.0"}, "name": "torch", "files": [{"filename": f} for f in files]},
+        content_type="application/vnd.pypi.simple.v1+json")
+    page = "".join(f'<a href="{f}#sha256=0">{f}</a><br>' for f in files)
+    httpserver.expect_request("/html/torch/").respond_with_data(page, content_type="text/html")
+    for kind in ("json", "html"):
+        versions = sources.index_versions(tags, httpserver.url_for(f"/{kind}"))
+        assert versions == ["1.4.0", "1.5.0", "1.13.1"], kind  # version order, this Python only

@@ -5,6 +5,7 @@ version and git version reported by importing it, which the runtime fills in (``
 """
 import fcntl
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ from pathlib import Path
 from ..harness.data import sha256_file
 from ..io import InputError, write_json
 
+log = logging.getLogger(__name__)
 PROBE = ("import json, torch; print(json.dumps({'version': torch.__version__, "
          "'git_version': getattr(torch.version, 'git_version', None), "
          "'cuda': getattr(torch.version, 'cuda', None)}))")
@@ -67,13 +69,45 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
             if out.returncode == 0 and got:
                 os.replace(got[0], folder / got[0].name)
                 return folder / got[0].name
-    available = re.search(r"\(from versions: ([^)]*)\)", out.stderr)
-    if available:
-        versions = available.group(1).strip() or "none"
+    try:  # why it failed, from the index itself: pip's wording depends on its version and config
+        versions = index_versions(tags, index_url)
+    except Exception as exc:  # noqa: BLE001 - the download's own error is then the best answer
+        versions = None
+        log.warning("the package index could not list torch's versions: %s", exc)
+    if versions is not None and version not in versions:
         raise RuntimeError(f"no torch=={version} wheel for {describe(interpreter)}; the versions "
-                           f"that exist for it: {versions}")
+                           f"that exist for it: {', '.join(versions) or 'none'}")
     raise RuntimeError(f"pip download torch=={version} for {describe(interpreter)} failed: "
                        f"{out.stderr.strip()[-800:]}")
+
+
+def index_versions(tags, index_url="", package="torch"):
+    """The versions of ``package`` with a wheel for these ``wheel_tags``, oldest first, read from
+    the package index's simple API (PEP 691 JSON, else the PEP 503 page) at ``index_url``, else
+    pip's configured index, with pip's configured certificate bundle (PIP_CERT: a proxy's CA) and
+    the environment's proxy settings."""
+    import requests
+    from packaging.utils import parse_wheel_filename
+    from packaging.version import Version
+    base = (index_url or os.environ.get("PIP_INDEX_URL") or _pip_setting("index-url")
+            or "https://pypi.org/simple").rstrip("/")
+    verify = os.environ.get("PIP_CERT") or _pip_setting("cert") or True
+    response = requests.get(f"{base}/{package}/", timeout=120, verify=verify, headers={
+        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+    response.raise_for_status()
+    if "json" in response.headers.get("Content-Type", ""):
+        names = [f["filename"] for f in response.json()["files"]]
+    else:
+        names = re.findall(r">\s*([^<>\s]+\.whl)\s*<", response.text)
+    versions = {str(parse_wheel_filename(name)[1]) for name in names
+                if name.endswith(".whl") and fits(name, tags)}
+    return sorted(versions, key=Version)
+
+
+def _pip_setting(name):
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "get", f"global.{name}"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def user_wheel(location, expected_sha256, cache):

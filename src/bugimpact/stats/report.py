@@ -31,7 +31,7 @@ def _verdicts(path):
     """One short row per bug: verdict, effect with its interval, adjusted p and the MDE side by
     side; the long reason folds out below the bug's name."""
     _, rows = read_csv(path)
-    head = "".join(f"<th>{h}</th>" for h in ("bug", "verdict", "effect [interval]",
+    head = "".join(f"<th>{h}</th>" for h in ("bug", "verdict", "effect [interval] (level)",
                                                "smallest p adj.", "detectable (MDE)", "runs"))
     body = []
     for row in rows:
@@ -39,7 +39,11 @@ def _verdicts(path):
         if row.get("effect") not in ("", None) and row["effect"].lower() != "nan":
             effect = (f"{row['effect_metric']} {float(row['effect']):+.4f} "
                       f"[{float(row['effect_low']):+.4f}, {float(row['effect_high']):+.4f}]")
+            if row.get("effect_level") not in ("", None, "nan"):
+                effect += f" ({float(row['effect_level']):.1%})"
         mde = _fmt(row.get("mde", "")) if row.get("mde", "").lower() not in ("", "nan") else ""
+        if mde and row.get("mde_alpha"):
+            mde += f" at alpha {float(row['mde_alpha']):.3g}"
         name = html.escape(row["bug"]) + (f"<br><small>{html.escape(row['label'])}</small>"
                                           if row.get("label") else "")
         details = html.escape(row.get("reason", ""))
