@@ -287,7 +287,8 @@ def resolve_bugs(bugs, resolvers):
         prs = bug["prs"].split() if bug.get("prs") else []
         row = {"id": bug["id"], "pr": bug.get("pr", ""), "other_prs": " ".join(prs[1:])}
         if not prs:
-            row.update(status="unresolved", reason="the entry cites no PR")
+            row.update(status="unresolved", reason="the entry cites no PR: to study it, find its "
+                                                   "commits and type them into the sheet")
             rows.append(row)
             continue
         results = [(int(pr), *_resolve_pr(int(pr), resolvers, cache)) for pr in prs]
