@@ -311,7 +311,7 @@ def _grouped(failures):
         for arm, runs in arms.items():
             spans, start = [], runs[0]
             for prev, cur in zip(runs, runs[1:] + [None]):
-                if cur != prev + 1 if cur is not None else True:
+                if cur is None or cur != prev + 1:  # a span ends
                     spans.append(f"{start}" if start == prev else f"{start}-{prev}")
                     start = cur
             named.append(f"{arm} run{'s' if len(runs) > 1 else ''} {', '.join(spans)}")
