@@ -487,3 +487,13 @@ def test_hodges_lehmann_is_the_walsh_median_with_ties_and_zeros_too():
     walsh = [(d[i] + d[j]) / 2 for i in range(len(d)) for j in range(i, len(d))]
     estimate, low, high, level = hodges_lehmann(d, np.zeros(len(d)), paired=True)
     assert estimate == np.median(walsh) and low <= estimate <= high
+
+
+def test_runs_that_failed_alike_are_named_once():
+    recs = [record("buggy", i, 0.9, status="failed") for i in range(6)] + \
+        [record("corrected", i, 0.9, fp=f"c{i}") for i in range(6)]
+    recs[4] = dict(recs[4], log_tail="Killed\n")
+    _, reason, _, info = verdict_of(recs, 6)
+    assert info["failed"] == ("buggy runs 0-3, 5: exit [1]: RuntimeError: CUDA out of memory; "
+                              "buggy run 4: exit [1]: Killed")
+    assert reason.count("CUDA out of memory") == 1
