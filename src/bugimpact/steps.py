@@ -290,9 +290,10 @@ def arms(bug, runtime_jsons, out):
     runtimes = {arm: read_json(path) for arm, path in runtime_jsons.items()}
     failed = {arm: r.get("reason", "runtime unavailable") for arm, r in runtimes.items()
               if r.get("status") == "failed"}
-    reasons = list(dict.fromkeys(failed.values()))  # both arms on one refused fix: said once
-    reason = "; ".join(reasons if len(reasons) == 1 else
-                       [f"{arm}: {why}" for arm, why in failed.items()])
+    if len(failed) == len(runtimes) and len(set(failed.values())) == 1:
+        reason = next(iter(failed.values()))  # both arms on one refused fix: said once
+    else:
+        reason = "; ".join(f"{arm}: {why}" for arm, why in failed.items())
     result = {"bug": bug, "runnable": not failed,
               "reason": f"no runs: {reason}" if failed else "",
               "arms": {arm: describe(r.get("artifact") or {}) for arm, r in runtimes.items()}}
