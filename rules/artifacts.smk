@@ -1,6 +1,9 @@
 # Before hours of builds: what can be checked in seconds. Builds wait for it (downloads need not:
 # a release that cannot be had is recorded by its own job); it is redone when the config changes.
+# It reads the reach verdicts that can stop builds, so it never fails for a build that reach cancels.
 rule preflight:
+    input:
+        reach=PLAN.reach_gating_jsons(),
     output:
         "results/preflight.txt",
     params:
@@ -28,7 +31,7 @@ rule toolchain:
 
 rule artifact:
     input:
-        toolchain=toolchain_input,
+        toolchain=runtime_image_input,
     output:
         "results/artifacts/{artifact}/manifest.json",
     wildcard_constraints:
@@ -49,7 +52,7 @@ rule artifact:
 rule runtime:
     input:
         artifact=artifact_manifest,
-        toolchain=toolchain_input,
+        toolchain=runtime_image_input,
     output:
         "results/runtimes/{runtime}/{artifact}/runtime.json",
     params:
@@ -88,7 +91,7 @@ rule docker_build:
 
 rule build_status:
     input:
-        lambda wc: f"results/artifacts/{PLAN.arm(wc.bug, wc.arm)['artifact']}/manifest.json",
+        unpack(build_status_inputs),
     output:
         "results/builds/{bug}/{arm}.status",
     log:

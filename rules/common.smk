@@ -49,6 +49,12 @@ def toolchain_input(wildcards):
     return ancient(path) if path else []
 
 
+def runtime_image_input(wildcards):
+    """The toolchain image, for the steps that need it only in a docker runtime (a venv study
+    with docker-built arms asks for the image only when a build starts)."""
+    return toolchain_input(wildcards) if PLAN.runtime == "docker" else []
+
+
 def seeds_json(wildcards):
     return f"results/seeds/{wildcards.bug}.json"
 
@@ -78,6 +84,32 @@ def bug_stats_inputs(wildcards):
     with open(gate) as handle:
         runnable = json.load(handle)["runnable"]
     return {"arms": gate, "records": PLAN.records(wildcards.bug) if runnable else []}
+
+
+def reach_gated(bug):
+    """The reach verdict that stops this bug before its artifacts ("" when none does); asks the
+    reach checkpoint, so it is known only once the bug's verdict is written."""
+    if not PLAN.reach_gates(bug):
+        return ""
+    from bugimpact.io import read_json
+    from bugimpact.reach.run import gate
+
+    reach = read_json(checkpoints.reach.get(bug=bug, key=PLAN.key).output[0])
+    return reach["verdict"] if gate(reach, True, config["train"]["device"]) else ""
+
+
+def arms_inputs(wildcards):
+    bug = wildcards.bug
+    inputs = {"reach": PLAN.reach_json(bug)} if PLAN.reach_json(bug) else {}
+    if not reach_gated(bug):
+        inputs.update({arm: PLAN.runtime_json(bug, arm) for arm in ARMS})
+    return inputs
+
+
+def build_status_inputs(wildcards):
+    if reach_gated(wildcards.bug):
+        return {"reach": PLAN.reach_json(wildcards.bug)}
+    return {"manifest": f"results/artifacts/{PLAN.arm(wildcards.bug, wildcards.arm)['artifact']}/manifest.json"}
 
 
 def arm_json(wildcards):

@@ -1,12 +1,14 @@
 # A bug's runs exist only once both its arms are made: a refused or failed artifact (or runtime)
 # stops the bug here, with one reason, and nothing of it is scheduled (a checkpoint: the statistics
-# ask it which records they need).
+# ask it which records they need). A bug that reach found not reached stops here before its
+# artifacts are asked for, when reach.skip says so.
 checkpoint arms:
     input:
-        buggy=lambda wc: PLAN.runtime_json(wc.bug, "buggy"),
-        corrected=lambda wc: PLAN.runtime_json(wc.bug, "corrected"),
+        unpack(arms_inputs),
     output:
         "results/arms/{bug}/{key}.json",
+    params:
+        gated=lambda wc: reach_gated(wc.bug) or "",
     log:
         "logs/arms/{bug}/{key}.log",
     script:

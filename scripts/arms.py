@@ -1,7 +1,8 @@
 """Snakemake shim: whether a bug's two arms can run (a checkpoint: no runs for a bug that cannot)."""
 from bugimpact import steps
 
+inputs = snakemake.input
 steps.run_script(snakemake, steps.arms, bug=snakemake.wildcards.bug,
-                 runtime_jsons={"buggy": snakemake.input.buggy,
-                                "corrected": snakemake.input.corrected},
-                 out=snakemake.output[0])
+                 runtime_jsons={arm: inputs[arm] for arm in ("buggy", "corrected") if arm in inputs.keys()},
+                 out=snakemake.output[0], reach_json=inputs.get("reach"),
+                 gated=snakemake.params.gated)

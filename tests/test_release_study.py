@@ -52,8 +52,13 @@ def test_reruns_reuse_everything_and_another_interpreter_makes_new_runs(tmp_path
     first_run = snakemake(work, "--configfile", str(config))
     verdicts = {r["bug"]: r for r in read_csv(work / "results" / "stats" / "verdicts.csv")[1]}
     assert verdicts["aa-1.5.1"]["verdict"] == "not triggered"
-    # zero padding never reaches the circular-padding code the fix changed
+    # zero padding never reaches the circular-padding code the fix changed: the reach step says
+    # so before any run (the one changed line that runs, in __init__, sets a value only the
+    # circular path reads), and the runs agree
     assert verdicts["pr37881"]["verdict"] == "not triggered"
+    assert verdicts["pr37881"]["reach"] == "not reached"
+    assert "traced on torch 1.5.1 (cpu)" in verdicts["pr37881"]["reach_detail"]
+    assert verdicts["aa-1.5.1"]["reach"] == "not reached"  # both arms are one build
     # a one-fix scope says which arm is the release and which the release with the diff reversed
     assert "buggy: torch 1.5.1 with the fix's diff reversed (diff sha256 " in verdicts["pr37881"]["scope"]
     assert "corrected: torch 1.5.1 as released" in verdicts["pr37881"]["scope"]
@@ -95,3 +100,6 @@ def test_the_fix_changes_training_of_a_model_that_uses_what_it_fixed(tmp_path):
     assert verdicts["aa-1.5.1"]["verdict"] == "not triggered"
     assert verdicts["pr37881"]["verdict"] not in ("not triggered", "incomplete")
     assert verdicts["pr37881"]["first_divergence_epoch"] == "0"  # other shapes from the start
+    # the trace of this model runs the circular path the fix changed
+    assert verdicts["pr37881"]["reach"] == "reached"
+    assert "torch/nn/modules/conv.py" in verdicts["pr37881"]["reach_detail"]

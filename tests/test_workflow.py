@@ -29,7 +29,7 @@ def test_lint_is_clean_but_for_the_declined_conda_advice():
     lints = [line.strip() for line in (out.stdout + out.stderr).splitlines()
              if line.strip().startswith("* ")]
     assert set(lints) == {"* Specify a conda environment or container for each rule.:"}
-    assert len(lints) == 23  # one per rule, nothing else
+    assert len(lints) == 25  # one per rule, nothing else
 
 
 def test_default_config_dry_run(tmp_path):
@@ -62,8 +62,15 @@ def test_paper_config_dry_run_prints_the_expected_jobs(tmp_path):
     out = snakemake(work, "-n", "--configfile", "configs/paper.yaml")
     counts = job_counts(out.stdout)
     print(out.stdout[out.stdout.find("Job stats"):][:900])
-    assert counts["docker_build"] == 36 and counts["build_status"] == 36 and counts["runtime"] == 36
-    assert counts["arms"] == 18 and counts["bug_stats"] == 18
+    # first the reach step: one trace per era's release wheel (1.5.0, 1.6.0), one verdict per
+    # bug; a bug's builds join the DAG once its verdict says it can be reached
+    assert counts["reach"] == 18 and counts["reach_trace"] == 2 and counts["artifact"] == 2
+    assert "docker_build" not in counts and counts["arms"] == 18 and counts["bug_stats"] == 18
+    paper = yaml.safe_load((work / "configs" / "paper.yaml").read_text())
+    paper["reach"] = {"skip": False}  # no gate: every build is asked for at once
+    (work / "nogate.yaml").write_text(yaml.safe_dump(paper))
+    counts = job_counts(snakemake(work, "-n", "--configfile", "nogate.yaml").stdout)
+    assert counts["docker_build"] == 36 and counts["build_status"] == 36 and counts["runtime"] == 38
     # what each bug's arms gate then lets in: 2 x 50 runs; on CUDA the early decision waits for a
     # measured repeat; looks at 10, 20 and 30 pairs
     config = validate_config(yaml.safe_load((work / "configs" / "paper.yaml").read_text()))
@@ -85,7 +92,7 @@ def test_slurm_profile_dry_run(tmp_path):
     (work / "data" / "raw" / "cifar-10-python.tar.gz").write_bytes(b"")
     out = snakemake(work, "-n", "--profile", "profiles/slurm", "--configfile", "configs/paper.yaml")
     counts = job_counts(out.stdout)
-    assert counts["arms"] == 18 and counts["docker_build"] == 36
+    assert counts["arms"] == 18 and counts["reach"] == 18 and counts["reach_trace"] == 2
 
 
 def test_config_errors_name_the_key(tmp_path):

@@ -58,6 +58,25 @@ def main(argv=None):
     p.add_argument("--results", default="results")
     p.add_argument("--remove", action="store_true")
 
+    p = sub.add_parser("reach-trace", help="trace a few training steps of the study's workload in "
+                                           "an interpreter (operators dispatched, torch lines run)")
+    p.add_argument("--python", required=True, help="an interpreter with torch and numpy")
+    p.add_argument("--out", required=True)
+    p.add_argument("--model", help="default: the config's train.model")
+    p.add_argument("--challenge", help="default: the config's train.challenge")
+    p.add_argument("--data", help="a prepared .npz (default: random pixels in the challenge's shapes)")
+    p.add_argument("--steps", type=int, help="default: the config's reach.steps")
+
+    p = sub.add_parser("reach", help="judge fixes against reach traces, with no build: reached, "
+                                     "not reached, not reached on cpu, unknown (why)")
+    p.add_argument("--trace", nargs="+", required=True, help="traces from reach-trace or the workflow")
+    p.add_argument("--rows", help="a CSV of fixes (id, buggy_sha, corrected_sha): default the sheet")
+    p.add_argument("--ids", nargs="+", help="only these ids")
+    p.add_argument("--clone", help="a clone with the fixes' commits (default: the config's clones)")
+    p.add_argument("--tables", help="without a clone: a folder of source snapshots")
+    p.add_argument("--patches", help="a folder of <id>.diff")
+    p.add_argument("--out", help="write the table as CSV")
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
@@ -110,6 +129,8 @@ def _dispatch(args):
             print(f"not removed: {line}", file=sys.stderr)
         print(f"removed {len(items) - len(problems)} item(s)")
         return 1 if problems else 0
+    elif args.command in ("reach", "reach-trace"):
+        return _reach(args, _config(args))
     elif args.command == "retry-failed":
         from pathlib import Path
         candidates = list(Path(args.runs).rglob("*.json")) + \
@@ -119,6 +140,30 @@ def _dispatch(args):
             path.unlink()
             print(f"removed {path}")
         print(f"{len(removed)} failed records removed; rerun snakemake to retry them")
+    return 0
+
+
+def _reach(args, config):
+    from .reach import batch
+    if args.command == "reach-trace":
+        train = dict(config["train"], **{k: v for k, v in (("model", args.model),
+                                                              ("challenge", args.challenge)) if v})
+        seconds = batch.trace_in(args.python, train, args.out, args.steps or config["reach"]["steps"],
+                                 data=args.data)
+        trace = read_json(args.out)
+        print(f"{args.out}: torch {trace['torch_version']}, {len(trace['ops'])} operators, "
+              f"{sum(len(v) for v in trace['lines'].values())} torch lines, {seconds:.1f} s")
+        return 0
+    sources = steps.artifact_sources(config)
+    if args.clone:
+        sources["fix_clone"] = args.clone
+    reach_cfg = dict(config["reach"], **({"tables": args.tables} if args.tables else {}))
+    rows = batch.rows_of(args.rows or config["sheet"], args.ids)
+    table = batch.judge_rows(rows, batch.load_traces(args.trace), sources, reach_cfg,
+                             "results/reach/tables", args.patches)
+    batch.print_table(table)
+    if args.out:
+        batch.write_table(args.out, table)
     return 0
 
 

@@ -5,6 +5,7 @@ controls), each arm's artifact, the experiment key, and every target path.
 """
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from .experiment import ARMS, artifact_id, experiment_key, study_bugs
@@ -46,6 +47,7 @@ class Plan:
                     base["python"] = self.interpreter  # the wheel must fit the runtime's Python
                 self.artifacts.setdefault(ident, base)
                 arm_spec["artifact"] = ident
+        self.reach_artifacts = {bug: self._reach_artifact(bug, recipe_sha, target) for bug in self.bugs}
         if self.runtime == "local":
             others = sorted(a for a in self.artifacts if a != "installed")
             if others:
@@ -63,6 +65,67 @@ class Plan:
         if self.runtime != "venv" and any(a["source"] == "onefix" for a in arms):
             raise InputError("config.yaml", "one-fix artifacts (source onefix) run in a venv "
                              "runtime: set runtime.kind to venv", field="runtime.kind")
+
+    def _reach_artifact(self, bug, recipe_sha, target):
+        """The release a sheet bug's reach trace runs on (registered as an artifact), or None:
+        controls and release-vs-release bugs need no trace, and reach may be off."""
+        reach = self.config["reach"]
+        spec = self.bugs[bug]
+        arms = spec["arms"]
+        if not reach["enabled"] or spec.get("kind") == "control":
+            return None
+        corrected = arms["corrected"]
+        if self.runtime == "local":
+            release = {"source": "installed"}
+        elif corrected["source"] == "onefix":
+            release = dict(corrected["release"])
+        elif corrected["source"] == "docker":
+            version = reach["release"]
+            if version == "sheet":
+                row = next((r for r in self.sheet_rows if r.get("id") == bug), {})
+                version = re.sub(r"^v", "", row.get("release", ""))
+            if not version:
+                return None
+            release = {"source": "pypi", "version": version}
+        else:
+            return None
+        ident = artifact_id(release, recipe_sha, target)
+        if release["source"] in ("pypi", "onefix"):
+            release["python"] = self.interpreter
+        self.artifacts.setdefault(ident, release)
+        return ident
+
+    def reach_trace(self, bug):
+        ident = self.reach_artifacts.get(bug)
+        return f"results/reach/traces/{self.key}/{ident}.json" if ident else None
+
+    def reach_json(self, bug):
+        return f"results/reach/{bug}/{self.key}.json" if self.config["reach"]["enabled"] else None
+
+    def reach_gates(self, bug):
+        """Whether a not-reached verdict stops this bug (reach.skip; auto: docker builds, where
+        it saves hours). Controls are never stopped."""
+        skip = self.config["reach"]["skip"]
+        if not self.config["reach"]["enabled"] or self.bugs[bug].get("kind") == "control":
+            return False
+        if skip == "auto":
+            return any(a["source"] == "docker" for a in self.bugs[bug]["arms"].values())
+        return bool(skip)
+
+    def reach_gating_jsons(self):
+        """The reach verdicts that can stop a bug's builds (those bugs whose reach gates)."""
+        return [self.reach_json(bug) for bug in sorted(self.bugs) if self.reach_gates(bug)]
+
+    def gated_bugs(self, reach_jsons):
+        """Bugs that written reach verdicts stop before any artifact."""
+        from .io import read_json
+        from .reach.run import gate
+        device = self.config["train"]["device"]
+        return {read_json(p)["bug"] for p in reach_jsons
+                if Path(p).exists() and gate(read_json(p), True, device)}
+
+    def runtime_json_of(self, ident):
+        return f"results/runtimes/{self.runtime_id}/{ident}/runtime.json"
 
     def _interpreter(self, recipe_sha):
         """The runtime's interpreter (probed) and the wheel-tag target its artifacts are made for.
@@ -161,7 +224,7 @@ class Plan:
         return f"results/toolchains/{self.toolchain}.json" if self.toolchain else None
 
     def runtime_json(self, bug, arm):
-        return f"results/runtimes/{self.runtime_id}/{self.arm(bug, arm)['artifact']}/runtime.json"
+        return self.runtime_json_of(self.arm(bug, arm)["artifact"])
 
     def build_statuses(self):
         return [f"results/builds/{bug}/{arm}.status" for bug in sorted(self.bugs) for arm in ARMS]

@@ -30,11 +30,15 @@ class Check:
     fix: str = ""
 
 
-def run(config, plan, nvidia_smi=None, timeout=20):
-    """Every check for this config and plan (``nvidia_smi``: recorded output, for tests)."""
+def run(config, plan, nvidia_smi=None, timeout=20, gated=()):
+    """Every check for this config and plan (``nvidia_smi``: recorded output, for tests);
+    ``gated``: bugs that reach stopped, whose builds will never start."""
     checks = []
     docker_arms = [(bug, arm, spec) for bug, b in sorted(plan.bugs.items())
-                   for arm, spec in b["arms"].items() if spec["source"] == "docker"]
+                   for arm, spec in b["arms"].items() if spec["source"] == "docker" and bug not in gated]
+    if gated:
+        checks.append(Check("reach", "pass", f"no build needed for {', '.join(sorted(gated))}: "
+                            "the workload cannot reach what they fix"))
     onefix_arms = [(bug, arm, spec) for bug, b in sorted(plan.bugs.items())
                    for arm, spec in b["arms"].items() if spec["source"] == "onefix"]
     refused = {bug: spec["onefix"] for bug, _, spec in onefix_arms if spec.get("onefix")}

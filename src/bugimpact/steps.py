@@ -117,7 +117,13 @@ def docker_build(docker_cfg, spec, toolchain_json, out, log_path):
     return manifest
 
 
-def build_status(bug, arm, artifact_manifest, out):
+def build_status(bug, arm, artifact_manifest, out, reach_json=None):
+    if artifact_manifest is None:  # stopped by reach before any artifact was asked for
+        from .reach.run import summary_line
+        write_json(out, {"bug": bug, "arm": arm, "artifact": "", "status": "skipped",
+                         "failure_class": "", "build_seconds": 0,
+                         "log_tail": summary_line(read_json(reach_json))})
+        return
     manifest = read_json(artifact_manifest)
     status = {"bug": bug, "arm": arm, "artifact": Path(artifact_manifest).parent.name,
               "status": manifest.get("status", "ok"), "failure_class": manifest.get("failure_class", ""),
@@ -282,11 +288,20 @@ def runtime(kind, artifact_manifest, out, interpreter=None, requirements=(), gpu
     return result
 
 
-def arms(bug, runtime_jsons, out):
+def arms(bug, runtime_jsons, out, reach_json=None, gated=""):
     """Whether a bug's two arms can run, read from their runtimes once both are made: a refused or
     failed artifact, or a runtime that could not be made, stops the bug before any run is
-    scheduled, with one short reason. Also what each arm is, for the verdict's scope."""
+    scheduled, with one short reason. Also what each arm is, for the verdict's scope, and the
+    bug's reach verdict; ``gated``: the reach verdict that stopped it before its artifacts."""
     from .artifacts.onefix import describe
+    from .reach.run import summary_line
+    reach = read_json(reach_json) if reach_json else None
+    if gated:
+        result = {"bug": bug, "runnable": False, "gated": gated, "reach": reach, "arms": {},
+                  "reason": f"no artifacts, no runs: reach says {summary_line(reach)}"}
+        write_json(out, result)
+        log.info("%s: %s", bug, result["reason"])
+        return result
     runtimes = {arm: read_json(path) for arm, path in runtime_jsons.items()}
     failed = {arm: r.get("reason", "runtime unavailable") for arm, r in runtimes.items()
               if r.get("status") == "failed"}
@@ -294,7 +309,7 @@ def arms(bug, runtime_jsons, out):
         reason = next(iter(failed.values()))  # both arms on one refused fix: said once
     else:
         reason = "; ".join(f"{arm}: {why}" for arm, why in failed.items())
-    result = {"bug": bug, "runnable": not failed,
+    result = {"bug": bug, "runnable": not failed, "reach": reach,
               "reason": f"no runs: {reason}" if failed else "",
               "arms": {arm: describe(r.get("artifact") or {}) for arm, r in runtimes.items()}}
     write_json(out, result)
@@ -427,15 +442,18 @@ def report(study, setup, verdicts, pvalues, summary, figures, std_png, builds, o
            std_png, out)
 
 
-def preflight(config, out=None, nvidia_smi=None, builds_only=False):
+def preflight(config, out=None, nvidia_smi=None, builds_only=False, reach_jsons=None):
     """Everything checkable in seconds before builds start; raises when a check fails, after
     logging the table. The workflow's builds wait for this job, which fails only for the checks
-    that concern builds (``builds_only``): the other failures are recorded by their own steps."""
+    that concern builds (``builds_only``): the other failures are recorded by their own steps.
+    ``reach_jsons``: reach verdicts (default: those written); a bug they stop needs no build."""
     from . import preflight as checks
     from .config import SHEET_SCHEMA
     from .plan import Plan
-    results = checks.run(config, Plan(config, SHEET_SCHEMA),
-                         Path(nvidia_smi).read_text() if nvidia_smi else None)
+    plan = Plan(config, SHEET_SCHEMA)
+    gated = plan.gated_bugs(plan.reach_gating_jsons() if reach_jsons is None else reach_jsons)
+    results = checks.run(config, plan, Path(nvidia_smi).read_text() if nvidia_smi else None,
+                         gated=gated)
     text = checks.table(results)
     log.info("preflight:\n%s", text)
     bad = checks.failed(results, builds_only)

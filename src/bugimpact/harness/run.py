@@ -84,6 +84,11 @@ def train(spec):
     record = {"fingerprints": {"init": state_fingerprint(model), "epochs": [], "losses": []},
               "epochs": []}
     nondeterministic = []
+    max_steps = int(spec.get("max_steps") or 0)  # a reach trace: a few steps, then one evaluation
+    x_test, y_test = dataset["x_test"], dataset["y_test"]
+    if max_steps:
+        x_test, y_test = x_test[:spec.get("test_batch_size", 1000)], y_test[:spec.get("test_batch_size", 1000)]
+    steps = 0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for epoch in range(1, int(spec["epochs"]) + 1):
@@ -106,9 +111,11 @@ def train(spec):
                 losses.update(np.float64(value).tobytes())  # every batch's loss, bit for bit
                 total += float(value) * len(yb)
                 seen += len(yb)
-            logits, predictions = predict(model, dataset["x_test"], spec.get("test_batch_size", 1000),
-                                          device)
-            accuracy = float(np.mean(predictions == dataset["y_test"]))
+                steps += 1
+                if steps == max_steps:
+                    break
+            logits, predictions = predict(model, x_test, spec.get("test_batch_size", 1000), device)
+            accuracy = float(np.mean(predictions == y_test))
             wall = time.time() - start
             fingerprint = state_fingerprint(model)
             record["fingerprints"]["epochs"].append(fingerprint)
@@ -119,8 +126,8 @@ def train(spec):
                  % (epoch, spec["epochs"], total / max(seen, 1), accuracy, wall))
         nondeterministic = sorted({str(w.message).splitlines()[0] for w in caught
                                    if "determinis" in str(w.message)})
-    record["metrics"] = metrics.classification_metrics(dataset["y_test"], predictions)
-    record["counts"] = metrics.confusion_counts(dataset["y_test"], predictions)
+    record["metrics"] = metrics.classification_metrics(y_test, predictions)
+    record["counts"] = metrics.confusion_counts(y_test, predictions)
     record["fingerprints"]["logits"] = hashlib.sha256(np.ascontiguousarray(logits).tobytes()).hexdigest()
     record["fingerprints"]["predictions"] = hashlib.sha256(predictions.tobytes()).hexdigest()
     record["nondeterministic_ops"] = nondeterministic
@@ -165,6 +172,11 @@ def main(argv=None):
 def execute(spec, out):
     """One run, in this process: the exit code (0: the record is written)."""
     started = time.time()
+    if spec.get("trace"):
+        from .trace import traced
+        write_atomic(out, traced(spec, train))
+        _log(spec, "reach trace written: %s" % out)
+        return 0
     try:
         record = train(spec)
     except data.DataError as exc:

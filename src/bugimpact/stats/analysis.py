@@ -1,12 +1,14 @@
 """From run records to per-metric statistics and a verdict per bug.
 
-Verdicts, each with its reason. The first four need no test, and their bugs are not part of the
+Verdicts, each with its reason. All but the last two need no test, and their bugs are not part of the
 multiplicity family (``decided_without_test``):
 - ``not triggered``: every run pair (same seed, both arms) has identical fingerprints, so the fix
   changed nothing this workload computes on this device, runtime and build, for those seeds; the
   reason and ``scope`` say which. Also the early decision.
 - ``not triggered on cpu``: the same, for a bug the sheet tags ``cuda`` that ran on a CPU, where its
   code never ran: nothing was learned about it.
+- ``not reached`` / ``not reached on cpu``: the reach step found that the workload cannot execute
+  what the fix changed, and ``reach.skip`` stopped the bug before any build or run;
 - ``incomplete``: fewer finished runs than required; the failed runs are named with their error.
 - ``identical runs``: runs within each arm are bit-identical (e.g. the paper's fixed seed), so rank
   tests are degenerate; the exact difference between the arms is reported instead.
@@ -352,6 +354,8 @@ def _tagged_cuda(tags):
 def decided_without_test(bug_info, tags=""):
     """The verdict when no p-value can decide it, else None (the bug is then tested, and only
     tested bugs form the multiplicity family)."""
+    if bug_info.get("gated"):  # reach found the fix not reached: nothing was built or run
+        return bug_info["gated"], bug_info["unavailable"]
     if bug_info.get("unavailable"):  # its arms could not be made: no run was scheduled
         return "incomplete", bug_info["unavailable"]
     n_ok, need = bug_info["n_ok"], bug_info["required_runs"]

@@ -31,7 +31,7 @@ def _verdicts(path):
     """One short row per bug: verdict, effect with its interval, adjusted p and the MDE side by
     side; the long reason folds out below the bug's name."""
     _, rows = read_csv(path)
-    head = "".join(f"<th>{h}</th>" for h in ("bug", "verdict", "effect [interval] (level)",
+    head = "".join(f"<th>{h}</th>" for h in ("bug", "verdict", "reach", "effect [interval] (level)",
                                                "smallest p adj.", "detectable (MDE)", "runs"))
     body = []
     for row in rows:
@@ -49,8 +49,11 @@ def _verdicts(path):
         details = html.escape(row.get("reason", ""))
         if row.get("scope"):
             details += f"<br>scope: {html.escape(row['scope'])}"
+        if row.get("reach_detail"):
+            details += f"<br>reach: {html.escape(row['reach_detail'])}"
         cells = [f"<td>{name}<details><summary>why</summary>{details}</details></td>",
                  f"<td><b>{html.escape(row['verdict'])}</b></td>",
+                 f"<td>{html.escape(row.get('reach', ''))}</td>",
                  f'<td class="num">{html.escape(effect)}</td>',
                  f'<td class="num">{html.escape(_fmt(row.get("min_adjusted_p", "")))}</td>',
                  f'<td class="num">{html.escape(mde)}</td>',
@@ -106,7 +109,10 @@ def render(study, config_summary, verdicts_csv, pvalues_csv, summary_csv, builds
              "builds and seeds (its scope is under <i>why</i>); <b>impact</b>: adjusted p below "
              "alpha and a Hodges-Lehmann effect (buggy minus corrected, with its interval) beyond "
              "min_effect; <b>no evidence of impact</b>: read it with the effect this design could "
-             "detect (MDE, at the configured power); <b>incomplete</b>: runs missing or failed.</p>",
+             "detect (MDE, at the configured power); <b>incomplete</b>: runs missing or failed; "
+             "<b>not reached</b>: the workload cannot execute what the fix changed, found before "
+             "any build (<i>reach</i>: what a trace of the workload dispatched and ran, against "
+             "the fix's diff; <i>unknown</i> where the mapping cannot bound the change).</p>",
              _verdicts(verdicts_csv),
              "<h2>Table IV: p-values per bug and metric</h2><p>Two-sided Mann-Whitney U p-values "
              "(the paper's columns), then the Wilcoxon signed-rank p for paired seeds, the p-values "

@@ -16,12 +16,33 @@ from .analysis import METRIC_COLUMNS, analyse_bug, decided_without_test, verdict
 from .effects import adjust
 
 VERDICTS = ("impact", "no evidence of impact", "not triggered", "not triggered on cpu",
-            "identical runs", "incomplete")
+            "identical runs", "not reached", "not reached on cpu", "incomplete")
 VERDICT_COLUMNS = ("bug", "row", "kind", "label", "verdict", "effect_metric", "effect",
                    "effect_low", "effect_high", "effect_level", "min_adjusted_p", "mde", "mde_alpha",
-                   "reason", "scope",
+                   "reason", "scope", "reach", "reach_detail",
                    "primary_test", "pairs", "identical_pairs", "first_divergence_epoch",
                    "n_buggy", "n_corrected", "skipped", "stopped_at_stage", "runs_saved", "failed")
+
+
+def reach_columns(reach, verdict=""):
+    """The reach verdict of a bug and what it rests on, for verdicts.csv. Reach and the runs are
+    read together: reached without a changed bit is explained, and runs that differ where reach
+    said not reached are flagged (the mapping missed a path)."""
+    if not reach:
+        return {"reach": "", "reach_detail": ""}
+    from ..reach.run import summary_line
+    line = summary_line(reach)
+    detail = line.split(": ", 1)[1] if ": " in line else ""
+    if reach.get("scope"):
+        detail += f" [{reach['scope']}]"
+    if reach.get("verdict") == "reached" and verdict.startswith("not triggered"):
+        detail = ("reached, yet no bit changed: the changed code ran without changing a value "
+                  "this workload computes (a path for inputs or settings it never has); " + detail)
+    elif reach.get("verdict", "").startswith("not reached") and verdict in ("impact",
+                                                                           "no evidence of impact"):
+        detail = ("runs differ although reach said not reached: the mapping missed a path, "
+                  "report it; " + detail)
+    return {"reach": reach.get("verdict", ""), "reach_detail": detail}
 
 
 def _tested(family):
@@ -65,6 +86,8 @@ def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv,
                              stats_cfg["alpha"], stats_cfg["power"], sequential)
     if arms:
         info["unavailable"] = arms["reason"] if not arms["runnable"] else ""
+        info["gated"] = arms.get("gated", "")
+        info["reach"] = arms.get("reach") or {}
         described = [f"{arm}: {text}" for arm, text in sorted(arms["arms"].items()) if text]
         if described and info.get("scope"):
             info["scope"]["builds"] = "; ".join(described) + f" ({info['scope']['builds']})"
@@ -114,6 +137,7 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
                                                          "effect_level", "mde", "mde_alpha")},
                          "reason": reason, "scope": (f"{sc['device']}; {sc['builds']}; "
                                                      f"{sc['seed_pairs']} seed pairs") if sc else "",
+                         **reach_columns(info.get("reach"), label),
                          "primary_test": rows[0]["primary_test"] if rows else "",
                          "min_adjusted_p": min(finite) if finite else "",
                          "pairs": info["pairs"], "identical_pairs": info["identical_pairs"],

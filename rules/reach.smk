@@ -1,0 +1,37 @@
+# Reach, before artifacts and runs: can the workload execute what a fix changed? One trace per
+# workload and release (a few training steps of the study's own model and data), then one verdict
+# per bug from its diff and the operator tables. Bugs found not reached stop at their arms gate
+# when reach.skip says so: no artifact, no build, no run.
+rule reach_trace:
+    input:
+        runtime=lambda wc: PLAN.runtime_json_of(wc.artifact),
+        data=f"results/data/{config['train']['challenge']}.npz",
+        meta=f"results/data/{config['train']['challenge']}.json",
+    output:
+        "results/reach/traces/{key}/{artifact}.json",
+    params:
+        train=untracked(config["train"]),  # the experiment is {key}
+        steps=config["reach"]["steps"],
+    log:
+        "logs/reach/traces/{key}/{artifact}.log",
+    benchmark:
+        "benchmarks/reach/traces/{key}/{artifact}.tsv"
+    script:
+        "../scripts/reach_trace.py"
+
+
+checkpoint reach:
+    input:
+        trace=lambda wc: PLAN.reach_trace(wc.bug) or [],
+    output:
+        "results/reach/{bug}/{key}.json",
+    params:
+        spec=lambda wc: PLAN.bugs[wc.bug],
+        sources=untracked(artifact_sources(config)),  # where diffs come from, not what they are
+        reach=config["reach"],
+    log:
+        "logs/reach/{bug}/{key}.log",
+    benchmark:
+        "benchmarks/reach/{bug}/{key}.tsv"
+    script:
+        "../scripts/reach.py"

@@ -1,0 +1,204 @@
+"""Function boundaries in C++ sources, by a small lexer: comments, string and character literals and
+preprocessor lines are blanked (newlines kept), then braces are matched.
+
+Why not a real parser (tree-sitter's C++ grammar): ATen's kernels are macro code
+(``AT_DISPATCH_*`` with lambdas, ``REGISTER_DISPATCH``, ``TORCH_LIBRARY``), which a grammar without the
+macros' expansions parses into error nodes, while what this step needs, "which definition encloses
+line L, and which names does it call", only takes brace structure. The lexer runs in pure Python on any
+host, and ``tests/test_reach.py`` checks it on ATen itself: every function that
+``native_functions.yaml`` dispatches to is found.
+"""
+import re
+from dataclasses import dataclass, field
+
+IDENT = re.compile(r"[A-Za-z_]\w*")
+CALL = re.compile(r"([A-Za-z_]\w*)\s*(?:<[^;{}()]*?>\s*)?\(")
+# What precedes a called name: a member call (``x.f(``, ``p->f(``) or a dispatched ``at::f(`` goes
+# through the dispatcher or an object, not to a function of the same name in ATen/native.
+QUALIFIER = re.compile(r"(\.|->|\b(\w+)\s*::)\s*$")
+NOT_CALLS = {"if", "for", "while", "switch", "return", "sizeof", "catch", "decltype", "static_assert",
+             "alignof", "defined", "noexcept", "throw", "new", "delete", "alignas"}
+SCOPE = re.compile(r"\b(namespace|struct|class|union|enum)\b")
+
+
+@dataclass(eq=False)
+class Function:
+    name: str                 # the last component: ``add_out`` for ``at::native::add_out``
+    start: int                # 1-based line of the head
+    end: int                  # line of the closing brace
+    calls: set = field(default_factory=set)   # names called directly (not as members, not at::)
+    static: bool = False      # static, or in an anonymous namespace: invisible outside its file
+    owner: str = ""           # the class or struct it is a member of
+
+
+def blank(text):
+    """The source with comments, literals and preprocessor lines replaced by spaces."""
+    out, i, n = [], 0, len(text)
+    line_start = True
+    while i < n:
+        c = text[i]
+        if line_start and c == "#" or (line_start and c in " \t" and text[i:].lstrip(" \t")[:1] == "#"):
+            j = i
+            while j < n:  # to the end of the line, following backslash continuations
+                k = text.find("\n", j)
+                if k < 0:
+                    k = n
+                if text[j:k].rstrip().endswith("\\"):
+                    j = k + 1
+                    continue
+                break
+            out.append(re.sub(r"[^\n]", " ", text[i:k]))
+            i = k
+            continue
+        if text.startswith("//", i):
+            k = text.find("\n", i)
+            k = n if k < 0 else k
+            out.append(" " * (k - i))
+            i = k
+            continue
+        if text.startswith("/*", i):
+            k = text.find("*/", i + 2)
+            k = n if k < 0 else k + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:k]))
+            i = k
+            continue
+        if c == 'R' and text.startswith('R"', i):
+            m = re.match(r'R"([^(\s]*)\(', text[i:])
+            if m:
+                end = text.find(")" + m.group(1) + '"', i)
+                k = n if end < 0 else end + len(m.group(1)) + 2
+                out.append(re.sub(r"[^\n]", " ", text[i:k]))
+                i = k
+                continue
+        if c in "\"'" and not (c == "'" and i > 0 and text[i - 1].isalnum()):  # 1'000 separators
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            k = min(j + 1, n)
+            out.append(c + " " * (k - i - 2) + c if k - i >= 2 else " " * (k - i))
+            i = k
+            continue
+        out.append(c)
+        line_start = c == "\n" or (line_start and c in " \t")
+        i += 1
+    return "".join(out)
+
+
+def functions(text):
+    """Every function definition at namespace or class level, with its line span and the names its
+    body calls (lambdas and local classes belong to their enclosing function)."""
+    code = blank(text)
+    found = []
+    stack = []  # per open brace: ('scope', anonymous) or ('function', Function) or ('data', None)
+    head_start = 0
+    line = 1
+    for i, c in enumerate(code):
+        if c == "\n":
+            line += 1
+        elif c == "{":
+            inside = next((s for s in reversed(stack) if s[0] in ("function", "data")), None)
+            if inside is None:
+                head = code[head_start:i]
+                kind = _head_kind(head)
+                if kind == "function":
+                    name = _name(head)
+                    start = line - head.count("\n") + (len(head) - len(head.lstrip()) and
+                                                       head[:len(head) - len(head.lstrip())].count("\n"))
+                    anonymous = any(s[0] == "scope" and s[1] is True for s in stack)
+                    owners = [s[1] for s in stack if s[0] == "scope" and isinstance(s[1], str)]
+                    qualified = re.search(r"(\w+)\s*::\s*~?\w+\s*\($", " ".join(head.split()).split("(")[0] + "(")
+                    owner = owners[-1] if owners else (qualified.group(1) if qualified else "")
+                    fn = Function(name, start, line, static=bool(re.search(r"\bstatic\b", head))
+                                  or anonymous, owner=owner if owner not in ("native", "at") else "")
+                    fn._open = i
+                    stack.append(("function", fn))
+                elif kind == "scope":
+                    flat = " ".join(head.split())
+                    cls = re.search(r"\b(?:struct|class|union)\s+(?:\w+\s+)*?(\w+)\s*(?:<.*?>\s*)?(?:final\s*)?(?::[^{]*)?$", flat)
+                    # anonymous namespace: True; a class: its name; a named namespace: False
+                    stack.append(("scope", True if re.search(r"\bnamespace\s*$", flat)
+                                  else (cls.group(1) if cls and not re.search(r"\bnamespace\b", flat) else False)))
+                else:
+                    stack.append(("data", None))
+            else:
+                stack.append(("inner", None))
+            head_start = i + 1
+        elif c == "}":
+            if stack:
+                kind, what = stack.pop()
+                if kind == "function":
+                    what.end = line
+                    body = code[what._open + 1:i]
+                    what.calls = direct_calls(body)
+                    del what._open
+                    found.append(what)
+            if not any(s[0] in ("function", "data") for s in stack):
+                head_start = i + 1
+        elif c == ";" and not any(s[0] in ("function", "data") for s in stack):
+            head_start = i + 1
+    return sorted(found, key=lambda f: f.start)
+
+
+LAUNCH = re.compile(r"([A-Za-z_]\w*)\s*(?:<[^<>;]*>\s*)?<<<")  # a CUDA kernel launch
+
+
+def direct_calls(body):
+    """Names the code calls as free functions: not ``x.f(``, ``p->f(``, ``at::f(`` or keywords."""
+    names = set(LAUNCH.findall(body))
+    for m in CALL.finditer(body):
+        q = QUALIFIER.search(body, max(0, m.start() - 40), m.start())
+        if q and (q.group(1) in (".", "->") or q.group(2) in ("at", "torch", "std", "c10")):
+            continue
+        names.add(m.group(1))
+    return names - NOT_CALLS
+
+
+def _head_kind(head):
+    flat = " ".join(head.split())
+    if not flat:
+        return "data"
+    if SCOPE.search(flat) and "(" not in flat.split("{")[0].split(SCOPE.search(flat).group(1))[-1]:
+        return "scope"
+    if re.match(r'^extern\s*" *"$', flat):
+        return "scope"
+    depth, eq_top = 0, False
+    for ch in flat:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "=" and depth == 0:
+            eq_top = True
+    if "(" in flat and not eq_top:
+        return "function"
+    if "(" in flat and re.search(r"\boperator\s*(==|=|<=|>=|!=)", flat):
+        return "function"
+    return "data"
+
+
+def _name(head):
+    flat = " ".join(head.split())
+    m = re.search(r"\boperator\s*(\(\)|[^\s(]+)\s*\(", flat)
+    if m:
+        return "operator" + m.group(1)
+    depth, name = 0, ""
+    for j, ch in enumerate(flat):  # the first top-level '(' after a name that is not a macro
+        if ch == "(" and depth == 0:
+            names = IDENT.findall(flat[:j])
+            if names and not re.fullmatch(r"[A-Z0-9_]+", names[-1]):
+                return names[-1]
+            name = name or (names[-1] if names else "")
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+    return name
+
+
+def enclosing(funcs, lineno):
+    """The function whose span holds ``lineno``, or None (namespace-level code)."""
+    best = None
+    for fn in funcs:
+        if fn.start <= lineno <= fn.end and (best is None or fn.start >= best.start):
+            best = fn
+    return best

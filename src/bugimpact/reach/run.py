@@ -1,0 +1,150 @@
+"""The workflow's reach steps: trace a workload on a release, and judge each fix against it."""
+import logging
+import pickle
+import time
+from pathlib import Path
+
+from ..io import atomic_open, read_json, write_json
+from . import patch
+from .static import map_diff, needs_tables
+from .tables import DirTree, GitTree, Tables
+from .verdict import judge
+
+log = logging.getLogger("bugimpact.reach")
+TABLES_VERSION = 2  # bump when what the tables hold changes: cached tables are then remade
+
+
+def trace(train_cfg, steps, runtime_json, data_npz, data_meta, key, artifact, out, log_path):
+    """One reach trace of the study's workload in a runtime; a trace that cannot run is recorded
+    (the bugs it serves become ``unknown``, never ``not reached``)."""
+    from ..artifacts.runtimes import RunTimeout, launch
+    from ..experiment import derive_seeds, experiment
+    from ..train import _tail
+    runtime = read_json(runtime_json)
+    spec = experiment(train_cfg)
+    spec.update({"bug": "__reach__", "arm": "trace", "run": 0, "fault": "", "artifact": artifact,
+                 "seed": derive_seeds(train_cfg["study_seed"], "__reach__", "paired", 1)[0],
+                 "experiment_key": key, "data": str(Path(data_npz).resolve()),
+                 "data_sha256": read_json(data_meta)["sha256"], "trace": {"steps": steps}})
+    if runtime.get("status") == "failed":
+        write_json(out, {"status": "failed", "reason": f"runtime: {runtime.get('reason', '?')}"})
+        return
+    with open(log_path, "a") as handle:
+        try:
+            code = launch(runtime, spec, out, handle, threads=train_cfg["threads"],
+                          gpus=train_cfg["gpus"], timeout=train_cfg["timeout_s"])
+        except RunTimeout as exc:
+            code = f"timeout ({exc})"
+    if code != 0 or not Path(out).exists():
+        write_json(out, {"status": "failed", "reason": f"trace exit {code}: {_tail(log_path, 600)}"})
+
+
+def tree_for(sources, reach_cfg, arm, diff_text):
+    """The operator tables' tree and the commits' own trees: a clone at the corrected and buggy
+    commits, else the snapshot (of ``reach.tables``) where most of the diff's hunks are found."""
+    clone = sources.get("fix_clone")
+    buggy, corrected = arm.get("buggy_sha"), arm.get("corrected_sha")
+    if clone and buggy and corrected:
+        return GitTree(clone, corrected), GitTree(clone, buggy), GitTree(clone, corrected)
+    folder = Path(reach_cfg.get("tables") or "")
+    if not reach_cfg.get("tables") or not folder.is_dir():
+        raise LookupError("no operator tables: set resolve.clone (or artifacts.onefix.clone), or "
+                          "reach.tables to a folder of source snapshots")
+    candidates = ([folder] if (folder / "aten").is_dir()
+                  else sorted(p for p in folder.iterdir() if (p / "aten").is_dir()))
+    files = patch.parse(diff_text)
+    def located(root):
+        tree = DirTree(root)
+        return sum(1 for fd in files for h in fd.hunks
+                   if (text := tree.read(fd.name)) is not None and patch.locate(h, text.splitlines()))
+    best = max(candidates, key=lambda root: (located(root), root.name))
+    return DirTree(best, label=f"snapshot {best.name[:12]}"), None, None
+
+
+def cached_tables(tree, cache_dir):
+    """Tables of a tree, pickled by its label (a commit is immutable); a folder is read each time."""
+    if not isinstance(tree, GitTree):
+        return Tables(tree)
+    path = Path(cache_dir) / f"{tree.commit}-v{TABLES_VERSION}.pickle"
+    if path.exists():
+        with open(path, "rb") as handle:
+            return pickle.load(handle)
+    tables = Tables(tree)
+    tables.tree = None  # the clone's reader is not kept
+    with atomic_open(path, "wb") as handle:
+        pickle.dump(tables, handle)
+    tables.tree = tree
+    return tables
+
+
+def map_fix(diff_text, sources, reach_cfg, arm, cache_dir):
+    """The static mapping of one fix's diff; the operator tables are read only for C++ changes."""
+    if not needs_tables(diff_text):
+        return map_diff(diff_text, None)
+    tables_tree, old_tree, new_tree = tree_for(sources, reach_cfg, arm, diff_text)
+    tables = cached_tables(tables_tree, cache_dir)
+    tables.tree = tables_tree
+    return map_diff(diff_text, tables, old_tree, new_tree)
+
+
+def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir="results/reach/tables"):
+    """The reach verdict of one bug, written to ``out``; what cannot be judged is ``unknown``."""
+    from ..steps import fix_diff
+    started = time.time()
+    result = {"bug": bug, "verdict": "unknown", "reached": [], "unknown": [], "not_reached": []}
+    kind = spec.get("kind")
+    arms = spec["arms"]
+    if kind == "control":
+        faults = sorted({a.get("fault") for a in arms.values() if a.get("fault")})
+        same = arms["buggy"] == arms["corrected"]
+        result.update(verdict="reached" if faults else ("not reached" if same else "unknown"),
+                      reached=[f"fault {f}, injected by the harness" for f in faults],
+                      not_reached=["both arms are the same build"] if same else [])
+    else:
+        arm = arms["corrected"] if arms["corrected"]["source"] == "onefix" else {
+            "buggy_sha": arms["buggy"].get("commit"), "corrected_sha": arms["corrected"].get("commit"),
+            "patch": arms["corrected"].get("patch")}
+        try:
+            diff_text, origin = fix_diff(sources, {k: v for k, v in arm.items() if v})
+            mapping = map_fix(diff_text, sources, reach_cfg, arm, cache_dir)
+            static_s = time.time() - started
+            trace = read_json(trace_json) if trace_json else None
+            if not trace or trace.get("status") != "ok":
+                result["unknown"] = [f"no trace of the workload: {(trace or {}).get('reason', 'none')}"]
+                result["mapping"] = mapping.as_dict()
+            else:
+                result.update(judge(mapping, trace), mapping=mapping.as_dict())
+            result.update(diff=origin, static_s=round(static_s, 3))
+        except Exception as exc:  # noqa: BLE001 - a fix that cannot be mapped is unknown, said why
+            result["unknown"] = [f"{type(exc).__name__}: {exc}"]
+    result["scope"] = scope(trace_json, result)
+    result["wall_s"] = round(time.time() - started, 3)
+    write_json(out, result)
+    log.info("%s: %s", bug, result["verdict"])
+    return result
+
+
+def scope(trace_json, result):
+    if not trace_json or not Path(trace_json).exists():
+        return ""
+    trace = read_json(trace_json)
+    if trace.get("status") != "ok":
+        return ""
+    s = trace["spec"]
+    return (f"{s['model']} on {s['challenge']}, batch {s['batch_size']}/{s['test_batch_size']}, "
+            f"{s['optimizer']}, {trace['steps']} steps traced on torch {trace['torch_version']} "
+            f"({trace['device']}); tables {result.get('tables') or (result.get('mapping') or {}).get('tables', '?')}")
+
+
+def gate(reach, skip, device):
+    """Whether a bug's reach verdict stops it before artifacts and runs."""
+    if not skip or not reach:
+        return False
+    verdict = reach.get("verdict")
+    return verdict == "not reached" or (verdict == "not reached on cpu" and device == "cpu")
+
+
+def summary_line(reach):
+    v = reach.get("verdict", "unknown")
+    detail = reach.get("reached") or reach.get("unknown") or reach.get("not_reached") or []
+    return f"{v}: {'; '.join(detail[:3])}" if detail else v

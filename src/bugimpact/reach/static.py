@@ -1,0 +1,248 @@
+"""The static side: what a fix's diff can affect, from the diff and the operator tables alone.
+
+Each file of the diff ends in one of:
+- ``python``: a file of the package; its hunks are kept, to be found in the traced release's copy;
+- ``ops``: operators whose forward (``native_functions.yaml``, kernels, helpers and the stubs they
+  register) or backward (``derivatives.yaml`` and the helpers its formulas call) it changes;
+- ``cuda``: a CUDA-only source, which no CPU run executes;
+- ``not shipped`` (tests, docs, CI) or ``frontend`` (the C++ frontend and mobile bindings, which a
+  Python workload never calls);
+- ``unknown``, with the reason: everything the tables cannot bound (headers used everywhere,
+  TensorIterator, the dispatcher, TH, codegen, build files, a change outside any function).
+"""
+import re
+from dataclasses import dataclass, field
+
+from . import cpp, patch
+from .tables import AUTOGRAD_TEMPLATES, DERIVATIVES, NATIVE, NATIVE_YAML
+
+NOT_SHIPPED = re.compile(r"^(test|docs|benchmarks|scripts|\.github|\.circleci|\.jenkins|\.ci|"
+                         r"android|ios|binaries)/|^[^/]+\.(md|rst|txt)$|^\.[^/]+$|(^|/)README[^/]*$|"
+                         r"^(aten|c10|caffe2)/(.*/)?tests?/|_test\.(cc|cpp)$")
+# The C++ frontend (libtorch's torch::nn, optim, data, serialize): a Python workload never calls it.
+FRONTEND = re.compile(r"^torch/csrc/api/(src|include/torch/(nn|optim|data|serialize|detail))/|"
+                      r"^torch/csrc/api/include/torch/(expanding_array|ordered_dict|enum|arg|"
+                      r"serialize)\.h$")
+# C++ that Python reaches only through one Python package: not reached when none of that package's
+# functions ran (TorchScript's compiler and interpreter through torch.jit, ONNX export through
+# torch.onnx, process groups and RPC through torch.distributed). The tracer is excluded: every
+# operator consults it.
+ENTERED_THROUGH = ((re.compile(r"^torch/csrc/(jit/passes/onnx|onnx)"), "torch/onnx/"),
+                   (re.compile(r"^torch/csrc/jit/(?!.*tracer)"), "torch/jit/"),
+                   (re.compile(r"^torch/(lib/c10d|csrc/distributed)/"), "torch/distributed/"))
+CUDA = re.compile(r"\.(cu|cuh)$|(^|/)(cuda|cudnn|miopen|hip|THC|THCUNN|THCS|nccl)/|"
+                  r"(^|/)[^/]*(cudnn|miopen|CUDA|Cuda|nccl)[^/]*$")
+# Machinery that most kernels run through: a change there cannot be bounded to a few operators.
+HUBS = re.compile(r"(^|/)(TensorIterator|DispatchStub|Loops|TensorIteratorReduce|Resize|"
+                  r"TypeProperties|Copy|Fill|SharedReduceOps|ReduceOpsUtils|cpu/Reduce|"
+                  r"cpu/Loops|cpu/vec256/[^/]*|UnaryOps\.h|BinaryOps\.h)[^/]*$")
+PYTHON_PACKAGE = "torch/"
+
+
+@dataclass
+class Mapping:
+    python: list = field(default_factory=list)       # (path, [Hunk])
+    ops: dict = field(default_factory=dict)          # operator -> why (a chain of functions)
+    backward_ops: dict = field(default_factory=dict)  # operator -> why (its backward changed)
+    cuda: list = field(default_factory=list)         # CUDA-only files
+    cuda_ops: dict = field(default_factory=dict)     # operators of CUDA kernels (reached on cuda)
+    not_shipped: list = field(default_factory=list)
+    frontend: list = field(default_factory=list)
+    entered: list = field(default_factory=list)      # (path, the Python package it is entered through)
+    unknown: list = field(default_factory=list)      # reasons
+    tables: str = ""
+
+    def as_dict(self):
+        return {"python": [{"path": p, "hunks": len(h)} for p, h in self.python],
+                "ops": self.ops, "backward_ops": self.backward_ops, "cuda": self.cuda,
+                "cuda_ops": self.cuda_ops, "not_shipped": self.not_shipped,
+                "frontend": self.frontend, "entered": [list(e) for e in self.entered],
+                "unknown": self.unknown, "tables": self.tables}
+
+
+def kind_of(path):
+    if path.startswith(PYTHON_PACKAGE) and path.endswith((".py", ".pyi")) and \
+            not path.startswith("torch/csrc/"):
+        return "python"
+    if NOT_SHIPPED.search(path) and not path.startswith("torch/"):
+        return "not_shipped"
+    if FRONTEND.search(path):
+        return "frontend"
+    if path.endswith((".py", ".pyi")) and path.startswith(("caffe2/", "tools/")) and \
+            not path.startswith(("tools/autograd/", "tools/codegen/", "tools/shared/")):
+        return "not_shipped" if path.startswith("tools/") else "unknown"
+    return "cpp"
+
+
+def needs_tables(diff_text):
+    """Whether mapping this diff needs the operator tables (it changes C++ or ATen's YAML)."""
+    return any(kind_of(fd.name) == "cpp" and not (fd.binary or CUDA.search(fd.name))
+               for fd in patch.parse(diff_text))
+
+
+def map_diff(diff_text, tables, old_tree=None, new_tree=None):
+    """A fix's diff mapped through ``tables`` (built at the corrected commit; None when
+    ``needs_tables`` says no). ``new_tree`` and ``old_tree``: copies of the changed files at the
+    corrected and buggy commits (default: the tables' own tree, where hunks are found by text)."""
+    mapping = Mapping(tables=tables.label if tables else "not needed (no C++ change)")
+    for fd in patch.parse(diff_text):
+        path = fd.name
+        kind = kind_of(path)
+        if kind == "python":
+            mapping.python.append((path, fd.hunks))
+        elif kind == "not_shipped":
+            mapping.not_shipped.append(path)
+        elif kind == "frontend":
+            mapping.frontend.append(path)
+        elif kind == "unknown":
+            mapping.unknown.append(f"{path}: a Python file outside the torch package")
+        elif fd.binary:
+            mapping.unknown.append(f"{path}: a binary change")
+        elif CUDA.search(path) and tables is None:  # CUDA-only: its operators matter on a GPU only
+            mapping.cuda.append(path)
+        elif path == NATIVE_YAML:
+            _yaml_change(fd, tables, old_tree, new_tree, mapping, forward=True)
+        elif path == DERIVATIVES:
+            _yaml_change(fd, tables, old_tree, new_tree, mapping, forward=False)
+        elif path.startswith(NATIVE) and path.endswith(cpp_suffixes()):
+            _native_change(fd, tables, old_tree, new_tree, mapping)
+        elif path == AUTOGRAD_TEMPLATES + "Functions.cpp":
+            _formula_helpers(fd, tables, old_tree, new_tree, mapping)
+        elif CUDA.search(path):
+            mapping.cuda.append(path)
+        elif any(rx.search(path) for rx, _ in ENTERED_THROUGH):
+            mapping.entered.append((path, next(pkg for rx, pkg in ENTERED_THROUGH if rx.search(path))))
+        else:
+            mapping.unknown.append(f"{path}: {_why_unbounded(path)}")
+    return mapping
+
+
+def cpp_suffixes():
+    from .tables import CPP_SUFFIXES
+    return CPP_SUFFIXES
+
+
+def _why_unbounded(path):
+    if path.startswith("aten/src/TH"):
+        return "TH/THNN legacy code, outside the operator tables"
+    if path.startswith(("tools/", "aten/src/ATen/templates", "torchgen/")) or \
+            re.search(r"(^gen_|codegen)", path.split("/")[-1]):
+        return "code generation, which can change every operator"
+    if path.startswith("c10/") or "dispatch" in path.lower():
+        return "the dispatcher or core tensor library, used by every operator"
+    if path.startswith("torch/csrc/autograd"):
+        return "the autograd engine, used by every backward"
+    if path.startswith("torch/csrc/jit"):
+        return "TorchScript, not bounded by the operator tables"
+    if re.search(r"(^|/)(CMakeLists\.txt|setup\.py|[^/]+\.cmake|BUILD[^/]*)$", path):
+        return "a build input, which can change every compiled file"
+    return "outside ATen's native kernels, which the operator tables do not map"
+
+
+def _locate(fd, hunk, tree, which):
+    """Line numbers of the hunk's changes in ``tree``'s copy of the file (``which``: the side the
+    tree holds, found by its text); None when the copy lacks it."""
+    text = tree.read(fd.path if which == "new" else (fd.old_path or fd.path)) if tree else None
+    if text is None:
+        return None, None
+    found = patch.locate(hunk, text.splitlines())
+    return (found[1], text) if found else (None, text)
+
+
+def _trees(tables, old_tree, new_tree):
+    """(tree, side) pairs to find hunks in: the commits' own trees, else the tables' tree."""
+    pairs = [(t, side) for t, side in ((new_tree, "new"), (old_tree, "old")) if t is not None]
+    return pairs or [(tables.tree, "new")]
+
+
+def _yaml_change(fd, tables, old_tree, new_tree, mapping, forward):
+    from .tables import yaml_entries
+    target = mapping.ops if forward else mapping.backward_ops
+    key = "func" if forward else "name"
+    for hunk in fd.hunks:
+        found = False
+        for tree, side in _trees(tables, old_tree, new_tree):
+            lines, text = _locate(fd, hunk, tree, side)
+            if lines is None:
+                continue
+            found = True
+            entries = yaml_entries(text, key)
+            hit = {e["op"] for e in entries for n in lines if e["start"] <= n <= e["end"]}
+            for op in hit:
+                target.setdefault(op, f"its {fd.path} entry changed")
+            if not hit:
+                mapping.unknown.append(f"{fd.path}: a change outside any entry (near line "
+                                       f"{hunk.new_start})")
+        if not found:
+            mapping.unknown.append(f"{fd.path}: the hunk at line {hunk.new_start} is not in "
+                                   f"{tables.label}'s copy")
+
+
+def _changed_functions(fd, tables, old_tree, new_tree, mapping):
+    """The functions whose bodies the diff changes, on either side, as (path, cpp.Function); a
+    changed ``REGISTER_DISPATCH`` line stands for its kernel. Changes outside any function other
+    than includes, blank lines and comments make the file unknown."""
+    names, unbounded = [], []
+    for hunk in fd.hunks:
+        located = False
+        for tree, side in _trees(tables, old_tree, new_tree):
+            lines, text = _locate(fd, hunk, tree, side)
+            if lines is None:
+                continue
+            located = True
+            funcs = cpp.functions(text)
+            src = text.splitlines()
+            code = cpp.blank(text).splitlines()
+            for n in lines:
+                fn = cpp.enclosing(funcs, n)
+                if fn is not None:
+                    names.append((fd.name, fn))
+                elif n - 1 < len(src) and code[n - 1].strip() and \
+                        not re.match(r"\s*#\s*include\b", src[n - 1]):
+                    registered = cpp_register(src[n - 1])
+                    names += [(fd.name, cpp.Function(k, n, n)) for k in registered]
+                    if not registered:
+                        unbounded.append(n)
+        if not located:
+            mapping.unknown.append(f"{fd.name}: the hunk at line {hunk.new_start} is not in "
+                                   f"{tables.label}'s copy")
+    if unbounded:
+        mapping.unknown.append(f"{fd.name}: a change outside any function (line "
+                               f"{min(unbounded)}: a declaration, macro or constant)")
+    return names
+
+
+def cpp_register(line):
+    from .tables import REGISTER
+    return {kernel.split("::")[-1] for _, kernel in REGISTER.findall(line)}
+
+
+def _native_change(fd, tables, old_tree, new_tree, mapping):
+    path = fd.name
+    if HUBS.search(path):
+        mapping.unknown.append(f"{path}: machinery most kernels run through (TensorIterator, "
+                               f"DispatchStub, loops, copies, reductions)")
+        return
+    names = _changed_functions(fd, tables, old_tree, new_tree, mapping)
+    if not names:
+        return
+    ops, why, loose = tables.affected_ops(names)
+    target = mapping.cuda_ops if CUDA.search(path) else mapping.ops
+    for op in ops:
+        target.setdefault(op, why[op])
+    if CUDA.search(path):
+        mapping.cuda.append(path)
+    for name in sorted(loose):
+        mapping.unknown.append(f"{name}() implements no operator and has no caller in "
+                               f"ATen/native (called from outside the tables, if at all)")
+    return ops
+
+
+def _formula_helpers(fd, tables, old_tree, new_tree, mapping):
+    names = {fn.name for _, fn in _changed_functions(fd, tables, old_tree, new_tree, mapping)}
+    for name in sorted(names):
+        users = tables.formula_users.get(name, set())
+        if not users:
+            mapping.unknown.append(f"{fd.name}: {name}() is called by no derivatives.yaml formula")
+        for op in users:
+            mapping.backward_ops.setdefault(op, f"its backward formula calls {name}()")

@@ -1,0 +1,214 @@
+"""The operator tables of one PyTorch source tree: which operators a C++ function can affect.
+
+Read from a tree at one commit (a clone, or a folder such as ``../shared/pytorch-history``'s
+snapshots): ``native_functions.yaml`` (operator -> the functions it dispatches to),
+``derivatives.yaml`` (operator -> its backward formula), the DispatchStub registrations
+(``REGISTER_DISPATCH(stub, &kernel)``: kernel -> stub), and every function of ``aten/src/ATen/native``
+with the names it calls (to go from a changed helper to the functions that call it).
+"""
+import re
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+from . import cpp
+from .cpp import IDENT
+
+NATIVE = "aten/src/ATen/native/"
+NATIVE_YAML = NATIVE + "native_functions.yaml"
+DERIVATIVES = "tools/autograd/derivatives.yaml"
+AUTOGRAD_TEMPLATES = "tools/autograd/templates/"
+CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".h", ".cuh", ".hpp")
+TESTS = re.compile(r"(^|/)tests?/|_test\.(cc|cpp)$")  # compiled into test binaries, not the wheel
+REGISTER = re.compile(r"REGISTER_(?:\w+_)?DISPATCH\s*\(\s*(\w+)\s*,\s*&?\s*([\w:]+)\s*\)")
+
+
+def op_name(text):
+    """``add.Tensor(Tensor self, ...) -> Tensor`` and ``aten::add_`` -> ``add`` / ``add_``: the
+    operator's base name, as the profiler of every torch version can be made to say it."""
+    name = text.strip().split("(", 1)[0].strip()
+    if name.startswith("aten::"):
+        name = name[len("aten::"):]
+    return name.split(".", 1)[0]
+
+
+class DirTree:
+    """A source tree as a folder (a snapshot of a commit)."""
+
+    def __init__(self, root, label=None):
+        self.root = Path(root)
+        self.label = label or str(root)
+
+    def read(self, path):
+        p = self.root / path
+        return p.read_text(encoding="utf-8", errors="replace") if p.is_file() else None
+
+    def files(self, prefix):
+        base = self.root / prefix
+        if not base.is_dir():
+            return []
+        return sorted(str(p.relative_to(self.root)) for p in base.rglob("*") if p.is_file())
+
+
+class GitTree:
+    """A source tree as a commit of a clone: files read with ``git cat-file``, never checked out."""
+
+    def __init__(self, clone, commit):
+        if not re.fullmatch(r"[0-9a-f]{40}", commit or ""):
+            raise ValueError(f"not a commit SHA: {commit!r}")
+        self.clone, self.commit = str(clone), commit
+        self.label = f"{Path(clone).name}@{commit[:12]}"
+        self._cache = {}
+
+    def read(self, path):
+        if path not in self._cache:
+            out = subprocess.run(["git", "-C", self.clone, "cat-file", "-p", f"{self.commit}:{path}"],
+                                 capture_output=True)
+            self._cache[path] = out.stdout.decode("utf-8", "replace") if out.returncode == 0 else None
+        return self._cache[path]
+
+    def files(self, prefix):
+        out = subprocess.run(["git", "-C", self.clone, "ls-tree", "-r", "--name-only", self.commit,
+                              "--", prefix], capture_output=True, text=True)
+        return sorted(out.stdout.split()) if out.returncode == 0 else []
+
+    def read_many(self, paths):
+        """Many files in one ``git cat-file --batch`` (reading ATen one file at a time is slow)."""
+        want = [p for p in paths if p not in self._cache]
+        if want:
+            batch = "".join(f"{self.commit}:{p}\n" for p in want).encode()
+            out = subprocess.run(["git", "-C", self.clone, "cat-file", "--batch"], input=batch,
+                                 capture_output=True).stdout
+            pos = 0
+            for p in want:
+                end = out.index(b"\n", pos)
+                header = out[pos:end].split()
+                if len(header) == 3:
+                    size = int(header[2])
+                    self._cache[p] = out[end + 1:end + 1 + size].decode("utf-8", "replace")
+                    pos = end + 1 + size + 1
+                else:
+                    self._cache[p] = None
+                    pos = end + 1
+        return {p: self._cache[p] for p in paths}
+
+
+def yaml_entries(text, key):
+    """The ``- <key>: ...`` entries of ATen's YAML tables with their line spans, read line by line
+    (the files are one flat list; a YAML load would lose the lines)."""
+    entries, current = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"^- %s:\s*(.*)$" % key, line)
+        if m:
+            current = {"op": op_name(m.group(1)), "signature": m.group(1).strip(), "start": number,
+                       "end": number, "lines": [line]}
+            entries.append(current)
+        elif current is not None and (line.startswith((" ", "\t")) or not line.strip()):
+            if line.strip():
+                current["end"] = number
+            current["lines"].append(line)
+        elif current is not None and not line.startswith("#"):
+            current = None
+    return entries
+
+
+def dispatch_targets(entry_lines):
+    """The C++ functions an operator entry dispatches to; its own name when it names none."""
+    targets, in_dispatch = set(), False
+    for line in entry_lines[1:]:
+        if re.match(r"^\s+dispatch:\s*$", line):
+            in_dispatch = True
+            continue
+        m = re.match(r"^\s+dispatch:\s*(\w+)\s*$", line)
+        if m:
+            targets.add(m.group(1))
+            continue
+        if in_dispatch:
+            m = re.match(r"^\s{4,}[\w, ]+:\s*([\w:]+)\s*$", line)
+            if m:
+                targets.add(m.group(1).split("::")[-1])
+                continue
+            in_dispatch = False
+    return targets
+
+
+class Tables:
+    def __init__(self, tree):
+        self.tree, self.label = tree, tree.label
+        self.native = yaml_entries(tree.read(NATIVE_YAML) or "", "func")
+        self.derivatives = yaml_entries(tree.read(DERIVATIVES) or "", "name")
+        if not self.native:
+            raise FileNotFoundError(f"{tree.label}: no {NATIVE_YAML}")
+        self.ops_of_function = defaultdict(set)  # C++ function name -> operators dispatching to it
+        for entry in self.native:
+            for target in dispatch_targets(entry["lines"]) or {entry["op"]}:
+                self.ops_of_function[target].add(entry["op"])
+        self.op_names = {e["op"] for e in self.native}
+        paths = [p for p in tree.files(NATIVE) if p.endswith(CPP_SUFFIXES) and not TESTS.search(p)]
+        texts = tree.read_many(paths) if hasattr(tree, "read_many") else {p: tree.read(p) for p in paths}
+        self.functions = {}                    # path -> [cpp.Function]
+        self.callers = defaultdict(set)        # name -> {(path, caller)}: direct calls
+        self.stub_of_kernel = defaultdict(set)
+        for path, text in texts.items():
+            if text is None:
+                continue
+            funcs = cpp.functions(text)
+            self.functions[path] = funcs
+            for fn in funcs:
+                for name in fn.calls:
+                    self.callers[name].add((path, fn))
+                fn.calls = None  # indexed: the tables are pickled per commit
+            for stub, kernel in REGISTER.findall(text):
+                self.stub_of_kernel[kernel.split("::")[-1]].add(stub)
+        owners = {fn.owner for funcs in self.functions.values() for fn in funcs if fn.owner}
+        self.files_naming = defaultdict(set)   # class -> files whose text names it
+        for path, text in texts.items():
+            for word in owners & set(IDENT.findall(text or "")):
+                self.files_naming[word].add(path)
+        self.formula_users = defaultdict(set)  # helper in Functions.cpp -> ops whose backward calls it
+        for entry in self.derivatives:
+            for name in cpp.CALL.findall("\n".join(entry["lines"][1:])):
+                self.formula_users[name].add(entry["op"])
+
+    def class_users(self, cls):
+        """Every function of every file that names the class: a member can be reached through
+        objects held anywhere in those files (members of other classes included)."""
+        return [(p, fn) for p in sorted(self.files_naming.get(cls, ())) for fn in self.functions[p]]
+
+    def affected_ops(self, changed):
+        """Operators that can run any of the ``changed`` functions ((path, cpp.Function) pairs):
+        the closure over direct callers in ATen/native (a static function's within its file, a
+        member's through the functions of its file that use its class) and DispatchStub
+        registrations, ended at the operators' dispatch functions.
+
+        Returns ``(ops, why, loose)``: ``why`` maps an operator to the chain that reaches it;
+        ``loose`` names the functions that implement no operator, register no kernel and have no
+        caller in the tables: called, if at all, from outside ATen/native, which cannot be bounded."""
+        seen, ops, why, loose = set(), set(), {}, set()
+        queue = [(path, fn, fn.name) for path, fn in changed]
+        while queue:
+            path, fn, chain = queue.pop()
+            if (path, fn.owner, fn.name) in seen:
+                continue
+            seen.add((path, fn.owner, fn.name))
+            nexts = []
+            # a member or a file-local function is never what native_functions.yaml names
+            implements = () if fn.owner or fn.static else self.ops_of_function.get(fn.name, ())
+            for op in implements:
+                ops.add(op)
+                why.setdefault(op, chain)
+                nexts.append(None)
+            for stub in self.stub_of_kernel.get(fn.name, ()):
+                nexts += [(p, c, f"{chain} <- {stub} <- {c.name}") for p, c in self.callers.get(stub, ())]
+            if fn.owner:
+                nexts += [(p, c, f"{chain} <- {c.name}") for p, c in self.class_users(fn.owner)
+                          if c.owner != fn.owner]
+            elif not implements:  # an operator's other callers go through the dispatcher: traced
+                local = fn.static and not path.endswith((".h", ".cuh", ".hpp"))
+                nexts += [(p, c, f"{chain} <- {c.name}") for p, c in self.callers.get(fn.name, ())
+                          if (p == path or not local) and c.name != fn.name]
+            if not nexts:
+                loose.add(f"{path}: {fn.owner + '::' if fn.owner else ''}{fn.name}")
+            queue += [n for n in nexts if n is not None]
+        return ops, why, loose
+

@@ -1,0 +1,85 @@
+"""The reach gate in the workflow: docker-built fixes that the workload cannot reach get no
+toolchain, no build and no run; their verdict says why. Real torch 1.5.1 traced in a Python 3.7
+venv, real ATen sources in a git clone made here, the real diffs of two PyTorch fixes."""
+import csv
+import json
+import subprocess
+import tarfile
+
+import pytest
+import yaml
+
+from bugimpact.io import read_csv
+
+from conftest import ROOT, git
+from workflow import project_copy, snakemake
+
+pytestmark = pytest.mark.slow
+FIX = ROOT / "tests" / "fixtures" / "reach"
+WHEEL_CACHE = str(ROOT / "data" / "cache" / "wheels")
+SHEET = ("id,release,area,pr,prs,text,url,buggy_sha,corrected_sha,resolve_status,tags,mined,"
+         "decision,reason,notes,subarea,onefix,resolve_note").split(",")
+
+
+def fix_commits(repo, fix):
+    """Buggy and corrected commits of one real fix, on top of the ATen snapshot."""
+    diff = FIX / "diffs" / f"{fix}.diff"
+    forward = subprocess.run(["git", "-C", str(repo), "apply", "--check", str(diff)],
+                             capture_output=True).returncode == 0
+    if not forward:
+        git(repo, "apply", "-R", str(diff))
+        git(repo, "commit", "-qam", f"before {fix}")
+    buggy = git(repo, "rev-parse", "HEAD")
+    git(repo, "apply", str(diff))
+    git(repo, "commit", "-qam", f"{fix}")
+    return buggy, git(repo, "rev-parse", "HEAD")
+
+
+def test_fixes_the_workload_cannot_reach_get_no_build_and_no_run(tmp_path):
+    repo = tmp_path / "pytorch"
+    repo.mkdir()
+    with tarfile.open(FIX / "aten-2020-03-25.tar.xz") as archive:
+        archive.extractall(repo)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "ATen as of 2020-03-25")
+    rows = []
+    for fix, release in (("pr36820", "v1.6.0"), ("pr32350", "v1.5.0")):
+        buggy, corrected = fix_commits(repo, fix)
+        rows.append(dict.fromkeys(SHEET, "") | {"id": fix, "release": release, "pr": fix[2:],
+                                                 "prs": fix[2:], "text": f"real fix #{fix[2:]}",
+                                                 "buggy_sha": buggy, "corrected_sha": corrected,
+                                                 "resolve_status": "resolved", "mined": "no",
+                                                 "decision": "accept"})
+    work = project_copy(tmp_path / "p")
+    with open(work / "data" / "filter" / "pytorch.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, SHEET)
+        writer.writeheader()
+        writer.writerows(rows)
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config["bugs"]["controls"] = {}
+    config["resolve"]["clone"] = str(repo)
+    config["artifacts"].update(source="docker", wheel_cache=WHEEL_CACHE,
+                               docker={"clone": str(repo)})
+    config["runtime"] = {"kind": "venv", "python": "3.7"}
+    config["reach"] = {"release": "1.5.1"}
+    config["train"].update(runs=3, epochs=2)
+    (work / "reach.yaml").write_text(yaml.safe_dump(config))
+    snakemake(work, "--configfile", "reach.yaml")
+
+    verdicts = {r["bug"]: r for r in read_csv(work / "results" / "stats" / "verdicts.csv")[1]}
+    assert verdicts["pr36820"]["verdict"] == "not reached on cpu"
+    assert "DilatedMaxPool3d.cu" in verdicts["pr36820"]["reason"]
+    assert verdicts["pr32350"]["verdict"] == "not reached"
+    assert "constant_pad_nd not dispatched" in verdicts["pr32350"]["reach_detail"]
+    assert "traced on torch 1.5.1 (cpu)" in verdicts["pr32350"]["reach_detail"]
+    # nothing was built, made or run for them: no toolchain image, no build, no record
+    assert not list((work / "results" / "artifacts").glob("docker-*"))
+    assert not (work / "results" / "toolchains").exists()
+    assert not (work / "results" / "runs").exists()
+    builds = read_csv(work / "results" / "builds" / "summary.csv")[1]
+    assert {b["status"] for b in builds} == {"skipped"} and len(builds) == 4
+    trace = json.loads(next((work / "results" / "reach" / "traces").rglob("*.json")).read_text())
+    assert trace["torch_version"] == "1.5.1" and "conv2d" in trace["ops"]
+    report = (work / "results" / "report.html").read_text()
+    assert "not reached on cpu" in report
