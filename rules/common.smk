@@ -95,7 +95,7 @@ def reach_gated(bug):
     from bugimpact.reach.run import gate
 
     reach = read_json(checkpoints.reach.get(bug=bug, key=PLAN.key).output[0])
-    return reach["verdict"] if gate(reach, True, config["train"]["device"]) else ""
+    return reach["verdict"] if gate(reach, config["train"]["device"]) else ""
 
 
 def arms_inputs(wildcards):

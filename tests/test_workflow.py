@@ -162,6 +162,10 @@ def test_study_outputs_and_verdicts(study):
     assert verdicts["aa"]["scope"].startswith("cpu; buggy torch ")
     assert "fingerprinted: parameters at initialisation" in verdicts["aa"]["reason"]
     assert float(verdicts["fault-momentum"]["effect"]) < 0 and float(verdicts["fault-momentum"]["mde"]) > 0
+    # reach: the fault controls are reached (the harness injects them), the A/A control is not
+    assert verdicts["fault-momentum"]["reach"] == verdicts["fault-labelnoise"]["reach"] == "reached"
+    assert "injected by the harness" in verdicts["fault-momentum"]["reach_detail"]
+    assert verdicts["aa"]["reach"] == "not reached"
     assert verdicts["fault-momentum"]["verdict"] == "impact"
     assert verdicts["fault-labelnoise"]["verdict"] in ("impact", "no evidence of impact")
     table = rows(res / "stats" / "pvalues.csv")

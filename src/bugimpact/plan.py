@@ -122,7 +122,7 @@ class Plan:
         from .reach.run import gate
         device = self.config["train"]["device"]
         return {read_json(p)["bug"] for p in reach_jsons
-                if Path(p).exists() and gate(read_json(p), True, device)}
+                if Path(p).exists() and gate(read_json(p), device)}
 
     def runtime_json_of(self, ident):
         return f"results/runtimes/{self.runtime_id}/{ident}/runtime.json"

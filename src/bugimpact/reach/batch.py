@@ -70,13 +70,15 @@ def rows_of(path, ids=None):
 
 def judge_rows(rows, traces, sources, reach_cfg, cache_dir, patches=None):
     """One verdict per (row, trace): rows of a known-commits CSV or a sheet (id, buggy_sha,
-    corrected_sha), or a patch ``<patches>/<id>.diff``."""
+    corrected_sha), with a patch ``<patches>/<id>.diff`` or ``<patches>/<corrected_sha>.patch``
+    (``git show`` of the landing commit, as ``../shared/pytorch-history`` has them) where one is."""
     from ..steps import fix_diff
     out = []
     for row in rows:
-        patch_path = Path(patches) / f"{row['id']}.diff" if patches else None
+        names = [f"{row['id']}.diff"] + ([f"{row['corrected_sha']}.patch"] if row.get("corrected_sha") else [])
+        found = [Path(patches) / n for n in names if patches and (Path(patches) / n).is_file()]
         arm = {"buggy_sha": row.get("buggy_sha"), "corrected_sha": row.get("corrected_sha"),
-               "patch": str(patch_path) if patch_path and patch_path.is_file() else None}
+               "patch": str(found[0]) if found else None}
         if not (arm["patch"] or (arm["buggy_sha"] and arm["corrected_sha"])):
             for name in traces:
                 out.append({"id": row["id"], "trace": name, "verdict": "unknown",

@@ -62,13 +62,16 @@ def tree_for(sources, reach_cfg, arm, diff_text):
 
 
 def cached_tables(tree, cache_dir):
-    """Tables of a tree, pickled by its label (a commit is immutable); a folder is read each time."""
+    """Tables of a tree, pickled by commit (a commit is immutable); a folder is read each time.
+    The tables keep the tree they were read from: hunks are found in it."""
     if not isinstance(tree, GitTree):
         return Tables(tree)
     path = Path(cache_dir) / f"{tree.commit}-v{TABLES_VERSION}.pickle"
     if path.exists():
         with open(path, "rb") as handle:
-            return pickle.load(handle)
+            tables = pickle.load(handle)
+        tables.tree = tree
+        return tables
     tables = Tables(tree)
     tables.tree = None  # the clone's reader is not kept
     with atomic_open(path, "wb") as handle:
@@ -82,9 +85,7 @@ def map_fix(diff_text, sources, reach_cfg, arm, cache_dir):
     if not needs_tables(diff_text):
         return map_diff(diff_text, None)
     tables_tree, old_tree, new_tree = tree_for(sources, reach_cfg, arm, diff_text)
-    tables = cached_tables(tables_tree, cache_dir)
-    tables.tree = tables_tree
-    return map_diff(diff_text, tables, old_tree, new_tree)
+    return map_diff(diff_text, cached_tables(tables_tree, cache_dir), old_tree, new_tree)
 
 
 def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir="results/reach/tables"):
@@ -136,9 +137,10 @@ def scope(trace_json, result):
             f"({trace['device']}); tables {result.get('tables') or (result.get('mapping') or {}).get('tables', '?')}")
 
 
-def gate(reach, skip, device):
-    """Whether a bug's reach verdict stops it before artifacts and runs."""
-    if not skip or not reach:
+def gate(reach, device):
+    """Whether a reach verdict stops its bug before artifacts and runs (where reach.skip applies):
+    not reached, or not reached on cpu in a CPU study."""
+    if not reach:
         return False
     verdict = reach.get("verdict")
     return verdict == "not reached" or (verdict == "not reached on cpu" and device == "cpu")

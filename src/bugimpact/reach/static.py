@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import cpp, patch
-from .tables import AUTOGRAD_TEMPLATES, DERIVATIVES, NATIVE, NATIVE_YAML
+from .tables import AUTOGRAD_TEMPLATES, CPP_SUFFIXES, DERIVATIVES, NATIVE, NATIVE_YAML, REGISTER, yaml_entries
 
 NOT_SHIPPED = re.compile(r"^(test|docs|benchmarks|scripts|\.github|\.circleci|\.jenkins|\.ci|"
                          r"android|ios|binaries)/|^[^/]+\.(md|rst|txt)$|^\.[^/]+$|(^|/)README[^/]*$|"
@@ -46,6 +46,7 @@ class Mapping:
     backward_ops: dict = field(default_factory=dict)  # operator -> why (its backward changed)
     cuda: list = field(default_factory=list)         # CUDA-only files
     cuda_ops: dict = field(default_factory=dict)     # operators of CUDA kernels (reached on cuda)
+    cuda_unknown: list = field(default_factory=list)  # what could not be bounded in CUDA sources
     not_shipped: list = field(default_factory=list)
     frontend: list = field(default_factory=list)
     entered: list = field(default_factory=list)      # (path, the Python package it is entered through)
@@ -55,7 +56,8 @@ class Mapping:
     def as_dict(self):
         return {"python": [{"path": p, "hunks": len(h)} for p, h in self.python],
                 "ops": self.ops, "backward_ops": self.backward_ops, "cuda": self.cuda,
-                "cuda_ops": self.cuda_ops, "not_shipped": self.not_shipped,
+                "cuda_ops": self.cuda_ops, "cuda_unknown": self.cuda_unknown,
+                "not_shipped": self.not_shipped,
                 "frontend": self.frontend, "entered": [list(e) for e in self.entered],
                 "unknown": self.unknown, "tables": self.tables}
 
@@ -104,7 +106,7 @@ def map_diff(diff_text, tables, old_tree=None, new_tree=None):
             _yaml_change(fd, tables, old_tree, new_tree, mapping, forward=True)
         elif path == DERIVATIVES:
             _yaml_change(fd, tables, old_tree, new_tree, mapping, forward=False)
-        elif path.startswith(NATIVE) and path.endswith(cpp_suffixes()):
+        elif path.startswith(NATIVE) and path.endswith(CPP_SUFFIXES):
             _native_change(fd, tables, old_tree, new_tree, mapping)
         elif path == AUTOGRAD_TEMPLATES + "Functions.cpp":
             _formula_helpers(fd, tables, old_tree, new_tree, mapping)
@@ -115,11 +117,6 @@ def map_diff(diff_text, tables, old_tree=None, new_tree=None):
         else:
             mapping.unknown.append(f"{path}: {_why_unbounded(path)}")
     return mapping
-
-
-def cpp_suffixes():
-    from .tables import CPP_SUFFIXES
-    return CPP_SUFFIXES
 
 
 def _why_unbounded(path):
@@ -156,7 +153,6 @@ def _trees(tables, old_tree, new_tree):
 
 
 def _yaml_change(fd, tables, old_tree, new_tree, mapping, forward):
-    from .tables import yaml_entries
     target = mapping.ops if forward else mapping.backward_ops
     key = "func" if forward else "name"
     for hunk in fd.hunks:
@@ -213,7 +209,6 @@ def _changed_functions(fd, tables, old_tree, new_tree, mapping):
 
 
 def cpp_register(line):
-    from .tables import REGISTER
     return {kernel.split("::")[-1] for _, kernel in REGISTER.findall(line)}
 
 
@@ -223,19 +218,21 @@ def _native_change(fd, tables, old_tree, new_tree, mapping):
         mapping.unknown.append(f"{path}: machinery most kernels run through (TensorIterator, "
                                f"DispatchStub, loops, copies, reductions)")
         return
+    cuda = bool(CUDA.search(path))
+    if cuda:  # what a CUDA source leaves unbounded matters on a GPU only
+        mapping.cuda.append(path)
+        unknown_before = len(mapping.unknown)
     names = _changed_functions(fd, tables, old_tree, new_tree, mapping)
-    if not names:
-        return
-    ops, why, loose = tables.affected_ops(names)
-    target = mapping.cuda_ops if CUDA.search(path) else mapping.ops
+    ops, why, loose = tables.affected_ops(names) if names else (set(), {}, set())
+    target = mapping.cuda_ops if cuda else mapping.ops
     for op in ops:
         target.setdefault(op, why[op])
-    if CUDA.search(path):
-        mapping.cuda.append(path)
     for name in sorted(loose):
         mapping.unknown.append(f"{name}() implements no operator and has no caller in "
                                f"ATen/native (called from outside the tables, if at all)")
-    return ops
+    if cuda:
+        mapping.cuda_unknown += mapping.unknown[unknown_before:]
+        del mapping.unknown[unknown_before:]
 
 
 def _formula_helpers(fd, tables, old_tree, new_tree, mapping):

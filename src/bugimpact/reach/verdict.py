@@ -201,7 +201,9 @@ def judge(mapping, trace):
     for op, why in sorted(mapping.backward_ops.items()):
         if op in traced_ops:
             reached.append(f"backward of {op} ({why})")
-    if device == "cuda" and mapping.cuda and not mapping.cuda_ops:
+    if device == "cuda":
+        unknown += mapping.cuda_unknown
+    if device == "cuda" and mapping.cuda and not mapping.cuda_ops and not mapping.cuda_unknown:
         unknown.append(f"CUDA sources changed ({', '.join(mapping.cuda[:3])}) and no operator "
                        f"table mapped them: on cuda that cannot be bounded")
     if device == "cuda":
