@@ -61,19 +61,36 @@ def read_json(path):
         raise InputError(path, f"not UTF-8 text (byte {exc.start})") from None
 
 
-def write_csv(path, rows, columns, encoding="utf-8"):
-    """Write dict rows with a fixed column order; missing keys become empty cells."""
+def write_csv(path, rows, columns, encoding="utf-8", as_typed=()):
+    """Write dict rows with a fixed column order; missing keys become empty cells. Text that a
+    spreadsheet would evaluate (``=``, ``+``, ``-``, ``@``, a tab or CR first, and not a number)
+    is written with a leading ``'`` (OWASP's CSV-injection advice), except in ``as_typed``
+    columns: what a person typed is kept as typed."""
     with atomic_open(path, "w", encoding=encoding, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: _cell(row.get(k)) for k in columns})
+            writer.writerow({k: _cell(row.get(k), k not in as_typed) for k in columns})
 
 
-def _cell(value):
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(value):
+    """A text cell a spreadsheet shows as text: a leading ``'`` before a formula-like start."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        try:
+            float(value)
+            return value  # a number, e.g. a negative effect
+        except ValueError:
+            return "'" + value
+    return value
+
+
+def _cell(value, neutralise=True):
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    return value
+    return inert(value) if neutralise else value
 
 
 def read_csv(path):

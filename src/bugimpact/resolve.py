@@ -41,6 +41,14 @@ class Unresolved(Exception):
     pass
 
 
+def checked_sha(value, what):
+    """``value`` if it is a full commit SHA; else ValueError naming it (a value from an API or a
+    file that starts with ``-`` would reach git as an option)."""
+    if not isinstance(value, str) or not SHA.match(value) or value.endswith("\n"):
+        raise ValueError(f"{what}: not a commit SHA (40 hex digits): {str(value)[:80]!r}")
+    return value
+
+
 def _git(repo, *args):
     out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
     if out.returncode != 0:
@@ -231,17 +239,25 @@ class ApiResolver:
             pull = self.client.pull(self.repo, pr)
             if not pull.get("merged_at") or not pull.get("merge_commit_sha"):
                 raise Unresolved(f"api: PR #{pr} was not merged")
-            commit = self.client.commit(self.repo, pull["merge_commit_sha"])
+            commit = self.client.commit(self.repo, checked_sha(pull["merge_commit_sha"],
+                                                               f"PR #{pr}'s merge commit"))
         except NetworkError as exc:
             self.unreachable = str(exc)
             raise Unresolved(f"api: {exc}") from None
         except GitHubError as exc:
             raise Unresolved(f"api: {exc}") from None
+        except ValueError as exc:
+            raise Unresolved(f"api: {exc}") from None
         parents = commit.get("parents") or []
         if not parents:
             raise Unresolved(f"api: merge commit of PR #{pr} has no parent")
-        parent = self.client.commit(self.repo, parents[0]["sha"])
-        return Resolution(commit["sha"], parents[0]["sha"],
+        try:
+            corrected = checked_sha(commit.get("sha"), f"PR #{pr}'s merge commit")
+            buggy = checked_sha(parents[0].get("sha"), f"the parent of PR #{pr}'s merge commit")
+        except ValueError as exc:
+            raise Unresolved(f"api: {exc}") from None
+        parent = self.client.commit(self.repo, buggy)
+        return Resolution(corrected, buggy,
                           commit["commit"]["committer"]["date"],
                           parent["commit"]["committer"]["date"])
 

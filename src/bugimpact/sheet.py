@@ -140,7 +140,8 @@ def update_sheet(path, bugs, commits, schema_path=None):
         columns, rows = [], []
     columns, merged, summary = merge(columns, rows, mined_rows)
     summary["created"] = not rows  # new, or the header-only sheet a first run starts from
-    write_csv(path, merged, columns, encoding="utf-8-sig" if bom else "utf-8")
+    write_csv(path, merged, columns, encoding="utf-8-sig" if bom else "utf-8",
+              as_typed=[c for c in columns if c not in MACHINE_COLUMNS])  # a person's cells
     return summary
 
 

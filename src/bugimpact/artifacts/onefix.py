@@ -92,6 +92,7 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
     kinds = {"python": [], "not_shipped": [], "compiled": [], "unknown": [], "wheel": []}
     shipped = []
     for path, section in split_diff(diff_text):
+        _check_section(path, section)
         kind = classify(path, package, wheel_files)
         if kind == "python" and re.search(r"(?m)^(Binary files|GIT binary patch)", section):
             kind = "unknown"
@@ -107,6 +108,18 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
         raise Refused("the fix changes no file of the installed package "
                       f"(only: {', '.join(kinds['not_shipped'][:5])})")
     return "".join(shipped), kinds
+
+
+def _check_section(path, section):
+    """A patch may change regular files inside the tree, nothing else: a symlink (mode 120000),
+    a submodule or any special mode, or a path that is absolute or climbs out, is refused."""
+    modes = re.findall(r"(?m)^(?:new file mode|deleted file mode|old mode|new mode|index [0-9a-f]+\.\.[0-9a-f]+) ?(\d{6})?$", section)
+    if any(m and m not in ("100644", "100755") for m in modes):
+        raise Refused(f"the diff makes {path} a symlink or special file (mode {', '.join(m for m in modes if m)}): refused")
+    names = re.findall(r"(?m)^(?:diff --git a/(\S+) b/(\S+)|--- a/(\S+)|\+\+\+ b/(\S+)|rename (?:from|to) (\S+))", section)
+    for name in (n for group in names for n in group if n):
+        if name.startswith("/") or ".." in name.split("/"):
+            raise Refused(f"the diff names {name}, which leaves the package: refused")
 
 
 def _git_apply(folder, patch, *flags):

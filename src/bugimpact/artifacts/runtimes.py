@@ -52,7 +52,8 @@ def prepare_venv(artifact, folder, base_python="python3", requirements=()):
             raise RuntimeError(f"{' '.join(cmd)} failed: {made.stderr.strip()[-800:]}")
         packages = ([artifact["wheel"]] if artifact.get("wheel") else []) + list(requirements)
         if packages:
-            install = [str(python), "-m", "pip", "install", "--quiet", *packages, "numpy"]
+            # "--": a requirement from a config is a package, never a pip option
+            install = [str(python), "-m", "pip", "install", "--quiet", "--", *packages, "numpy"]
             out = subprocess.run(install, capture_output=True, text=True)
             if out.returncode != 0:
                 raise RuntimeError(f"pip install {' '.join(packages)} failed: {out.stderr[-800:]}")

@@ -63,7 +63,7 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
             return wheels[0]
         with tempfile.TemporaryDirectory(dir=folder) as tmp:  # a killed download leaves no wheel
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", tmp,
-                   *pip_target(tags, index_url), f"torch=={version}"]
+                   *pip_target(tags, index_url), "--", f"torch=={version}"]
             out = subprocess.run(cmd, capture_output=True, text=True)
             got = [w for w in sorted(Path(tmp).glob("torch-*.whl")) if fits(w, tags)]
             if out.returncode == 0 and got:

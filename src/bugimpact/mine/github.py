@@ -66,9 +66,10 @@ class GitHubClient:
                              timeout=int(timeout), retry=retry, per_page=100)
 
     def _call(self, what, func):
-        """Run one PyGithub call; every failure becomes a redacted ``GitHubError``."""
+        """Run one PyGithub call; every failure becomes a redacted ``GitHubError``, and what it
+        returns is scrubbed too (a server may echo the token in a 200 body: a release's text)."""
         try:
-            return func()
+            return scrub(func(), (self.token or "",))
         except RateLimitExceededExceedsMaxWait as exc:
             raise GitHubError(f"{what}: rate limited; reset in {exc.wait:.0f}s exceeds the "
                               f"{self.max_rate_wait:.0f}s wait allowed (set GITHUB_TOKEN)") from None
@@ -104,6 +105,17 @@ class GitHubClient:
         files (a file without a patch, e.g. binary, says so and is refused downstream)."""
         files = self._get(f"/repos/{repo}/compare/{base}...{head}").get("files") or []
         return "".join(_file_diff(f) for f in files)
+
+
+def scrub(value, secrets=()):
+    """``value`` with the token (and anything token-shaped) masked in every string it holds."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, list):
+        return [scrub(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {k: scrub(v, secrets) for k, v in value.items()}
+    return value
 
 
 def _file_diff(f):
