@@ -1,5 +1,7 @@
 """Load and validate ``config.yaml`` against ``schemas/config.schema.yaml``, filling defaults."""
 import copy
+import math
+import re
 from pathlib import Path
 
 import jsonschema
@@ -52,7 +54,46 @@ def validate_config(config, source="config.yaml", schema_path=CONFIG_SCHEMA):
         raise InputError(source, "; ".join(_describe(e) for e in errors[:5]))
     config = copy.deepcopy(config)
     _fill_defaults(schema, config, schema)
+    problems = _beyond_schema(config)
+    if problems:
+        raise InputError(source, "; ".join(problems[:5]))
     return config
+
+
+def _numbers(node, path=""):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _numbers(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _numbers(value, f"{path}[{i}]")
+    elif isinstance(node, float):
+        yield path, node
+
+
+def _beyond_schema(config):
+    """What JSON Schema cannot say, checked here so that the workflow and ``validate-config``
+    refuse the same configs: finite numbers, patterns that compile, a version range that parses,
+    ids used once."""
+    problems = [f"key '{path}': {value} is not a finite number" for path, value in _numbers(config)
+                if not math.isfinite(value)]
+    mine = config.get("mine", {})
+    for i, pattern in enumerate(mine.get("section_patterns") or []):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            problems.append(f"key 'mine.section_patterns[{i}]': not a regular expression: {exc}")
+    if mine.get("versions"):
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        try:
+            SpecifierSet(mine["versions"])
+        except InvalidSpecifier:
+            problems.append(f"key 'mine.versions': {mine['versions']!r} is not a version range "
+                            "(e.g. '>=1.1.0,<1.7.0')")
+    bugs = config.get("bugs", {})
+    for key in sorted(set(bugs.get("fixes") or {}) & set(bugs.get("controls") or {})):
+        problems.append(f"key 'bugs.fixes.{key}': the id is also a control (bugs.controls.{key})")
+    return problems
 
 
 def read_yaml(path):

@@ -59,6 +59,9 @@ def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=
         attempts.append(code)
         if code == 0 and os.path.exists(out):
             return "ok"
+        if code == 5:  # harness.run.DIVERGED: the same seed diverges again, no retry
+            failure_class = "diverged"
+            break
     write_json(out, {"status": "failed", "spec": spec, "exit_codes": attempts,
                      "failure_class": failure_class, "log_tail": _tail(log_path)})
     return "failed"

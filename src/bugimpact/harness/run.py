@@ -29,6 +29,20 @@ def _log(spec, message):
     sys.stderr.flush()
 
 
+DIVERGED = 5  # the exit code of a run whose loss or parameters stopped being finite
+
+
+class Diverged(Exception):
+    """Training produced a non-finite loss or parameter: a failed measurement, not a result."""
+
+
+def check_finite(model, where):
+    for name, tensor in model.state_dict().items():
+        values = tensor.detach().cpu().numpy()
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            raise Diverged("parameter %s is not finite %s" % (name, where))
+
+
 def state_fingerprint(model):
     digest = hashlib.sha256()
     for name, tensor in model.state_dict().items():
@@ -108,6 +122,8 @@ def train(spec):
                 faults.adjust_gradients(fault, model)
                 optimizer.step()
                 value = loss.item()
+                if not math.isfinite(value):
+                    raise Diverged("loss %r at epoch %d, step %d" % (value, epoch, steps + 1))
                 losses.update(np.float64(value).tobytes())  # every batch's loss, bit for bit
                 total += float(value) * len(yb)
                 seen += len(yb)
@@ -117,6 +133,7 @@ def train(spec):
             logits, predictions = predict(model, x_test, spec.get("test_batch_size", 1000), device)
             accuracy = float(np.mean(predictions == y_test))
             wall = time.time() - start
+            check_finite(model, "after epoch %d" % epoch)
             fingerprint = state_fingerprint(model)
             record["fingerprints"]["epochs"].append(fingerprint)
             record["fingerprints"]["losses"].append(losses.hexdigest())
@@ -182,6 +199,9 @@ def execute(spec, out):
     except data.DataError as exc:
         _log(spec, "refused: %s" % exc)
         return 3
+    except Diverged as exc:
+        _log(spec, "diverged: %s: a failed measurement, no record" % exc)
+        return DIVERGED
     record.update({"status": "ok", "record_schema": RECORD_SCHEMA, "spec": spec,
                    "harness_version": HARNESS_VERSION, "wall_s": time.time() - started})
     write_atomic(out, record)
