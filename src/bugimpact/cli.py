@@ -133,14 +133,24 @@ def _dispatch(args):
         return _reach(args, _config(args))
     elif args.command == "retry-failed":
         from pathlib import Path
-        candidates = list(Path(args.runs).rglob("*.json")) + \
-            list(Path(args.artifacts).glob("*/manifest.json"))
-        removed = [p for p in candidates if read_json(p).get("status") == "failed"]
+        from .records import record_paths
+        candidates = record_paths(args.runs) + list(Path(args.artifacts).glob("*/manifest.json"))
+        removed = [p for p in candidates if _status(p) == "failed"]
         for path in removed:
             path.unlink()
             print(f"removed {path}")
         print(f"{len(removed)} failed records removed; rerun snakemake to retry them")
     return 0
+
+
+def _status(path):
+    """A record's or manifest's status; None for one that does not read as an object (``verify``
+    names those)."""
+    try:
+        record = read_json(path)
+    except (OSError, ValueError, InputError):
+        return None
+    return record.get("status") if isinstance(record, dict) else None
 
 
 def _reach(args, config):

@@ -18,7 +18,7 @@ def referenced(configs, results="results"):
     from .config import SHEET_SCHEMA
     from .plan import Plan
     keep = {"artifacts": set(), "runtimes": set(), "toolchains": set(), "wheel_caches": set(),
-            "wheel_dirs": set()}
+            "wheel_dirs": set(), "named": set()}
     for config in configs:
         plan = Plan(config, SHEET_SCHEMA)
         keep["artifacts"] |= set(plan.artifacts)
@@ -28,6 +28,7 @@ def referenced(configs, results="results"):
         cache = config["artifacts"]["wheel_cache"]
         keep["wheel_caches"].add(cache)
         keep["wheel_dirs"] |= {str(d) for d in release_wheel_dirs(plan.artifacts.values(), cache)}
+        keep["named"] |= {str(Path(w).resolve()) for w in named_wheels(plan.artifacts.values())}
     for folder in ("runs", "repeats"):
         for path in Path(results, folder).rglob("*.json"):
             try:
@@ -35,6 +36,16 @@ def referenced(configs, results="results"):
             except (KeyError, TypeError, ValueError, OSError):
                 continue  # a broken record keeps nothing alive (`bugimpact verify` lists it)
     return keep
+
+
+def named_wheels(specs):
+    """Wheel files a config names itself (a ``wheel`` arm, a one-fix release wheel): a person's
+    files, never garbage, wherever they live."""
+    for spec in specs:
+        release = spec.get("release", spec) if spec["source"] == "onefix" else spec
+        wheel = release.get("wheel")
+        if wheel and "://" not in wheel:
+            yield wheel
 
 
 def release_wheel_dirs(specs, cache):
@@ -91,7 +102,7 @@ def garbage(configs, results="results"):
               if m.exists()}
     for cache in sorted(keep["wheel_caches"]):
         for wheel in sorted(Path(cache).glob("**/*.whl")):
-            if str(wheel.resolve()) not in wheels and not any(
+            if str(wheel.resolve()) not in wheels | keep["named"] and not any(
                     str(wheel).startswith(d + os.sep) for d in keep["wheel_dirs"]):
                 found.append(("cached wheel", wheel))
     out = [(kind, str(path), _size(path)) for kind, path in found]

@@ -20,6 +20,10 @@ class Plan:
         sheet_path = Path(config["sheet"])
         rows = validate(sheet_path, sheet_schema) if sheet_path.exists() else []
         self.sheet_rows = rows
+        strays = sorted(set(config["bugs"].get("overrides") or {}) - {r.get("id") for r in rows})
+        if rows and strays:  # (a first run's sheet is still empty: mining fills it)
+            raise InputError("config.yaml", f"bugs.overrides names {', '.join(strays)}, which "
+                             f"{config['sheet']} does not hold", field=f"bugs.overrides.{strays[0]}")
         self.bugs = study_bugs(config, rows)
         problem = model_error(config["train"]["model"])
         if problem:  # checked here, not by every run failing

@@ -37,10 +37,17 @@ def read_record(path):
     return record
 
 
+def record_paths(root):
+    """The run records under ``root``: files shaped ``<bug>/<key>/<arm>/<run>.json``, and nothing
+    else that lives there (seeds, manifests, decisions, statistics are not run records)."""
+    return [p for p in sorted(Path(root).rglob("*.json"))
+            if p.stem.isdigit() and p.parent.name in ("buggy", "corrected")]
+
+
 def broken(root):
-    """(path, reason) of every record under ``root`` that does not read as a valid record."""
+    """(path, reason) of every run record under ``root`` that does not read as a valid record."""
     out = []
-    for path in sorted(Path(root).rglob("*.json")):
+    for path in record_paths(root):
         try:
             read_record(path)
         except InputError as exc:

@@ -160,7 +160,10 @@ def write_atomic(path, obj):
     if not os.path.isdir(folder):
         os.makedirs(folder)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600: a record is as readable as any output
         with os.fdopen(fd, "w") as handle:
             json.dump(obj, handle, indent=1, sort_keys=True)
             handle.write("\n")

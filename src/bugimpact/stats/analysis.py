@@ -17,6 +17,7 @@ multiplicity family (``decided_without_test``):
 - ``no evidence of impact``: otherwise, with the effect this design could have detected.
 """
 import math
+import signal
 
 import numpy as np
 
@@ -184,7 +185,7 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
     first metric is then the one monitored and tested, the others are reported only."""
     arms = by_arm(records)
     ok = {arm: {i: r for i, r in arms[arm].items() if r["status"] == "ok"} for arm in ARMS}
-    failed = _grouped([(arm, i, f"exit {r.get('exit_codes')}: {_last_line(r.get('log_tail', ''))}")
+    failed = _grouped([(arm, i, failure_text(r))
                        for arm in ARMS for i, r in sorted(arms[arm].items()) if r["status"] == "failed"])
     for arm in ARMS:  # a NaN metric is a failed measurement: reported, never fed to a test
         for i, r in sorted(ok[arm].items()):
@@ -321,9 +322,26 @@ def _grouped(failures):
     return lines
 
 
+def failure_text(record):
+    """Why a run failed, in words: the exit (a signal by its name) and the harness's last line
+    (the launcher's own bookkeeping lines say nothing of the failure)."""
+    codes = record.get("exit_codes")
+    code = codes[-1] if isinstance(codes, list) and codes else codes
+    how = f"exit {codes}"
+    if isinstance(code, int) and code < 0:
+        try:
+            how = f"killed by {signal.Signals(-code).name} (exit {code})"
+        except ValueError:
+            pass
+    if record.get("failure_class") == "diverged":
+        how = "diverged"
+    return f"{how}: {_last_line(record.get('log_tail', ''))}"
+
+
 def _last_line(text):
-    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no output"
+    lines = [line for line in (text or "").strip().splitlines()
+             if line.strip() and not line.startswith(("attempt ", "device "))]
+    return lines[-1][:300] if lines else "no output from the harness"
 
 
 TRIGGER_CONFIDENCE = 0.95

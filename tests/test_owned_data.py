@@ -1,0 +1,88 @@
+"""Tools touch only what they own (issue: `gc --remove` deleted a wheel a config names when it lay
+in the wheel cache; `verify --runs results --remove` deleted seeds, manifests and decisions;
+`retry-failed` crashed on a record that is a JSON list)."""
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+from conftest import ROOT, config_with
+from test_gc import put
+
+ENV = dict(os.environ, PATH="/usr/bin/none:" + os.environ["PATH"], PYTHONPATH=str(ROOT / "src"))
+
+
+def cli(cwd, *args):
+    return subprocess.run([sys.executable, "-m", "bugimpact.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, env=ENV)
+
+
+def test_gc_never_removes_a_wheel_a_config_names(tmp_path):
+    mine = put(tmp_path / "cache" / "mine" / "torch-1.5.1-cp37-cp37m-linux_x86_64.whl", "my build")
+    config = config_with(sheet=str(tmp_path / "none.csv"), **{"artifacts.wheel_cache": "cache"})
+    config["bugs"]["controls"]["mine"] = {"buggy": {"source": "wheel", "wheel": str(mine)},
+                                          "corrected": {"source": "installed"}}
+    config["runtime"] = {"kind": "venv", "python": sys.executable}
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
+    stray = put(tmp_path / "cache" / "pypi" / "torch-1.0.0" / "x" / "torch-1.0.0.whl", "w")
+    out = cli(tmp_path, "gc", "--keep", "study.yaml", "--remove")
+    assert out.returncode == 0, out.stderr
+    assert mine.exists() and not stray.exists()
+
+
+def test_verify_and_retry_touch_run_records_only(tmp_path):
+    res = tmp_path / "results"
+    seeds = put(res / "seeds" / "b.json", {"bug": "b", "seeds": [1, 2]})
+    manifest = put(res / "artifacts" / "pypi-1" / "manifest.json", {"status": "ok"})
+    early = put(res / "early" / "b" / "k.json", {"decision": "continue"})
+    stats = put(res / "stats" / "b.json", {"info": {}, "rows": []})
+    cut = put(res / "runs" / "b" / "k" / "buggy" / "0.json", '{"status": "ok", "met')
+    failed = put(res / "runs" / "b" / "k" / "buggy" / "1.json",
+                 {"status": "failed", "spec": {"bug": "b"}, "exit_codes": [1], "log_tail": ""})
+    a_list = put(res / "runs" / "b" / "k" / "corrected" / "0.json", [1, 2])
+    out = cli(tmp_path, "verify", "--runs", "results", "--remove")
+    assert out.returncode == 0, out.stderr
+    assert not cut.exists() and not a_list.exists()  # broken run records, named and removed
+    assert all(p.exists() for p in (seeds, manifest, early, stats, failed))
+    put(a_list, [1, 2])
+    out = cli(tmp_path, "retry-failed", "--runs", "results/runs", "--artifacts", "results/artifacts")
+    assert out.returncode == 0, out.stderr
+    assert not failed.exists() and a_list.exists() and "1 failed records removed" in out.stdout
+    assert json.loads(seeds.read_text())["seeds"] == [1, 2]
+
+
+def test_a_crashed_run_says_it_was_killed_by_a_signal():
+    from bugimpact.stats.analysis import failure_text
+    record = {"status": "failed", "exit_codes": [-11],
+              "log_tail": "attempt 1: local runtime, seed 3\ndevice cpu: no GPU\n"}
+    assert failure_text(record) == "killed by SIGSEGV (exit -11): no output from the harness"
+    record["log_tail"] += "[b buggy run 0] epoch 1/2 loss 0.1\nRuntimeError: boom\n"
+    assert failure_text(record) == "killed by SIGSEGV (exit -11): RuntimeError: boom"
+
+
+def test_records_the_harness_writes_follow_the_umask(tmp_path):
+    from bugimpact.harness.run import write_atomic
+    old = os.umask(0o022)
+    try:
+        write_atomic(str(tmp_path / "r.json"), {"status": "ok"})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_an_override_for_an_id_the_sheet_does_not_hold_is_an_error(tmp_path):
+    import pytest
+    from bugimpact.config import SHEET_SCHEMA
+    from bugimpact.io import InputError, write_csv
+    from bugimpact.plan import Plan
+    from bugimpact.sheet import COLUMNS
+    sheet = tmp_path / "sheet.csv"
+    write_csv(sheet, [{"id": "pr1", "release": "v1.4.0", "pr": "1", "prs": "1", "text": "t",
+                       "mined": "yes"}], COLUMNS)
+    config = config_with(sheet=str(sheet))
+    config["bugs"]["overrides"] = {"pr2": {"buggy": {"source": "installed"},
+                                           "corrected": {"source": "installed"}}}
+    with pytest.raises(InputError, match=r"bugs.overrides names pr2, which .*sheet.csv does not hold"):
+        Plan(config, SHEET_SCHEMA)
