@@ -86,3 +86,21 @@ def test_an_override_for_an_id_the_sheet_does_not_hold_is_an_error(tmp_path):
                                            "corrected": {"source": "installed"}}}
     with pytest.raises(InputError, match=r"bugs.overrides names pr2, which .*sheet.csv does not hold"):
         Plan(config, SHEET_SCHEMA)
+
+
+def test_a_sheet_cell_with_no_column_or_a_column_named_twice_is_refused_never_merged(tmp_path):
+    import pytest
+    from bugimpact.io import InputError
+    from bugimpact.sheet import COLUMNS, update_sheet
+    header = ",".join(COLUMNS)
+    row = "pr1,v1.4.0,,,1,1,t,,,,,,,,yes,,,"
+    sheet = tmp_path / "sheet.csv"
+    bugs = [{"id": "pr1", "release": "v1.4.0", "area": "", "pr": "1", "prs": "1", "text": "t",
+             "url": ""}]
+    for text, message in ((f"{header}\n{row},my own note\n",
+                           "row 2.*'my own note' is in a column with no header"),
+                          (f"{header},notes\n{row},second notes\n", "two columns are named 'notes'")):
+        sheet.write_text(text)
+        with pytest.raises(InputError, match=message):
+            update_sheet(sheet, bugs, [])
+        assert sheet.read_text() == text  # refused: the sheet is not rewritten

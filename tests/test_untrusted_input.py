@@ -104,3 +104,12 @@ def test_a_token_echoed_in_a_200_body_never_reaches_the_cache_or_the_mined_rows(
     assert "[token redacted]" in rows[0]["text"] and TOKEN not in rows[0]["text"]
     cached = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
     assert cached and TOKEN not in cached
+
+
+def test_a_plain_diff_section_after_a_git_section_is_refused_not_dropped():
+    diff = ("diff --git a/torch/optim/sgd.py b/torch/optim/sgd.py\n--- a/torch/optim/sgd.py\n"
+            "+++ b/torch/optim/sgd.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+            "--- a/aten/src/ATen/native/Loss.cpp\n+++ b/aten/src/ATen/native/Loss.cpp\n"
+            "@@ -1 +1 @@\n-int x;\n+int y;\n")
+    with pytest.raises(onefix.Refused, match="without its own `diff --git` header"):
+        onefix.isolate(diff)

@@ -167,7 +167,27 @@ def read_sheet(path):
                 raise InputError(path, f"the columns are separated by {name}, not commas; save "
                                  f"the sheet as comma-separated CSV (\"CSV UTF-8\")", row=1)
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    return list(reader.fieldnames or []), list(reader), data.startswith(b"\xef\xbb\xbf")
+    columns, rows = list(reader.fieldnames or []), list(reader)
+    _check_header(path, columns, rows)
+    return columns, rows, data.startswith(b"\xef\xbb\xbf")
+
+
+def _check_header(path, columns, rows):
+    """Every cell a person typed must have a column to stay in: a merge would drop text under no
+    header, or in a column whose name a former column already has. Refused, naming the place."""
+    seen = set()
+    for number, name in enumerate(columns, start=1):
+        if name in seen:
+            raise InputError(path, f"two columns are named {name!r} (column {number}): rename "
+                             "one, so that the merge can keep both", row=1, field=name)
+        seen.add(name)
+    for line, row in enumerate(rows, start=2):
+        extra = [v for v in row.get(None) or [] if v.strip()]
+        blank = [c for c in columns if not c.strip() and (row.get(c) or "").strip()]
+        if extra or blank:
+            raise InputError(path, f"text {(extra or [row[blank[0]]])[0]!r} is in a column with no "
+                             "header: give the column a name (the merge keeps every named column)",
+                             row=line)
 
 
 def load_schema(schema_path):

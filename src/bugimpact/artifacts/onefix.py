@@ -116,6 +116,10 @@ def _check_section(path, section):
     modes = re.findall(r"(?m)^(?:new file mode|deleted file mode|old mode|new mode|index [0-9a-f]+\.\.[0-9a-f]+) ?(\d{6})?$", section)
     if any(m and m not in ("100644", "100755") for m in modes):
         raise Refused(f"the diff makes {path} a symlink or special file (mode {', '.join(m for m in modes if m)}): refused")
+    heads = re.findall(r"(?m)^--- .*\n\+\+\+ (?:b/)?(\S+)", section)
+    if len(heads) > 1:  # a plain-diff section after a git one would be read as part of it
+        raise Refused(f"the diff holds a file section without its own `diff --git` header "
+                      f"({heads[1]}): refused")
     names = re.findall(r"(?m)^(?:diff --git a/(\S+) b/(\S+)|--- a/(\S+)|\+\+\+ b/(\S+)|rename (?:from|to) (\S+))", section)
     for name in (n for group in names for n in group if n):
         if name.startswith("/") or ".." in name.split("/"):
