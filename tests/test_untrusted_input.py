@@ -113,3 +113,16 @@ def test_a_plain_diff_section_after_a_git_section_is_refused_not_dropped():
             "@@ -1 +1 @@\n-int x;\n+int y;\n")
     with pytest.raises(onefix.Refused, match="without its own `diff --git` header"):
         onefix.isolate(diff)
+
+
+@pytest.mark.parametrize("bullet", [
+    '<p>Fixed NaN in `cdist` (<a href="https://github.com/pytorch/pytorch/pull/31167">#31167</a>)</p>',
+    "<div>Fixed NaN in cdist (#31167)</div>",
+    "<details><summary>Fixed NaN in cdist</summary> (#31167)</details>",
+])
+def test_a_bullet_written_in_html_is_mined(bullet):
+    from bugimpact.mine.run import mine
+    body = f"# Bug Fixes\n\n* {bullet}\n* <!-- a comment only -->\n* Plain fix (#2)\n"
+    rows, _ = mine([{"tag_name": "v1.0.0", "body": body, "html_url": ""}])
+    assert [str(r["pr"]) for r in rows] == ["31167", "2"]
+    assert "Fixed NaN in" in rows[0]["text"] and "<" not in rows[0]["text"]

@@ -4,7 +4,8 @@ A fix section opens at a heading that matches one of the configured patterns ("B
 level, PyTorch's patch-release "Critical Fixes" ...) and closes at the next heading of the same or a
 higher level. Inside it, bullets are entries and the nearest sub-heading is their area; a release
 that writes its fixes as headings (v1.5.1) has heading entries, recognised because they cite a
-reference or are not followed by a list. Code blocks and raw HTML never produce entries.
+reference or are not followed by a list. Code blocks and HTML outside bullets never produce
+entries; a bullet written in HTML (``<p>``, ``<div>``, ``<details>``) is read for its text and links.
 """
 import hashlib
 import re
@@ -126,8 +127,23 @@ def _item_tree(tokens, start):
             return item, i + 1
         if tok.type == "inline":
             item["inlines"].append(tok)
+        elif tok.type == "html_block":  # a bullet written in HTML (<p>, <div>, <details>)
+            inline = _html_inline(tok.content)
+            if inline is not None:
+                item["inlines"].append(inline)
         i += 1
     return item, i
+
+
+def _html_inline(html):
+    """The text of an HTML block inside a bullet as one inline token (links kept as links, so
+    their PRs count); None for a comment or a block with no text."""
+    html = re.sub(r"(?s)<!--.*?-->", " ", html)
+    html = re.sub(r'(?is)<a\s[^>]*href="([^"]*)"[^>]*>(.*?)</a>', r"[\2](\1)", html)
+    text = re.sub(r"\s+", " ", re.sub(r"(?s)<[^>]+>", " ", html)).strip()
+    if not text:
+        return None
+    return next(t for t in MarkdownIt("commonmark").parse(text) if t.type == "inline")
 
 
 def _all_inlines(item):
