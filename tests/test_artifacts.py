@@ -1,5 +1,6 @@
 """Artifact sources that need no build, the plan's checks, and GPU claiming by lock file."""
 import hashlib
+from pathlib import Path
 import sys
 
 import pytest
@@ -23,9 +24,26 @@ def test_user_wheel_is_checked_against_its_sha256(tmp_path):
     manifest = steps.artifact(steps.artifact_sources(config), {"source": "wheel", "wheel": str(wheel), "sha256": digest},
                               tmp_path / "m.json")
     assert manifest["wheel_sha256"] == digest
-    with pytest.raises(InputError, match="does not match the configured"):
-        steps.artifact(steps.artifact_sources(config), {"source": "wheel", "wheel": str(wheel), "sha256": "0" * 64},
-                       tmp_path / "n.json")
+    # a mismatch is a recorded failure of that artifact only: the rest of the study goes on
+    bad = steps.artifact(steps.artifact_sources(config), {"source": "wheel", "wheel": str(wheel), "sha256": "0" * 64},
+                         tmp_path / "n.json")
+    assert bad["status"] == "failed" and bad["failure_class"] == "checksum"
+    assert "does not match the configured" in bad["error"] and str(wheel) in bad["error"]
+
+
+def test_a_corrupted_cached_wheel_is_fetched_again(tmp_path):
+    import zipfile
+    wheel = tmp_path / "demo-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("demo/__init__.py", "x = 1\n")
+    config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
+    spec = {"source": "wheel", "wheel": str(wheel)}
+    first = steps.artifact(steps.artifact_sources(config), spec, tmp_path / "a.json")
+    cached = Path(first["wheel"])
+    cached.write_bytes(b"cut short")  # a disk error or a killed copy
+    again = steps.artifact(steps.artifact_sources(config), spec, tmp_path / "b.json")
+    assert again["status"] == "ok" and zipfile.is_zipfile(cached)
+    assert cached.read_bytes() == wheel.read_bytes()
 
 
 def test_user_wheel_by_url(httpserver, tmp_path):

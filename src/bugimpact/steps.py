@@ -154,8 +154,8 @@ def artifact(sources, spec, out, toolchain_json=None):
     An artifact that cannot be made (a release that does not exist for the runtime's Python, a fix
     that cannot be isolated on a release) is a result: status failed, its class and the reason. The
     bug becomes incomplete and the rest of the study goes on."""
-    from .artifacts.sources import write_manifest
     from .artifacts.onefix import Refused
+    from .artifacts.sources import ChecksumMismatch, write_manifest
     started = time.time()
     try:
         if spec["source"] == "onefix":
@@ -166,6 +166,9 @@ def artifact(sources, spec, out, toolchain_json=None):
         raise
     except Refused as exc:
         manifest = {"source": spec["source"], "status": "failed", "failure_class": "refused",
+                    "error": str(exc), "log_tail": str(exc)}
+    except ChecksumMismatch as exc:
+        manifest = {"source": spec["source"], "status": "failed", "failure_class": "checksum",
                     "error": str(exc), "log_tail": str(exc)}
     except Exception as exc:  # noqa: BLE001 - recorded, with its message, as the artifact's failure
         manifest = {"source": spec["source"], "status": "failed", "failure_class": "download",

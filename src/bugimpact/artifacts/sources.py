@@ -59,8 +59,11 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
     with open(folder / ".lock", "w") as lock:  # one download per wheel, however many jobs want it
         fcntl.flock(lock, fcntl.LOCK_EX)
         wheels = [w for w in sorted(folder.glob("torch-*.whl")) if fits(w, tags)]
-        if wheels:
-            return wheels[0]
+        for wheel in wheels:
+            if usable(wheel):
+                return wheel
+            log.warning("%s is not a readable wheel: fetched again", wheel)
+            wheel.unlink()
         with tempfile.TemporaryDirectory(dir=folder) as tmp:  # a killed download leaves no wheel
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", tmp,
                    *pip_target(tags, index_url), "--", f"torch=={version}"]
@@ -110,6 +113,17 @@ def _pip_setting(name):
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+class ChecksumMismatch(RuntimeError):
+    """A wheel whose bytes are not the configured ones: a failure of its artifact, recorded."""
+
+
+def usable(wheel):
+    """Whether a cached wheel reads as a zip archive (a cut download or a corrupted file does
+    not: it is fetched again)."""
+    import zipfile
+    return zipfile.is_zipfile(wheel)
+
+
 def user_wheel(location, expected_sha256, cache):
     """A wheel file or URL, copied into the cache and checked against its sha256."""
     name = location.rstrip("/").rsplit("/", 1)[-1]
@@ -120,6 +134,8 @@ def user_wheel(location, expected_sha256, cache):
     key = expected_sha256 or (sha256_file(location) if not remote
                               else "url-" + hashlib.sha256(location.encode()).hexdigest())
     target = Path(cache) / "user" / key / name
+    if target.exists() and not usable(target):
+        target.unlink()  # a corrupted copy is made again from its source
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(".part")
@@ -132,8 +148,8 @@ def user_wheel(location, expected_sha256, cache):
     actual = sha256_file(target)
     if expected_sha256 and actual != expected_sha256:
         target.unlink()
-        raise InputError(location, f"sha256 {actual} does not match the configured {expected_sha256}",
-                         field="sha256")
+        raise ChecksumMismatch(f"{location}: sha256 {actual} does not match the configured "
+                               f"{expected_sha256}")
     return target
 
 
