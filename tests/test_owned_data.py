@@ -104,3 +104,13 @@ def test_a_sheet_cell_with_no_column_or_a_column_named_twice_is_refused_never_me
         with pytest.raises(InputError, match=message):
             update_sheet(sheet, bugs, [])
         assert sheet.read_text() == text  # refused: the sheet is not rewritten
+
+
+def test_an_interpreter_is_the_same_whatever_name_it_was_called_by(tmp_path):
+    from bugimpact.plan import runtime_id
+    link = tmp_path / "python"
+    link.symlink_to(sys.executable)
+    info = {"executable": sys.executable, "prefix": sys.prefix, "version": "3.11.7"}
+    assert runtime_id({"kind": "local"}, info) == runtime_id({"kind": "local"}, dict(info, executable=str(link)))
+    # another environment of the same binary (a venv) is another interpreter
+    assert runtime_id({"kind": "local"}, info) != runtime_id({"kind": "local"}, dict(info, prefix=str(tmp_path)))

@@ -5,6 +5,7 @@ controls), each arm's artifact, the experiment key, and every target path.
 """
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -256,7 +257,10 @@ def runtime_id(runtime_cfg, interpreter, recipe_sha=""):
     if kind == "docker":
         what, version = recipe_sha, "image"
     else:
-        what, version = [interpreter["executable"], interpreter["prefix"]], f"py{interpreter['version']}"
+        # the interpreter itself and its environment: the same binary called python or python3
+        # (python -m snakemake or the snakemake script) is one interpreter
+        what = [os.path.realpath(interpreter["executable"]), interpreter["prefix"]]
+        version = f"py{interpreter['version']}"
     digest = hashlib.sha256(json.dumps([kind, what, runtime_cfg.get("requirements", [])])
                             .encode()).hexdigest()[:8]
     return f"{kind}-{version}-{digest}"
