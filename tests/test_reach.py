@@ -104,7 +104,6 @@ def test_a_hunk_is_found_by_its_text_and_identical_hunks_by_their_line():
 
 def test_a_pure_insertion_is_marked_by_the_lines_around_it():
     hunk = patch.Hunk(10, 10, [(" ", "a"), ("+", "new"), (" ", "b")])
-    assert hunk.changed_lines("old") == [10, 11]
     assert patch.locate(hunk, ["x", "a", "b"]) == ("old", [2, 3])
 
 

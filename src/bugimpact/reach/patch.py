@@ -24,17 +24,6 @@ class Hunk:
         kept = [(tag, text) for tag, text in self.lines if tag != drop]
         return [text for _, text in kept], [tag != " " for tag, _ in kept]
 
-    def changed_lines(self, which):
-        """Line numbers in the diff's own ``old`` or ``new`` file that the hunk changes; a pure
-        insertion (or deletion) is marked by the lines either side of it."""
-        start = self.old_start if which == "old" else self.new_start
-        texts, changed = self.side(which)
-        marks = {start + i for i, c in enumerate(changed) if c}
-        if not marks:  # only the other side has changed lines: an insertion point
-            at = _insertion_index(self.lines, "-" if which == "old" else "+")
-            marks = {start + at - 1, start + at} if at is not None else set()
-        return sorted(m for m in marks if m >= 1)
-
 
 def _insertion_index(lines, own):
     index = 0
@@ -51,7 +40,6 @@ class FileDiff:
     old_path: str        # the old path ('' when the file is new)
     hunks: list = field(default_factory=list)
     binary: bool = False
-    mode_only: bool = False
 
     @property
     def name(self):
@@ -83,8 +71,6 @@ def parse(text):
             hunk.lines.append((line[0], line[1:]))
         elif hunk is not None and line == "":
             hunk.lines.append((" ", ""))
-    for f in files:
-        f.mode_only = not f.hunks and not f.binary
     return files
 
 

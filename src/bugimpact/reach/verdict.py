@@ -15,8 +15,6 @@ import zlib
 
 from . import patch
 
-VERDICTS = ("reached", "unknown", "not reached on cpu", "not reached")
-
 
 def unpack(text):
     return zlib.decompress(base64.b64decode(text)).decode("utf-8")
