@@ -126,8 +126,8 @@ class Plan:
         from .io import read_json
         from .reach.run import gate
         device = self.config["train"]["device"]
-        return {read_json(p)["bug"] for p in reach_jsons
-                if Path(p).exists() and gate(read_json(p), device)}
+        verdicts = [read_json(p) for p in reach_jsons if Path(p).exists()]
+        return {v["bug"] for v in verdicts if gate(v, device)}
 
     def runtime_json_of(self, ident):
         return f"results/runtimes/{self.runtime_id}/{ident}/runtime.json"

@@ -1,8 +1,6 @@
 """Reach outside the workflow: trace a workload in any interpreter, and judge many fixes at once
 (``bugimpact reach-trace`` and ``bugimpact reach``)."""
 import csv
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -11,11 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from ..io import InputError, read_json, write_csv
-from .run import map_fix
+from .run import map_fix, trace_spec
 from .verdict import judge
 
 SHAPES = {"digits": ((1, 8, 8), 16), "cifar10": ((3, 32, 32), 255), "mnist": ((1, 28, 28), 255)}
-SRC = Path(__file__).resolve().parents[2]
 
 
 def shaped_data(challenge, path, n_train=256, n_test=256, seed=0):
@@ -34,31 +31,23 @@ def shaped_data(challenge, path, n_train=256, n_test=256, seed=0):
 
 
 def trace_in(python, train_cfg, out, steps=3, data=None, challenge=None, timeout=900):
-    """Run a reach trace with ``python`` (any interpreter with torch and numpy); ``data``: a
-    prepared .npz, else shaped random data of the challenge."""
+    """Run a reach trace with ``python`` (any interpreter with torch and numpy), launched as the
+    workflow launches a local run; ``data``: a prepared .npz, else shaped random data of the
+    challenge. Returns the seconds it took."""
+    from ..artifacts.runtimes import launch
     from ..datasets import sha256_file
-    from ..experiment import derive_seeds, experiment
-    from ..harness.run import write_atomic
-    spec = experiment(train_cfg)
     with tempfile.TemporaryDirectory() as tmp:
         if data is None:
             data = shaped_data(challenge or train_cfg["challenge"], Path(tmp) / "shaped.npz")
-        spec.update({"bug": "__reach__", "arm": "trace", "run": 0, "fault": "", "artifact": python,
-                     "seed": derive_seeds(train_cfg["study_seed"], "__reach__", "paired", 1)[0],
-                     "data": str(Path(data).resolve()), "data_sha256": sha256_file(data),
-                     "test_fraction": spec.get("test_fraction") or 0.25,
-                     "trace": {"steps": steps}})
-        spec_path = Path(tmp) / "spec.json"
-        write_atomic(str(spec_path), spec)
-        env = dict(os.environ, PYTHONPATH=str(SRC), OMP_NUM_THREADS=str(train_cfg.get("threads", 1)),
-                   PYTHONHASHSEED="0")
+        spec = trace_spec(train_cfg, steps, data, sha256_file(data), python)
+        log_path = Path(tmp) / "trace.log"
         started = time.time()
-        done = subprocess.run([python, "-m", "bugimpact.harness", "--spec", str(spec_path),
-                               "--out", str(out)], env=env, capture_output=True, text=True,
-                              timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"{python}: the trace failed (exit {done.returncode}): "
-                           f"{done.stderr.strip()[-800:]}")
+        with open(log_path, "w") as log:
+            code = launch({"kind": "local", "python": python}, spec, out, log,
+                          threads=train_cfg.get("threads", 1), timeout=timeout)
+        if code != 0:
+            raise RuntimeError(f"{python}: the trace failed (exit {code}): "
+                               f"{log_path.read_text()[-800:]}")
     return time.time() - started
 
 

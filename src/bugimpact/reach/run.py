@@ -14,18 +14,24 @@ log = logging.getLogger("bugimpact.reach")
 TABLES_VERSION = 2  # bump when what the tables hold changes: cached tables are then remade
 
 
-def trace(train_cfg, steps, runtime_json, data_npz, data_meta, key, artifact, out, log_path):
-    """One reach trace of the study's workload in a runtime; a trace that cannot run is recorded
-    (the bugs it serves become ``unknown``, never ``not reached``)."""
-    from ..artifacts.runtimes import RunTimeout, launch
+def trace_spec(train_cfg, steps, data_npz, data_sha256, artifact, key=""):
+    """The harness spec of a reach trace: the study's experiment, a seed of its own, the data."""
     from ..experiment import derive_seeds, experiment
-    from ..train import _tail
-    runtime = read_json(runtime_json)
     spec = experiment(train_cfg)
     spec.update({"bug": "__reach__", "arm": "trace", "run": 0, "fault": "", "artifact": artifact,
                  "seed": derive_seeds(train_cfg["study_seed"], "__reach__", "paired", 1)[0],
                  "experiment_key": key, "data": str(Path(data_npz).resolve()),
-                 "data_sha256": read_json(data_meta)["sha256"], "trace": {"steps": steps}})
+                 "data_sha256": data_sha256, "trace": {"steps": steps}})
+    return spec
+
+
+def trace(train_cfg, steps, runtime_json, data_npz, data_meta, key, artifact, out, log_path):
+    """One reach trace of the study's workload in a runtime; a trace that cannot run is recorded
+    (the bugs it serves become ``unknown``, never ``not reached``)."""
+    from ..artifacts.runtimes import RunTimeout, launch
+    from ..train import _tail
+    runtime = read_json(runtime_json)
+    spec = trace_spec(train_cfg, steps, data_npz, read_json(data_meta)["sha256"], artifact, key)
     if runtime.get("status") == "failed":
         write_json(out, {"status": "failed", "reason": f"runtime: {runtime.get('reason', '?')}"})
         return

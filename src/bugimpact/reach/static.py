@@ -152,26 +152,32 @@ def _trees(tables, old_tree, new_tree):
     return pairs or [(tables.tree, "new")]
 
 
-def _yaml_change(fd, tables, old_tree, new_tree, mapping, forward):
-    target = mapping.ops if forward else mapping.backward_ops
-    key = "func" if forward else "name"
+def _located(fd, tables, old_tree, new_tree, mapping):
+    """(hunk, changed line numbers, file text) for each copy of the file that holds the hunk; a
+    hunk that no copy holds is unknown."""
     for hunk in fd.hunks:
         found = False
         for tree, side in _trees(tables, old_tree, new_tree):
             lines, text = _locate(fd, hunk, tree, side)
-            if lines is None:
-                continue
-            found = True
-            entries = yaml_entries(text, key)
-            hit = {e["op"] for e in entries for n in lines if e["start"] <= n <= e["end"]}
-            for op in hit:
-                target.setdefault(op, f"its {fd.path} entry changed")
-            if not hit:
-                mapping.unknown.append(f"{fd.path}: a change outside any entry (near line "
-                                       f"{hunk.new_start})")
+            if lines is not None:
+                found = True
+                yield hunk, lines, text
         if not found:
-            mapping.unknown.append(f"{fd.path}: the hunk at line {hunk.new_start} is not in "
+            mapping.unknown.append(f"{fd.name}: the hunk at line {hunk.new_start} is not in "
                                    f"{tables.label}'s copy")
+
+
+def _yaml_change(fd, tables, old_tree, new_tree, mapping, forward):
+    target = mapping.ops if forward else mapping.backward_ops
+    key = "func" if forward else "name"
+    for hunk, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
+        entries = yaml_entries(text, key)
+        hit = {e["op"] for e in entries for n in lines if e["start"] <= n <= e["end"]}
+        for op in hit:
+            target.setdefault(op, f"its {fd.path} entry changed")
+        if not hit:
+            mapping.unknown.append(f"{fd.path}: a change outside any entry (near line "
+                                   f"{hunk.new_start})")
 
 
 def _changed_functions(fd, tables, old_tree, new_tree, mapping):
@@ -179,29 +185,20 @@ def _changed_functions(fd, tables, old_tree, new_tree, mapping):
     changed ``REGISTER_DISPATCH`` line stands for its kernel. Changes outside any function other
     than includes, blank lines and comments make the file unknown."""
     names, unbounded = [], []
-    for hunk in fd.hunks:
-        located = False
-        for tree, side in _trees(tables, old_tree, new_tree):
-            lines, text = _locate(fd, hunk, tree, side)
-            if lines is None:
-                continue
-            located = True
-            funcs = cpp.functions(text)
-            src = text.splitlines()
-            code = cpp.blank(text).splitlines()
-            for n in lines:
-                fn = cpp.enclosing(funcs, n)
-                if fn is not None:
-                    names.append((fd.name, fn))
-                elif n - 1 < len(src) and code[n - 1].strip() and \
-                        not re.match(r"\s*#\s*include\b", src[n - 1]):
-                    registered = cpp_register(src[n - 1])
-                    names += [(fd.name, cpp.Function(k, n, n)) for k in registered]
-                    if not registered:
-                        unbounded.append(n)
-        if not located:
-            mapping.unknown.append(f"{fd.name}: the hunk at line {hunk.new_start} is not in "
-                                   f"{tables.label}'s copy")
+    for _, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
+        funcs = cpp.functions(text)
+        src = text.splitlines()
+        code = cpp.blank(text).splitlines()
+        for n in lines:
+            fn = cpp.enclosing(funcs, n)
+            if fn is not None:
+                names.append((fd.name, fn))
+            elif n - 1 < len(src) and code[n - 1].strip() and \
+                    not re.match(r"\s*#\s*include\b", src[n - 1]):
+                registered = cpp_register(src[n - 1])
+                names += [(fd.name, cpp.Function(k, n, n)) for k in registered]
+                if not registered:
+                    unbounded.append(n)
     if unbounded:
         mapping.unknown.append(f"{fd.name}: a change outside any function (line "
                                f"{min(unbounded)}: a declaration, macro or constant)")
