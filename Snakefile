@@ -46,6 +46,15 @@ rule all:
         PLAN.targets(),
 
 
+# Runs on this machine (not a dry run, not a cluster's nodes): a CUDA study without a GPU is
+# refused before any job, not by every run failing.
+onstart:
+    if config["train"]["device"] == "cuda" and workflow.local_exec:
+        from bugimpact.preflight import require_gpu
+
+        require_gpu()
+
+
 # Failures are results, written into the tables; say at the end which there were.
 onsuccess:
     from bugimpact.steps import failures_at_end

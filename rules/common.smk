@@ -9,12 +9,13 @@ SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, SRC)
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, dict(os.environ).get("PYTHONPATH")])))
 
-from bugimpact.config import SHEET_SCHEMA, validate_config
+from bugimpact.config import SHEET_SCHEMA, check_paths, validate_config
 from bugimpact.experiment import ARMS
 from bugimpact.plan import Plan
 from bugimpact.steps import artifact_sources, study_design, study_setup
 
 config.update(validate_config(dict(config), source="config (config.yaml and --config)"))
+check_paths(config, source="config (config.yaml and --config)")
 # The funnel takes the sheet as an input, so a first run starts from a header-only sheet that the
 # merge then fills (an existing sheet is never touched).
 from bugimpact.sheet import write_empty
@@ -60,30 +61,39 @@ def seeds_json(wildcards):
 
 
 def train_inputs(wildcards):
-    bug, arm, run = wildcards.bug, wildcards.arm, int(wildcards.run)
-    # Seeds are archived once and the early decision only gates later runs: neither file being
-    # rewritten may retrain a finished run, so only their existence counts (ancient).
-    inputs = {
-        "seeds": ancient(seeds_json(wildcards)),
+    """What a run is made from, and nothing that decides whether it is needed: a finished record
+    is never the product of a gate (seeds, arms, decisions), so a gate being missing, failed or
+    rewritten retrains nothing. The seeds are archived by the arms gate (before any run is asked
+    for) and read by the run itself; the decisions ask for records (``needed``)."""
+    return {
         "data": f"results/data/{config['train']['challenge']}.npz",
         "meta": f"results/data/{config['train']['challenge']}.json",
-        "runtime": PLAN.runtime_json(bug, arm),
+        "runtime": PLAN.runtime_json(wildcards.bug, wildcards.arm),
     }
-    k = PLAN.early_runs()
-    if k and run >= k:
-        inputs["early"] = ancient(f"results/early/{bug}/{PLAN.key}.json")
-    stage = PLAN.stage_decision(bug, run)
-    if stage:
-        inputs["stage"] = ancient(stage)
-    return inputs
+
+
+def made_decision(bug):
+    """``Plan.needed``'s reader in the workflow: each decision from its checkpoint."""
+    from bugimpact.io import read_json
+
+    def read(kind, pairs):
+        if kind == "early":
+            return read_json(checkpoints.early_decision.get(bug=bug, key=PLAN.key).output[0])
+        return read_json(checkpoints.stage_decision.get(bug=bug, key=PLAN.key, pairs=pairs).output[0])
+    return read
 
 
 def bug_stats_inputs(wildcards):
-    """The bug's records, once its arms gate says they can be made (none when it cannot)."""
-    gate = checkpoints.arms.get(bug=wildcards.bug, key=PLAN.key).output[0]
+    """The bug's records, once its arms gate says they can be made (none when it cannot), as far
+    as its decisions ask for them, and those decisions."""
+    bug = wildcards.bug
+    gate = checkpoints.arms.get(bug=bug, key=PLAN.key).output[0]
     with open(gate) as handle:
         runnable = json.load(handle)["runnable"]
-    return {"arms": gate, "records": PLAN.records(wildcards.bug) if runnable else []}
+    if not runnable:
+        return {"arms": gate, "records": [], "decisions": []}
+    records, decisions = PLAN.needed(bug, made_decision(bug))
+    return {"arms": gate, "records": records, "decisions": decisions}
 
 
 def reach_gated(bug):
@@ -102,6 +112,7 @@ def arms_inputs(wildcards):
     bug = wildcards.bug
     inputs = {"reach": PLAN.reach_json(bug)} if PLAN.reach_json(bug) else {}
     if not reach_gated(bug):
+        inputs["seeds"] = seeds_json(wildcards)  # archived before any run is asked for
         inputs.update({arm: PLAN.runtime_json(bug, arm) for arm in ARMS})
     return inputs
 

@@ -47,7 +47,10 @@ use rule train as train_repeat with:
         "benchmarks/train/{bug}/{key}/{arm}/{run}.repeat.tsv"
 
 
-rule early_decision:
+# Decisions are checkpoints made from the records before them: the statistics (and the targets)
+# ask them which later records are needed. They gate nothing that exists, so a decision being
+# redone, failed or deleted never retrains a finished run.
+checkpoint early_decision:
     input:
         records=lambda wc: PLAN.records(wc.bug, PLAN.early_runs()),
         repeats=lambda wc: PLAN.repeat_records(wc.bug),
@@ -61,12 +64,11 @@ rule early_decision:
         "../scripts/early.py"
 
 
-# A group-sequential look after the first {pairs} pairs: impact, futility or continue. Like the
-# early decision it only gates later runs (they take it as ancient), and a stop is kept once made.
-rule stage_decision:
+# A group-sequential look after the first {pairs} pairs: impact, futility or continue; asked for
+# only when the looks before it continued.
+checkpoint stage_decision:
     input:
         records=lambda wc: PLAN.records(wc.bug, int(wc.pairs)),
-        previous=lambda wc: PLAN.previous_stage(wc.bug, int(wc.pairs)),
     output:
         "results/stages/{bug}/{key}/{pairs}.json",
     params:

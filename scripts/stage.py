@@ -3,5 +3,4 @@ from bugimpact import steps
 
 steps.run_script(snakemake, steps.stage, stats_cfg=snakemake.params.stats,
                  design=snakemake.params.design, bug=snakemake.wildcards.bug, pairs=int(snakemake.wildcards.pairs),
-                 records=list(snakemake.input.records), previous=list(snakemake.input.previous),
-                 out=snakemake.output[0])
+                 records=list(snakemake.input.records), out=snakemake.output[0])

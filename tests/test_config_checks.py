@@ -73,3 +73,103 @@ def test_a_diverged_run_is_a_failed_measurement_not_a_fingerprint(tmp_path):
     assert record["exit_codes"] == [5]  # the same seed diverges again: not retried
     assert "diverged: loss nan" in record["log_tail"] or "diverged: loss inf" in record["log_tail"] \
         or "is not finite" in record["log_tail"]
+
+
+@pytest.mark.parametrize("dotted, value, message", [
+    ("sheet", "data", "key 'sheet': data is a folder, not the sheet's CSV file"),
+    ("mine.snapshot", "data/release_notes/pytorh", "key 'mine.snapshot': data/release_notes/pytorh does not exist"),
+    ("mine.tags", ["v1.5.1", "v1.5.O"], "key 'mine.tags': v1.5.O not in data/release_notes/pytorch"),
+    ("resolve.known", "data/known_commits/missing.csv", "key 'resolve.known': data/known_commits/missing.csv is not a file"),
+])
+def test_a_wrong_path_is_refused_at_the_start_by_the_workflow_and_validate_config(
+        tmp_path, dotted, value, message):
+    """Before: a folder as the sheet, a misspelt tag, a missing snapshot or known-commits file
+    failed late with a traceback, warned in a log, or was ignored once outputs existed."""
+    from bugimpact.config import check_paths
+    config = config_with(**{dotted: value})
+    import os
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with pytest.raises(InputError, match=re.escape(message)):
+            check_paths(config)
+    finally:
+        os.chdir(here)
+    path = tmp_path / "bad.yaml"
+    raw = default()
+    node = raw
+    *keys, last = dotted.split(".")
+    for key in keys:
+        node = node[key]
+    node[last] = value
+    path.write_text(yaml.safe_dump(raw))
+    out = subprocess.run([sys.executable, "-m", "bugimpact.cli", "validate-config", str(path)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+    dry = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile",
+                          str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert dry.returncode != 0 and message in dry.stdout + dry.stderr
+
+
+def test_a_misspelt_tag_stops_mining_from_the_api_too():
+    from bugimpact.mine.releases import select_releases
+    releases = [{"tag_name": "v1.5.0"}, {"tag_name": "v1.4.0"}]
+    assert [r["tag_name"] for r in select_releases(releases, ["v1.5.0"])] == ["v1.5.0"]
+    with pytest.raises(InputError, match=r"field 'mine.tags'.*v1.5.O"):
+        select_releases(releases, ["v1.5.0", "v1.5.O"])
+
+
+def test_cuda_on_a_machine_without_a_gpu_is_refused_at_the_start(tmp_path):
+    from bugimpact.preflight import require_gpu
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\necho 'No devices were found'\n")
+    fake.chmod(0o755)
+    with pytest.raises(InputError, match="train.device is cuda, but this machine shows no GPU"):
+        require_gpu(str(fake))
+    with pytest.raises(InputError, match="train.device"):
+        require_gpu(str(tmp_path / "absent"))
+    fake.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)'\n")
+    import os
+    if os.environ.get("CUDA_VISIBLE_DEVICES") not in ("", "-1"):
+        require_gpu(str(fake))  # a GPU: nothing to say
+
+
+def test_a_cuda_study_without_a_gpu_stops_before_any_job_but_a_dry_run_plans_it(tmp_path):
+    import shutil
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has nvidia-smi")
+    path = tmp_path / "cuda.yaml"
+    raw = default()
+    raw["train"]["device"] = "cuda"
+    path.write_text(yaml.safe_dump(raw))
+    dry = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile",
+                          str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    work = tmp_path / "p"
+    from workflow import project_copy
+    project_copy(work)
+    real = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile",
+                           str(path)], capture_output=True, text=True, cwd=work)
+    assert real.returncode != 0 and "this machine shows no GPU" in real.stdout + real.stderr
+    assert not (work / "results").exists()
+
+
+def test_an_inf_metric_is_a_failed_measurement_in_a_sequential_look_too(tmp_path):
+    """Before: the look used inf as a value (and could stop on it); the final analysis dropped it."""
+    from bugimpact.steps import stage, study_design
+    records = []
+    for i in range(4):
+        for arm, acc in (("buggy", 0.5), ("corrected", 0.9)):
+            record = {"status": "ok", "record_schema": 1, "spec": {"arm": arm, "run": i},
+                      "metrics": {"accuracy": math.inf if (arm, i) == ("buggy", 2) else acc + i / 100},
+                      "fingerprints": {}}
+            path = tmp_path / f"{arm}{i}.json"
+            path.write_text(json.dumps(record))
+            records.append(str(path))
+    design = study_design({"runs": 8, "seed_policy": "paired",
+                           "sequential": {"enabled": True, "stages": [4], "spending": "pocock",
+                                          "futility_power": None}})
+    stats = {"metrics": ["accuracy"], "alpha": 0.05, "power": 0.8, "min_effect": 0.0}
+    decision = stage(stats, design, "b", 4, records, str(tmp_path / "look.json"))
+    assert decision["decision"] == "continue"
+    assert decision["reason"] == "accuracy is not a finite number in buggy run 2"

@@ -4,6 +4,7 @@ in an old server."""
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ def setup(tmp_path_factory):
 def without_timings(path):
     record = json.loads(Path(path).read_text())
     record.pop("wall_s")
+    record.pop("digest")  # over the wall time too
     for epoch in record["epochs"]:
         epoch.pop("wall_s")
     return json.dumps(record, sort_keys=True, indent=1)
@@ -114,3 +116,71 @@ def test_an_edited_harness_gets_a_server_of_its_own(setup, monkeypatch):
     assert fork_client.socket_path(runtime, env) != before
     assert fork_client.socket_path(runtime, harness_env(2)) != before  # threads too
     assert len(str(before)) < 108  # a socket path's limit
+
+
+def test_runs_die_with_a_killed_server_and_the_record_is_the_hosts_alone(setup, tmp_path):
+    """Before: killing the fork server left its in-flight run alive; it rewrote its record 10 s
+    after its job had recorded it failed. Now the child dies with the server (and the client
+    waits for it), so the failed record is the last and only write."""
+    _, spec, runtime = setup
+    long = dict(spec, epochs=40, run=9)
+    out = tmp_path / "orphan.json"
+    import threading
+    seen = {}
+
+    def kill_the_server():
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            server = _server_pid(runtime)
+            if server and _children(server):
+                seen["child"] = _children(server)[0]
+                time.sleep(1)  # mid-training
+                os.kill(server, signal.SIGKILL)
+                return
+            time.sleep(0.1)
+    killer = threading.Thread(target=kill_the_server)
+    killer.start()
+    status = train_one(long, out, tmp_path / "orphan.log", runtime, fork_server=True)
+    killer.join()
+    assert status == "failed" and json.loads(out.read_text())["exit_codes"] == [-9]
+    written = out.read_bytes()
+    child = seen["child"]
+    assert not Path(f"/proc/{child}").exists() or \
+        Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    time.sleep(3)
+    assert out.read_bytes() == written  # nothing wrote it again
+
+
+def test_a_run_whose_client_went_away_is_killed_by_the_server(setup, tmp_path):
+    _, spec, runtime = setup
+    env = harness_env(1)
+    conn = fork_client.connect(runtime, env)
+    handle = conn.makefile("rwb")
+    out = tmp_path / "abandoned.json"
+    request = {"spec": dict(spec, epochs=40, run=10), "out": str(out),
+               "log": str(tmp_path / "abandoned.log"), "env": {}}
+    handle.write((json.dumps(request) + "\n").encode())
+    handle.flush()
+    pid = json.loads(handle.readline())["pid"]
+    time.sleep(1)
+    handle.close()
+    conn.close()  # the job that asked for the run was killed
+    deadline = time.time() + 10
+    while Path(f"/proc/{pid}").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists()
+    assert not out.exists()
+
+
+def test_a_runtime_whose_harness_cannot_import_is_a_recorded_run_failure(setup, tmp_path):
+    """Before: the fork server's start failed as a job error, with no record and no report."""
+    _, spec, _ = setup
+    broken = {"kind": "venv", "python": "/usr/bin/python3", "probe": {}}  # no torch there
+    if subprocess.run([broken["python"], "-c", "import torch"], capture_output=True).returncode == 0:
+        pytest.skip("this python has torch")
+    out = tmp_path / "broken.json"
+    status = train_one(dict(spec, run=11), out, tmp_path / "broken.log", broken, fork_server=True)
+    record = json.loads(out.read_text())
+    assert status == "failed" and record["exit_codes"] == [1]
+    assert "ModuleNotFoundError: No module named" in record["log_tail"]
+    assert "goes in a process of its own" in (tmp_path / "broken.log").read_text()

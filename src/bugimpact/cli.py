@@ -93,7 +93,8 @@ def _dispatch(args):
         for name in workflow.steps():
             print(name)
     elif args.command == "validate-config":
-        load_config(args.file or args.config)
+        from .config import check_paths
+        check_paths(load_config(args.file or args.config), args.file or args.config)
         print(f"{args.file or args.config}: valid")
     elif args.command == "validate-sheet":
         from .sheet import accepted, validate
@@ -102,10 +103,12 @@ def _dispatch(args):
     elif args.command == "preflight":
         try:
             steps.preflight(_config(args), nvidia_smi=args.nvidia_smi)
-        except InputError:
+        except InputError as exc:  # the table was logged; the reason is said once more, last
+            print(f"bugimpact preflight: {exc}", file=sys.stderr)
             return 1
     elif args.command == "verify":
         from .records import broken
+        _need_folder(args.runs, "--runs")
         bad = broken(args.runs)
         for path, why in bad:
             if args.remove:
@@ -134,13 +137,23 @@ def _dispatch(args):
     elif args.command == "retry-failed":
         from pathlib import Path
         from .records import record_paths
+        _need_folder(args.runs, "--runs")
         candidates = record_paths(args.runs) + list(Path(args.artifacts).glob("*/manifest.json"))
-        removed = [p for p in candidates if _status(p) == "failed"]
+        # failed runs, and skipped ones that earlier versions wrote for runs a decision made unneeded
+        removed = [p for p in candidates if _status(p) in ("failed", "skipped")]
         for path in removed:
             path.unlink()
             print(f"removed {path}")
         print(f"{len(removed)} failed records removed; rerun snakemake to retry them")
     return 0
+
+
+def _need_folder(path, flag):
+    """A results folder that is not there (run from the wrong folder) is an error, not "0"."""
+    from pathlib import Path
+    if not Path(path).is_dir():
+        raise InputError(path, f"no such folder ({flag}): run this in the study's folder, or pass "
+                         f"{flag}")
 
 
 def _status(path):

@@ -96,6 +96,36 @@ def _beyond_schema(config):
     return problems
 
 
+def check_paths(config, source="config.yaml"):
+    """The paths a config names, of the right kind, relative to the folder the workflow runs in:
+    checked at the start by the workflow and ``validate-config`` alike (a wrong path otherwise
+    fails late, or is ignored once its outputs exist, or makes an empty sheet)."""
+    problems = []
+    sheet = Path(config["sheet"])
+    if sheet.exists() and not sheet.is_file():
+        problems.append(f"key 'sheet': {sheet} is a folder, not the sheet's CSV file")
+    mine = config["mine"]
+    if mine["source"] == "snapshot":
+        snapshot = Path(mine["snapshot"])
+        if not snapshot.exists():
+            problems.append(f"key 'mine.snapshot': {snapshot} does not exist (a folder of "
+                            "<tag>.md files or an API-shaped JSON file)")
+        elif mine.get("tags"):
+            from .mine.releases import load_snapshot
+            have = {r["tag_name"] for r in load_snapshot(snapshot)}
+            missing = [t for t in mine["tags"] if t not in have]
+            if missing:
+                problems.append(f"key 'mine.tags': {', '.join(missing)} not in {snapshot} "
+                                f"(it has {', '.join(sorted(have)[:8])}{', ...' if len(have) > 8 else ''})")
+    resolve = config["resolve"]
+    if "known" in resolve["resolvers"] and resolve.get("known") and not Path(resolve["known"]).is_file():
+        problems.append(f"key 'resolve.known': {resolve['known']} is not a file")
+    if "git" in resolve["resolvers"] and resolve.get("clone") and not Path(resolve["clone"]).is_dir():
+        problems.append(f"key 'resolve.clone': {resolve['clone']} is not a folder (a clone)")
+    if problems:
+        raise InputError(source, "; ".join(problems))
+
+
 def read_yaml(path):
     """A YAML file's content; a syntax error names the file, the line and the column."""
     path = Path(path)

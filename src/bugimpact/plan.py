@@ -185,15 +185,31 @@ class Plan:
         seq = self.config["train"]["sequential"]
         return [n for n in seq["stages"] if n < self.runs] if seq["enabled"] else []
 
-    def stage_decision(self, bug, run):
-        """The interim decision that gates this run: the last stage at or below it, or None."""
-        gates = [n for n in self.stages() if n <= run]
-        return f"results/stages/{bug}/{self.key}/{gates[-1]}.json" if gates else None
+    def early_json(self, bug):
+        return f"results/early/{bug}/{self.key}.json"
 
-    def previous_stage(self, bug, pairs):
-        """The look before the one at ``pairs`` pairs, as a list of zero or one path."""
-        path = self.stage_decision(bug, pairs - 1)
-        return [path] if path else []
+    def stage_json(self, bug, pairs):
+        return f"results/stages/{bug}/{self.key}/{pairs}.json"
+
+    def needed(self, bug, read):
+        """The records this bug needs and the decisions that gate them, in run order: the early
+        decision after its k pairs, then each group-sequential look. Decisions are made from the
+        records before them and only ever decide which records are asked for: a finished record
+        is never their product, so a decision missing, failed or rewritten retrains nothing.
+
+        ``read(kind, pairs)``: the decision (``kind`` "early" or "stage"), or None while it is not
+        made (the records it needs are then the last asked for); in the workflow it asks the
+        checkpoint, which is made first. Returns (record paths, decision paths)."""
+        gates = [(n, 1, "stage") for n in self.stages()]
+        if self.early_runs():
+            gates.append((self.early_runs(), 0, "early"))
+        decisions = []
+        for pairs, _, kind in sorted(gates):
+            decisions.append(self.early_json(bug) if kind == "early" else self.stage_json(bug, pairs))
+            decision = read(kind, pairs)
+            if decision is None or stops(decision):
+                return self.records(bug, pairs), decisions
+        return self.records(bug), decisions
 
     def repeat_records(self, bug):
         """The repeat the early decision needs first: buggy run 0 once more (on CUDA, or always)."""
@@ -224,6 +240,15 @@ class Plan:
         from .io import read_json
         return bool(read_json(gate).get("runnable"))
 
+    def _made_decision(self, bug):
+        """``needed``'s reader over the decisions already on disk (parse time)."""
+        from .io import read_json
+
+        def read(kind, pairs):
+            path = Path(self.early_json(bug) if kind == "early" else self.stage_json(bug, pairs))
+            return read_json(path) if path.exists() else None
+        return read
+
     def toolchain_json(self):
         """The toolchain image's record (built by its own rule), or None when no step uses docker."""
         return f"results/toolchains/{self.toolchain}.json" if self.toolchain else None
@@ -240,14 +265,26 @@ class Plan:
     def targets(self):
         out = ["results/preflight.txt", "results/filter/funnel.csv", "results/mined/releases.csv"]
         if self.bugs:
-            # Records are targets in their own right: a deleted one is rerun even when the
-            # statistics built from it are up to date. Before a bug's arms gate is written, its
-            # statistics ask for its records (through the checkpoint), if it can run at all.
-            out += [path for bug in self.bugs if self.runnable(bug) for path in self.records(bug)]
+            # Records, arms gates and decisions are targets in their own right: Snakemake neither
+            # remakes a missing checkpoint output nor rechecks the jobs that ask it, when those
+            # jobs' outputs exist; a deleted record is rerun even when its statistics are up to
+            # date. Before a bug's arms gate is written, its statistics ask for its records
+            # (through the checkpoint), if it can run at all.
+            out += [self.arms_gate(bug) for bug in self.bugs]
+            for bug in self.bugs:
+                if self.runnable(bug):
+                    records, decisions = self.needed(bug, self._made_decision(bug))
+                    out += records + decisions
             out += [f"results/stats/{bug}.csv" for bug in self.bugs]
             out.append("results/builds/summary.csv")
             out += ["results/stats/pvalues.csv", "results/stats/summary.csv", "results/report.html"]
         return out
+
+
+def stops(decision):
+    """Whether a decision ends its bug's runs: the early decision found it not triggered, or a
+    group-sequential look stopped it (impact or futility)."""
+    return decision.get("decision") in ("not_triggered", "impact", "futility")
 
 
 def runtime_id(runtime_cfg, interpreter, recipe_sha=""):

@@ -15,6 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .io import InputError
+
 
 # Compute capability by GPU name, for drivers too old to report compute_cap.
 KNOWN_GPUS = (("H100", 9.0), ("H200", 9.0), ("GH200", 9.0), ("L40", 8.9), ("L4", 8.9),
@@ -219,6 +221,21 @@ def disk_check(need_gb, free_gb, builds, per_build, folder):
         return Check("disk", "FAIL", detail, "free disk, or build fewer bugs at a time "
                      "(snakemake results/stats/<bug>.csv)")
     return Check("disk", "pass" if need_gb < 0.8 * free_gb else "warn", detail)
+
+
+def require_gpu(nvidia_smi="nvidia-smi"):
+    """Refuse ``train.device: cuda`` on a machine that shows no GPU (a local run; on a cluster
+    the nodes have them, and the preflight's gpus check reads them there)."""
+    try:
+        out = subprocess.run([nvidia_smi, "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not any(line.startswith("GPU ") for line in out.splitlines()) or visible in ("", "-1"):
+        raise InputError("config", "train.device is cuda, but this machine shows no GPU (nvidia-smi "
+                         "-L lists none, or CUDA_VISIBLE_DEVICES hides them): run on a GPU machine, "
+                         "submit through a cluster profile, or set train.device: cpu",
+                         field="train.device")
 
 
 def parse_nvidia_smi(text):

@@ -2,7 +2,7 @@
 with what to do, instead of failing a later step with a bare parse error."""
 from pathlib import Path
 
-from .harness.registry import RECORD_SCHEMA
+from .harness.registry import RECORD_SCHEMA, record_digest
 from .io import InputError, read_json
 
 STATUSES = ("ok", "failed", "skipped")
@@ -17,6 +17,8 @@ def problem(record):
         return f"status {record.get('status')!r} is none of {', '.join(STATUSES)}"
     if not isinstance(record.get("spec"), dict):
         return "no 'spec'"
+    if "digest" in record and record["digest"] != record_digest(record):
+        return "its contents do not match its digest: edited by hand"
     if record["status"] == "ok":
         if record.get("record_schema") != RECORD_SCHEMA:
             return (f"record_schema {record.get('record_schema')!r}, expected {RECORD_SCHEMA} "

@@ -328,34 +328,39 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated=""):
 
 
 def train_run(train_cfg, bug, arm, arm_spec, run_index, key, seeds_json, data_npz, data_meta,
-              runtime_json, out, log_path, early_json=None, stage_json=None):
+              runtime_json, out, log_path):
     """Step 5: one run. ``train_cfg`` (the config's ``train``) gives the experiment, which is also
     in ``key``, and how runs are attempted: retries, timeout, GPUs, the fork server."""
-    from .train import build_spec, load_decision, train_one
-    spec = build_spec(train_cfg, bug, arm, arm_spec, int(run_index), read_json(seeds_json),
-                      data_npz, read_json(data_meta), key, arm_spec["artifact"])
+    from .train import build_spec, train_one
+    spec = build_spec(train_cfg, bug, arm, arm_spec, int(run_index),
+                      archived_seeds(seeds_json, train_cfg, bug), data_npz, read_json(data_meta),
+                      key, arm_spec["artifact"])
     return train_one(spec, out, log_path, read_json(runtime_json), retries=train_cfg["retries"],
                      threads=train_cfg["threads"], gpus=train_cfg["gpus"],
-                     early=load_decision(early_json), stage=load_decision(stage_json),
                      timeout=train_cfg["timeout_s"], fork_server=train_cfg["fork_server"])
 
 
+def archived_seeds(path, train_cfg, bug):
+    """The bug's archived seeds. The arms gate archives them before any run is asked for; a run
+    asked for directly, or after the archive was lost, archives them again: they are a function
+    of the study seed, the policy and the bug, so the file comes back identical."""
+    from .experiment import write_seeds
+    from .plan import check_seeds
+    if not Path(path).exists():
+        write_seeds(path, train_cfg["study_seed"], bug, train_cfg["seed_policy"])
+        log.warning("%s: the seeds archive was missing; archived again from the study seed", bug)
+    check_seeds(Path(path), bug)
+    return read_json(path)
+
+
 def early(runs, bug, records, out, repeats=()):
-    """The early decision. Rewriting it never retrains a finished run (the train rule takes it as
-    ancient); if it no longer says not triggered, the runs it skipped are removed to be trained."""
+    """The early decision, made from the first ``runs`` pairs (and the repeats): it only asks
+    for later records (``Plan.needed``), so redoing it never touches a finished one."""
     from .records import read_record
     from .stats.analysis import early_decision
     decision = early_decision([read_record(p) for p in records], runs,
                               [read_record(p) for p in repeats] if repeats else None)
     decision["bug"] = bug
-    before = read_json(out) if Path(out).exists() else {}
-    if before.get("decision") == "not_triggered" and decision["decision"] != "not_triggered":
-        key_dir = Path(records[0]).parents[1]
-        skipped = [p for p in sorted(key_dir.glob("*/*.json")) if read_json(p).get("status") == "skipped"]
-        for path in skipped:
-            path.unlink()
-        log.warning("%s: the early decision changed to %s; %d skipped runs removed: run snakemake "
-                    "again to train them", bug, decision["decision"], len(skipped))
     write_json(out, decision)
     log.info("%s: %s (%s)", bug, decision["decision"], decision["reason"])
     return decision
@@ -373,13 +378,16 @@ def sequential_options(design, stats_cfg):
             "futility_power": design["sequential"]["futility_power"]}
 
 
-def bug_stats(stats_cfg, design, bug, records, out_csv, out_json, tags="", arms_json=None):
+def bug_stats(stats_cfg, design, bug, records, out_csv, out_json, tags="", arms_json=None,
+              decisions=()):
     """One bug's statistics; ``design``: the config's train ``runs``, ``seed_policy`` and
-    ``sequential`` (``study_design``); ``arms_json``: the ``arms`` gate of the bug."""
+    ``sequential`` (``study_design``); ``arms_json``: the ``arms`` gate of the bug;
+    ``decisions``: the early decision and sequential looks that chose its records."""
     from .stats.tables import bug_stats as compute
     return compute(bug, records, stats_cfg, design["runs"], design["seed_policy"], out_csv, out_json,
                    tags, sequential_options(design, stats_cfg),
-                   read_json(arms_json) if arms_json else None)
+                   read_json(arms_json) if arms_json else None,
+                   early=next((read_json(p) for p in decisions if "/early/" in str(p)), None))
 
 
 def study_design(train_cfg, family=1):
@@ -388,23 +396,22 @@ def study_design(train_cfg, family=1):
     return {**{k: train_cfg[k] for k in ("runs", "seed_policy", "sequential")}, "family": family}
 
 
-def stage(stats_cfg, design, bug, pairs, records, previous, out):
-    """One interim look (``design``: ``study_design``). A stop, once made, is carried forward
-    unchanged; a look that lacks a finished pair says continue (the runs are there to be made)."""
+def stage(stats_cfg, design, bug, pairs, records, out):
+    """One interim look (``design``: ``study_design``), asked for only when the looks before it
+    continued; a look that lacks a finished pair says continue (the runs are there to be made)."""
     from .records import read_record
-    from .stats.analysis import finished_pairs, sequential_look
+    from .stats.analysis import finite, finished_pairs, sequential_look
     from .stats.exact import metric_values
-    if previous:
-        before = read_json(previous[0])
-        if before["decision"] in ("impact", "futility"):
-            write_json(out, dict(before, bug=bug))
-            return before
     options = sequential_options(design, stats_cfg)
     metric = stats_cfg["metrics"][0]
     pairs_ok = finished_pairs([read_record(p) for p in records], pairs)
-    if pairs_ok is None:
-        decision = {"decision": "continue", "runs": pairs,
-                    "reason": f"a run of the first {pairs} pairs did not finish (or was skipped)"}
+    bad = [] if pairs_ok is None else [
+        f"{r['spec'].get('arm')} run {r['spec'].get('run')}" for pair in pairs_ok for r in pair
+        if not finite(r["metrics"].get(metric))]
+    if pairs_ok is None or bad:  # a non-finite metric is a failed measurement, as in the analysis
+        why = (f"{metric} is not a finite number in {', '.join(bad)}" if bad
+               else f"a run of the first {pairs} pairs did not finish")
+        decision = {"decision": "continue", "runs": pairs, "reason": why}
     else:
         values = metric_values([r for pair in pairs_ok for r in pair], metric)  # exact if counted
         look = sequential_look(options["design"], values[0::2], values[1::2], stats_cfg["alpha"],

@@ -2,15 +2,16 @@
 
 Outcomes, each leaving exactly one record (written atomically):
 - ``ok``: the harness finished and wrote the record itself;
-- ``skipped``: the early decision found the bug not triggered, or the group-sequential design
-  stopped the bug (impact or futility), so this run was not needed;
 - ``failed``: the harness exited with an error ``retries + 1`` times; the record keeps the exit
   code and the log tail so the report can say which runs failed and why.
-A job killed from outside (SIGKILL, power loss) leaves no record and runs again next time.
+A job killed from outside (SIGKILL, power loss) leaves no record and runs again next time. Runs
+that the early decision or a group-sequential stop makes unneeded are never asked for
+(``Plan.needed``); results of earlier versions may still hold ``skipped`` records of them.
 """
 import os
 
 from .experiment import experiment
+from .harness.registry import sealed
 from .io import read_json, write_json
 
 
@@ -34,16 +35,12 @@ def _tail(path, limit=4000):
         return ""
 
 
-def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=None, timeout=None,
-              fork_server=False, stage=None):
+def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, timeout=None,
+              fork_server=False):
     from .artifacts.runtimes import RunTimeout, launch
-    reason = skip_reason(spec["run"], early, stage)
-    if reason is not None:
-        write_json(out, {"status": "skipped", "spec": spec, "reason": reason})
-        return "skipped"
     if runtime.get("status") == "failed":
-        write_json(out, {"status": "failed", "spec": spec, "exit_codes": None,
-                         "log_tail": runtime.get("reason", "runtime unavailable")})
+        write_json(out, sealed({"status": "failed", "spec": spec, "exit_codes": None,
+                                "log_tail": runtime.get("reason", "runtime unavailable")}))
         return "failed"
     attempts, failure_class = [], "exit"
     for attempt in range(retries + 1):
@@ -62,22 +59,6 @@ def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, early=
         if code == 5:  # harness.run.DIVERGED: the same seed diverges again, no retry
             failure_class = "diverged"
             break
-    write_json(out, {"status": "failed", "spec": spec, "exit_codes": attempts,
-                     "failure_class": failure_class, "log_tail": _tail(log_path)})
+    write_json(out, sealed({"status": "failed", "spec": spec, "exit_codes": attempts,
+                            "failure_class": failure_class, "log_tail": _tail(log_path)}))
     return "failed"
-
-
-def skip_reason(run, early=None, stage=None):
-    """Why a run is not needed, or None: a decision file that stopped its bug before this run (the
-    early decision: not triggered; a group-sequential look: impact or futility)."""
-    if early and early.get("decision") == "not_triggered" and run >= early.get("runs", 0):
-        return early.get("reason", "")
-    if stage and stage.get("decision") in ("impact", "futility") and run >= stage.get("runs", 0):
-        return (f"the group-sequential design stopped after {stage['runs']} pairs "
-                f"({stage['decision']}): {stage.get('reason', '')}")
-    return None
-
-
-def load_decision(path):
-    """A decision file (early decision, sequential look), or None where there is none."""
-    return read_json(path) if path else None

@@ -19,6 +19,11 @@ from pathlib import Path
 from .runtimes import SRC, RunTimeout
 
 IDLE_S = 120
+
+
+class ServerUnavailable(RuntimeError):
+    """The runtime's fork server did not start (its harness cannot import, say): the run goes in
+    a process of its own, which fails, or not, as a run and is recorded as one."""
 START_TIMEOUT_S = 300
 
 
@@ -71,11 +76,11 @@ def connect(runtime, env):
             if conn:
                 return conn
             if server.poll() is not None:
-                raise RuntimeError(f"the fork server of {runtime['python']} exited with "
+                raise ServerUnavailable(f"the fork server of {runtime['python']} exited with "
                                    f"{server.returncode}; see {path}.log")
             time.sleep(0.05)
         server.kill()
-        raise RuntimeError(f"the fork server of {runtime['python']} did not start in "
+        raise ServerUnavailable(f"the fork server of {runtime['python']} did not start in "
                            f"{START_TIMEOUT_S}s; see {path}.log")
 
 
@@ -104,6 +109,22 @@ def run_forked(runtime, spec, out, log_handle, env, device, timeout):
             if isinstance(exc, socket.timeout):
                 raise RunTimeout(f"timed out after {timeout}s") from None
             raise
-    if not line:  # the server died with the run: as if the run's process had been killed
+    if not line:  # the server died: its run is killed with it, as if its process had been
+        _kill_and_wait(pid)  # killed, before the caller records the run as failed
         return -9
     return json.loads(line)["exit"]
+
+
+def _kill_and_wait(pid, limit=10.0):
+    """Kill a run's process group and wait until it is gone: only then may the host write the
+    run's record (a record is written once, by one process)."""
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        try:
+            os.killpg(pid, 9)
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (ProcessLookupError, OSError):
+            return
+        if state == "Z":  # dead, not yet reaped by its new parent
+            return
+        time.sleep(0.05)

@@ -176,9 +176,13 @@ def launch(runtime, spec, out, log_handle, threads=1, gpus=0, timeout=None, fork
         log_handle.write(f"device {spec.get('device', 'cpu')}: {lock.how}\n")
         log_handle.flush()
         if fork_server and runtime["kind"] in ("local", "venv") and not os.environ.get("SLURM_JOB_ID"):
-            from .fork_client import run_forked
-            return run_forked(runtime, spec, out, log_handle, harness_env(threads), lock.device,
-                              timeout)
+            from .fork_client import ServerUnavailable, run_forked
+            try:
+                return run_forked(runtime, spec, out, log_handle, harness_env(threads),
+                                  lock.device, timeout)
+            except ServerUnavailable as exc:
+                log_handle.write(f"{exc}: this run goes in a process of its own\n")
+                log_handle.flush()
         env = harness_env(threads, lock.device)
         cmd, env = harness_command(runtime, out, env, spec["data"])
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, text=True, env=env, stdout=log_handle,

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from . import HARNESS_VERSION, data, determinism, environment, faults, metrics, models
 
-from .registry import RECORD_SCHEMA
+from .registry import RECORD_SCHEMA, sealed
 
 
 def _log(spec, message):
@@ -207,6 +207,6 @@ def execute(spec, out):
         return DIVERGED
     record.update({"status": "ok", "record_schema": RECORD_SCHEMA, "spec": spec,
                    "harness_version": HARNESS_VERSION, "wall_s": time.time() - started})
-    write_atomic(out, record)
+    write_atomic(out, sealed(record))
     _log(spec, "accuracy %.4f, record %s" % (record["metrics"]["accuracy"], out))
     return 0

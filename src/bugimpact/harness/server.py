@@ -9,7 +9,9 @@ seeds and configures itself.
 Usage (by the host side, ``artifacts/fork_client.py``):
 ``python -m bugimpact.harness.server --socket PATH [--idle SECONDS]``. One JSON line per connection:
 ``{"spec": ..., "out": ..., "log": ..., "env": {...}}``; the server answers ``{"pid": N}`` at once,
-then ``{"exit": CODE}`` when the child ends (a negative code is the signal that killed it). The
+then ``{"exit": CODE}`` when the child ends (a negative code is the signal that killed it). A child
+dies with the server (the kernel's parent-death signal) and with its client (the server kills it
+when the connection closes): a run whose job is gone never writes a record later. The
 socket appears only when the imports are done; the server exits after ``--idle`` seconds without
 runs, removing it. Standard library only, Python 3.6 syntax, as the rest of the harness.
 """
@@ -37,7 +39,17 @@ def warm():
     torch.optim.Adam([param], lr=0.1)
 
 
-def _child(conn, listener, request):
+def _die_with_parent():
+    """Ask the kernel to SIGKILL this process when the server dies (Linux; elsewhere the client
+    and the closed connection still end it)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _child(conn, listener, request, server):
     """In the forked child: a session of its own (the host kills the run by process group), the
     run's log on stdout and stderr, the run's environment, then the run; never returns."""
     code = 1
@@ -45,6 +57,9 @@ def _child(conn, listener, request):
         os.close(listener.fileno())  # the raw fds: the objects are shared with the parent's state
         os.close(conn.fileno())
         os.setsid()
+        _die_with_parent()
+        if os.getppid() != server:  # the server died before the signal was asked for
+            os._exit(1)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -63,11 +78,20 @@ def _child(conn, listener, request):
 
 
 def _wait(handle, conn, pid, active):
-    """In a thread: tell the client the child's pid, wait for the child, report its exit."""
+    """In a thread: tell the client the child's pid, wait for the child, report its exit; kill
+    the child's process group if the client goes away first."""
     try:
         handle.write((json.dumps({"pid": pid}) + "\n").encode())
         handle.flush()
-        _, status = os.waitpid(pid, 0)
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            ready, _, _ = select.select([conn], [], [], 0.2)
+            if ready and not conn.recv(1):  # the client closed: nobody will take the record
+                _kill_group(pid)
+                _, status = os.waitpid(pid, 0)
+                break
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         handle.write((json.dumps({"exit": code}) + "\n").encode())
         handle.flush()
@@ -80,6 +104,13 @@ def _wait(handle, conn, pid, active):
         conn.close()
 
 
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def serve(path, idle):
     tmp = "%s.%d.tmp" % (path, os.getpid())
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -87,6 +118,7 @@ def serve(path, idle):
     listener.listen(64)
     os.rename(tmp, path)  # clients see the socket only once it accepts
     active = {"count": 0, "lock": threading.Lock()}
+    server = os.getpid()
     try:
         while True:
             ready, _, _ = select.select([listener], [], [], idle)
@@ -106,7 +138,7 @@ def serve(path, idle):
             # Fork here, in the main thread: the waiting threads hold no lock a child could need.
             pid = os.fork()
             if pid == 0:
-                _child(conn, listener, request)
+                _child(conn, listener, request, server)
             with active["lock"]:
                 active["count"] += 1
             threading.Thread(target=_wait, args=(handle, conn, pid, active), daemon=True).start()

@@ -122,6 +122,7 @@ def select_releases(releases, tags=None, versions=None, include_prereleases=Fals
                 continue
         chosen.append(rel)
     missing = wanted - {rel["tag_name"] for rel in chosen}
-    if missing:
-        log.warning("tags not found among the releases: %s", ", ".join(sorted(missing)))
+    if missing:  # a misspelt tag would silently mine less
+        raise InputError("config", f"tags not found among the releases: {', '.join(sorted(missing))}",
+                         field="mine.tags")
     return sorted(chosen, key=lambda r: (tag_version(r["tag_name"]) or Version("0"), r["tag_name"]))

@@ -189,7 +189,7 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
                        for arm in ARMS for i, r in sorted(arms[arm].items()) if r["status"] == "failed"])
     for arm in ARMS:  # a NaN metric is a failed measurement: reported, never fed to a test
         for i, r in sorted(ok[arm].items()):
-            bad = [m for m in metrics if not _finite(r["metrics"].get(m))]
+            bad = [m for m in metrics if not finite(r["metrics"].get(m))]
             if bad:
                 failed.append(f"{arm} run {i}: {', '.join(bad)} is not a number "
                               f"({r['metrics'].get(bad[0])!r}): a failed measurement")
@@ -298,7 +298,7 @@ def exact_by_run(ok, metric):
     return out
 
 
-def _finite(value):
+def finite(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

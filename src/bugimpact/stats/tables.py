@@ -78,12 +78,15 @@ def _apply(rows, bug_info, alpha, min_effect, adjusted, tags="", family=1, power
 
 
 def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv, out_json, tags="",
-              sequential=None, arms=None):
+              sequential=None, arms=None, early=None):
     """``arms``: the bug's arms gate (steps.arms): a bug whose arms could not be made has no runs
-    and is incomplete for that one reason; a one-fix arm's description joins the scope."""
+    and is incomplete for that one reason; a one-fix arm's description joins the scope.
+    ``early``: the early decision; when it stopped the bug, the runs after it were never made."""
     records = [read_record(p) for p in record_paths]
     rows, info = analyse_bug(bug, records, stats_cfg["metrics"], required_runs, seed_policy,
                              stats_cfg["alpha"], stats_cfg["power"], sequential)
+    if early and early.get("decision") == "not_triggered":
+        info["skipped"] += 2 * max(0, required_runs - early["runs"])
     if arms:
         info["unavailable"] = arms["reason"] if not arms["runnable"] else ""
         info["gated"] = arms.get("gated", "")
@@ -171,9 +174,9 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
 
 def _restate_mde(row, bug_info, level, power):
     """The row's MDE at ``level`` (its spread unchanged), and that level, in ``mde_alpha``."""
-    from .analysis import RANK_EFFICIENCY, _finite
+    from .analysis import RANK_EFFICIENCY, finite
     from .effects import detectable_d
-    if row.get("mde_alpha") == level or not _finite(row.get("mde_d")):
+    if row.get("mde_alpha") == level or not finite(row.get("mde_d")):
         row["mde_alpha"] = level
         return
     paired = row.get("wilcoxon_method", "not paired") != "not paired"
