@@ -1,12 +1,17 @@
-# The two commands of the README. Each installs what it needs first.
-PYTHON ?= python3
+# The two commands of the README. Each makes (once) and uses its own environment, .venv, so the
+# machine's Python is never written to (PEP 668 systems refuse that); a torch already installed
+# there is seen and reused (--system-site-packages), not downloaded again.
+BASE_PYTHON ?= python3
+VENV ?= .venv
 CORES ?= 2
+PY := $(CURDIR)/$(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: study test
 study:  ## the default study end to end: offline, CPU, a few minutes
-	bin/setup-host
-	$(PYTHON) -m snakemake --cores $(CORES)
+	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host
+	$(PY) -m snakemake --cores $(CORES)
 
 test:   ## every test, the Docker ones included
-	bin/setup-host --test
-	$(PYTHON) -m pytest -ra
+	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
+	$(PY) -m pytest -ra

@@ -1,12 +1,11 @@
 # bugimpact: does a bug fixed in an ML framework change the models trained with it?
 #
 # Paths (see README "Where results go"):
-#   results/mined/bugs.csv, releases.csv        step 1: mined release-note entries, per-release counts
-#   results/resolved/commits.csv                step 2: buggy and corrected commit per PR
+#   results/<study>/mined/, resolved/           steps 1-2: mined release-note entries, commits per PR
 #   data/filter/<framework>.csv                 step 3: the sheet a person edits (merged, never replaced)
 #   results/artifacts/<artifact>/manifest.json  step 4: framework builds, keyed by commit or version
 #   results/runs/<bug>/<key>/<arm>/<run>.json   step 5: one record per run, keyed by the experiment
-#   results/stats/, results/figures/, results/report.html   step 6
+#   results/<study>/stats/, figures/, bugs/, report.html   step 6 (each study its own)
 import sys
 from pathlib import Path
 
@@ -55,9 +54,21 @@ onstart:
         require_gpu()
 
 
-# Failures are results, written into the tables; say at the end which there were.
-onsuccess:
+# Failures are results, written into the tables; say at the end which there were, then where
+# each bug stands and where the report is.
+def where_the_study_stands():
+    from bugimpact.status import summary
     from bugimpact.steps import failures_at_end
 
-    for line in failures_at_end():
+    for line in failures_at_end(f"{OUT}/stats/summary.csv", f"{OUT}/builds/summary.csv"):
         print(line, file=sys.stderr)
+    if PLAN.bugs:
+        print(summary(PLAN), file=sys.stderr)
+
+
+onsuccess:
+    where_the_study_stands()
+
+
+onerror:
+    where_the_study_stands()

@@ -5,7 +5,7 @@ rule preflight:
     input:
         reach=PLAN.reach_gating_jsons(),
     output:
-        "results/preflight.txt",
+        f"{OUT}/preflight.txt",
     params:
         config=config,  # it checks the whole plan
     log:
@@ -72,7 +72,7 @@ rule runtime:
 # A failed build is a result (status failed, its class and log tail), so other bugs go on.
 rule docker_build:
     input:
-        preflight=ancient("results/preflight.txt"),  # waited for; being redone never rebuilds a wheel
+        preflight=ancient(f"{OUT}/preflight.txt"),  # waited for; being redone never rebuilds a wheel
         toolchain=toolchain_input,
     output:
         "results/artifacts/{artifact}/manifest.json",
@@ -93,7 +93,7 @@ rule build_status:
     input:
         unpack(build_status_inputs),
     output:
-        "results/builds/{bug}/{arm}.status",
+        f"{OUT}/builds/{{bug}}/{{arm}}.status",
     log:
         "logs/builds/{bug}/{arm}.log",
     script:
@@ -104,7 +104,7 @@ rule build_summary:
     input:
         PLAN.build_statuses(),
     output:
-        report("results/builds/summary.csv", caption="../report/builds.rst", category="Tables"),
+        report(f"{OUT}/builds/summary.csv", caption="../report/builds.rst", category="Tables"),
     log:
         "logs/builds/summary.log",
     script:

@@ -22,6 +22,9 @@ from bugimpact.sheet import write_empty
 
 write_empty(config["sheet"])
 PLAN = Plan(config, SHEET_SCHEMA)
+OUT = PLAN.out  # this study's own outputs: results/<study>/
+for bug, why in sorted(PLAN.cannot_run.items()):
+    print(f"bugimpact: {bug} is accepted in {config['sheet']} but not run: {why}", file=sys.stderr)
 FRAMEWORK = config["framework"]
 BUGS = sorted(PLAN.bugs) or ["__none__"]
 
@@ -57,7 +60,7 @@ def runtime_image_input(wildcards):
 
 
 def seeds_json(wildcards):
-    return f"results/seeds/{wildcards.bug}.json"
+    return PLAN.seeds_json(wildcards.bug)
 
 
 def train_inputs(wildcards):

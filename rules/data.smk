@@ -16,11 +16,11 @@ rule prepare_data:
 # study seed, the policy and the bug id, so changing the run count never changes them.
 rule seeds:
     output:
-        "results/seeds/{bug}.json",
+        "results/seeds/{bug}/{key}.json",
     params:
         study_seed=config["train"]["study_seed"],
         policy=config["train"]["seed_policy"],
     log:
-        "logs/seeds/{bug}.log",
+        "logs/seeds/{bug}/{key}.log",
     script:
         "../scripts/seeds.py"

@@ -2,8 +2,8 @@ rule mine:
     input:
         snapshot=[config["mine"]["snapshot"]] if config["mine"]["source"] == "snapshot" else [],
     output:
-        bugs="results/mined/bugs.csv",
-        counts="results/mined/releases.csv",
+        bugs=f"{OUT}/mined/bugs.csv",
+        counts=f"{OUT}/mined/releases.csv",
     params:
         mine=config["mine"],
         repo=config["repo"],

@@ -1,9 +1,9 @@
 rule resolve:
     input:
-        bugs="results/mined/bugs.csv",
+        bugs=f"{OUT}/mined/bugs.csv",
         known=[config["resolve"]["known"]] if config["resolve"]["known"] else [],
     output:
-        commits="results/resolved/commits.csv",
+        commits=f"{OUT}/resolved/commits.csv",
     params:
         resolve=config["resolve"],
         api_url=config["mine"]["api_url"],

@@ -3,10 +3,10 @@
 # an input, so editing the sheet refreshes the funnel, the summary and the report.
 rule sheet_merge:
     input:
-        bugs="results/mined/bugs.csv",
-        commits="results/resolved/commits.csv",
+        bugs=f"{OUT}/mined/bugs.csv",
+        commits=f"{OUT}/resolved/commits.csv",
     output:
-        merge=f"results/filter/{FRAMEWORK}.merge.json",
+        merge=f"{OUT}/filter/{FRAMEWORK}.merge.json",
     params:
         sheet=config["sheet"],
     log:
@@ -18,9 +18,9 @@ rule sheet_merge:
 rule funnel:
     input:
         sheet=config["sheet"],
-        merge=f"results/filter/{FRAMEWORK}.merge.json",
+        merge=f"{OUT}/filter/{FRAMEWORK}.merge.json",
     output:
-        funnel="results/filter/funnel.csv",
+        funnel=f"{OUT}/filter/funnel.csv",
     log:
         "logs/funnel.log",
     script:

@@ -2,8 +2,8 @@ rule bug_stats:
     input:
         unpack(bug_stats_inputs),
     output:
-        csv="results/stats/{bug}.csv",
-        json="results/stats/{bug}.json",
+        csv=f"{OUT}/stats/{{bug}}.csv",
+        json=f"{OUT}/stats/{{bug}}.json",
     params:
         stats=config["stats"],
         design=study_design(config["train"], len(PLAN.bugs)),
@@ -16,12 +16,12 @@ rule bug_stats:
 
 rule study_stats:
     input:
-        bugs=expand("results/stats/{bug}.json", bug=sorted(PLAN.bugs)),
-        funnel="results/filter/funnel.csv",
+        bugs=expand(f"{OUT}/stats/{{bug}}.json", bug=sorted(PLAN.bugs)),
+        funnel=f"{OUT}/filter/funnel.csv",
     output:
-        pvalues=report("results/stats/pvalues.csv", caption="../report/pvalues.rst", category="Tables"),
-        verdicts=report("results/stats/verdicts.csv", caption="../report/verdicts.rst", category="Tables"),
-        summary="results/stats/summary.csv",
+        pvalues=report(f"{OUT}/stats/pvalues.csv", caption="../report/pvalues.rst", category="Tables"),
+        verdicts=report(f"{OUT}/stats/verdicts.csv", caption="../report/verdicts.rst", category="Tables"),
+        summary=f"{OUT}/stats/summary.csv",
     params:
         study=config["study"],
         stats=config["stats"],
@@ -34,9 +34,9 @@ rule study_stats:
 
 rule bug_figure:
     input:
-        "results/stats/{bug}.json",
+        f"{OUT}/stats/{{bug}}.json",
     output:
-        report("results/figures/{bug}.png", caption="../report/bug_figure.rst", category="Figures"),
+        report(f"{OUT}/figures/{{bug}}.png", caption="../report/bug_figure.rst", category="Figures"),
     log:
         "logs/figures/{bug}.log",
     script:
@@ -45,9 +45,9 @@ rule bug_figure:
 
 rule std_figure:
     input:
-        expand("results/stats/{bug}.json", bug=sorted(PLAN.bugs)),
+        expand(f"{OUT}/stats/{{bug}}.json", bug=sorted(PLAN.bugs)),
     output:
-        report("results/figures/std.png", caption="../report/std_figure.rst", category="Figures"),
+        report(f"{OUT}/figures/std.png", caption="../report/std_figure.rst", category="Figures"),
     log:
         "logs/figures/std.log",
     script:
@@ -56,14 +56,14 @@ rule std_figure:
 
 rule report:
     input:
-        verdicts="results/stats/verdicts.csv",
-        pvalues="results/stats/pvalues.csv",
-        summary="results/stats/summary.csv",
-        figures=expand("results/figures/{bug}.png", bug=sorted(PLAN.bugs)),
-        std="results/figures/std.png",
-        builds="results/builds/summary.csv",
+        verdicts=f"{OUT}/stats/verdicts.csv",
+        pvalues=f"{OUT}/stats/pvalues.csv",
+        summary=f"{OUT}/stats/summary.csv",
+        figures=expand(f"{OUT}/figures/{{bug}}.png", bug=sorted(PLAN.bugs)),
+        std=f"{OUT}/figures/std.png",
+        builds=f"{OUT}/builds/summary.csv",
     output:
-        "results/report.html",
+        f"{OUT}/report.html",
     params:
         study=config["study"],
         setup=study_setup(config),
@@ -71,3 +71,19 @@ rule report:
         "logs/report.log",
     script:
         "../scripts/report.py"
+
+
+# One bug's records and statistics (`snakemake results/<study>/bugs/<bug>.txt`); `bugimpact run --bug <bug>`
+# also remakes its gate and decisions (``Plan.bug_targets``) and retries its failed runs. The file
+# is the bug's verdict in one line.
+rule bug:
+    input:
+        lambda wc: PLAN.bug_inputs(wc.bug),
+    output:
+        f"{OUT}/bugs/{{bug}}.txt",
+    params:
+        stats=lambda wc: f"{OUT}/stats/{wc.bug}.json",
+    log:
+        "logs/bugs/{bug}.log",
+    script:
+        "../scripts/bug_done.py"

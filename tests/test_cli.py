@@ -19,7 +19,7 @@ def test_every_step_has_one_way_in_its_rule():
     listed = cli("steps").stdout.split()
     rules = subprocess.run([sys.executable, "-m", "snakemake", "--list-rules"], cwd=ROOT,
                            capture_output=True, text=True).stdout.split()
-    assert sorted(listed) == sorted(set(rules) - {"all"}) and len(listed) == 25
+    assert sorted(listed) == sorted(set(rules) - {"all"}) and len(listed) == 26
     assert listed.index("mine") < listed.index("funnel") < listed.index("train") < listed.index("report")
 
 
@@ -27,7 +27,7 @@ def test_a_step_by_hand_is_its_rule_and_what_it_needs(tmp_path):
     work = project_copy(tmp_path / "p")
     out = cli("run", "funnel", cwd=work)
     assert out.returncode == 0, out.stderr[-2000:]
-    funnel = (work / "results" / "filter" / "funnel.csv").read_text()
+    funnel = (work / "results" / "calibration" / "filter" / "funnel.csv").read_text()
     assert "mined,106" in funnel.replace(" ", "")
     for log in ("mine", "resolve", "sheet_merge", "funnel"):  # the rules' own logs
         assert (work / "logs" / f"{log}.log").exists(), log

@@ -151,7 +151,7 @@ def test_workflow_over_docker_artifacts(setup, tmp_path):
                              "seed_policy": "paired", "early_decision": {"enabled": True, "runs": 1}}})
     (work / "tiny.yaml").write_text(yaml.safe_dump(config))
     snakemake(work, "--configfile", "tiny.yaml", timeout=3000)
-    res = work / "results"
+    res = work / "results" / "tiny"
     builds = {(r["bug"], r["arm"]): r for r in read_csv(res / "builds" / "summary.csv")[1]}
     assert builds["pr1", "buggy"]["status"] == builds["pr1", "corrected"]["status"] == "ok"
     assert builds["pr2", "buggy"]["status"] == "failed"

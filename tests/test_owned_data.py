@@ -114,3 +114,22 @@ def test_an_interpreter_is_the_same_whatever_name_it_was_called_by(tmp_path):
     assert runtime_id({"kind": "local"}, info) == runtime_id({"kind": "local"}, dict(info, executable=str(link)))
     # another environment of the same binary (a venv) is another interpreter
     assert runtime_id({"kind": "local"}, info) != runtime_id({"kind": "local"}, dict(info, prefix=str(tmp_path)))
+
+
+def test_a_local_requirement_is_hashed_by_its_content(tmp_path):
+    """Before: `runtime.requirements` were hashed as strings, so an edited model package made no
+    new runtime and no new runs."""
+    from bugimpact.plan import runtime_id
+    package = tmp_path / "model"
+    (package / "mymodel").mkdir(parents=True)
+    (package / "mymodel" / "__init__.py").write_text("WIDTH = 8\n")
+    info = {"executable": sys.executable, "prefix": sys.prefix, "version": "3.11.7"}
+    cfg = {"kind": "venv", "requirements": [str(package), "scipy"]}
+    before = runtime_id(cfg, info)
+    (package / "mymodel" / "__pycache__").mkdir()
+    (package / "mymodel" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    (package / "mymodel.egg-info").mkdir()
+    (package / "mymodel.egg-info" / "PKG-INFO").write_text("built\n")
+    assert runtime_id(cfg, info) == before  # what an install leaves behind is not the package
+    (package / "mymodel" / "__init__.py").write_text("WIDTH = 16\n")
+    assert runtime_id(cfg, info) != before

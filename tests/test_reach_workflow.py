@@ -67,7 +67,7 @@ def test_fixes_the_workload_cannot_reach_get_no_build_and_no_run(tmp_path):
     (work / "reach.yaml").write_text(yaml.safe_dump(config))
     snakemake(work, "--configfile", "reach.yaml")
 
-    verdicts = {r["bug"]: r for r in read_csv(work / "results" / "stats" / "verdicts.csv")[1]}
+    verdicts = {r["bug"]: r for r in read_csv(work / "results" / "calibration" / "stats" / "verdicts.csv")[1]}
     assert verdicts["pr36820"]["verdict"] == "not reached on cpu"
     assert "DilatedMaxPool3d.cu" in verdicts["pr36820"]["reason"]
     assert verdicts["pr32350"]["verdict"] == "not reached"
@@ -77,9 +77,9 @@ def test_fixes_the_workload_cannot_reach_get_no_build_and_no_run(tmp_path):
     assert not list((work / "results" / "artifacts").glob("docker-*"))
     assert not (work / "results" / "toolchains").exists()
     assert not (work / "results" / "runs").exists()
-    builds = read_csv(work / "results" / "builds" / "summary.csv")[1]
+    builds = read_csv(work / "results" / "calibration" / "builds" / "summary.csv")[1]
     assert {b["status"] for b in builds} == {"skipped"} and len(builds) == 4
     trace = json.loads(next((work / "results" / "reach" / "traces").rglob("*.json")).read_text())
     assert trace["torch_version"] == "1.5.1" and "conv2d" in trace["ops"]
-    report = (work / "results" / "report.html").read_text()
+    report = (work / "results" / "calibration" / "report.html").read_text()
     assert "not reached on cpu" in report

@@ -349,15 +349,15 @@ def test_a_refused_fix_stops_its_bug_with_one_reason_and_the_study_goes_on(tmp_p
     gate = json.loads(next((work / "results" / "arms" / "cpp-fix").glob("*.json")).read_text())
     assert gate["runnable"] is False
     from bugimpact.io import read_csv
-    verdicts = {r["bug"]: r for r in read_csv(work / "results" / "stats" / "verdicts.csv")[1]}
+    verdicts = {r["bug"]: r for r in read_csv(work / "results" / "calibration" / "stats" / "verdicts.csv")[1]}
     refused = verdicts["cpp-fix"]
     assert refused["verdict"] == "incomplete"
     assert refused["reason"].startswith("no runs: artifact failed (refused): the fix touches "
                                         "compiled code or build inputs")
     assert refused["reason"].count("aten/src/Loss.cpp") == 1  # said once, not per run or arm
     assert verdicts["aa"]["verdict"] == "not triggered"
-    assert len(list((work / "results" / "runs" / "aa").glob("*/*/*.json"))) == 8
-    assert "no runs: artifact failed (refused)" in (work / "results" / "report.html").read_text()
+    assert len(list((work / "results" / "runs" / "aa").glob("*/*/*.json"))) == 4  # 2 pairs decided it
+    assert "no runs: artifact failed (refused)" in (work / "results" / "calibration" / "report.html").read_text()
 
 
 def test_the_versions_that_exist_come_from_the_index_not_from_pips_wording(httpserver):

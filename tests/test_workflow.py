@@ -29,7 +29,7 @@ def test_lint_is_clean_but_for_the_declined_conda_advice():
     lints = [line.strip() for line in (out.stdout + out.stderr).splitlines()
              if line.strip().startswith("* ")]
     assert set(lints) == {"* Specify a conda environment or container for each rule.:"}
-    assert len(lints) == 25  # one per rule, nothing else
+    assert len(lints) == 26  # one per rule, nothing else
 
 
 def test_default_config_dry_run(tmp_path):
@@ -131,6 +131,27 @@ def test_bad_sheet_stops_the_workflow_with_file_row_and_column(tmp_path):
     assert "data/filter/pytorch.csv, row 2, field 'buggy_sha'" in text
 
 
+def test_an_accepted_row_that_cannot_run_is_said_in_one_line_and_the_rest_goes_on(tmp_path):
+    """Before: accepting an unresolved row stopped the default study ("'' does not match"), and a
+    resolved one stopped it too (its runtime, local, runs only the installed torch)."""
+    work = project_copy(tmp_path / "p")
+    sheet = work / "data" / "filter" / "pytorch.csv"
+    sha = "a" * 40
+    sheet.write_text("id,decision,reason,buggy_sha,corrected_sha,notes\n"
+                     f"pr1,accept,,,,\npr2,accept,,{sha},{'b' * 40},\npr3,reject,other,,,x\n")
+    out = snakemake(work, "-n")
+    text = out.stdout + out.stderr
+    assert "bugimpact: pr1 is accepted in data/filter/pytorch.csv but not run: unresolved" in text
+    assert "bugimpact: pr2 is accepted in data/filter/pytorch.csv but not run: runtime.kind " \
+           "local runs only the installed torch, not a docker arm" in text
+    assert job_counts(out.stdout)["arms"] == 3  # the three controls go on
+    status = subprocess.run([sys.executable, "-m", "bugimpact.cli", "status"], cwd=work,
+                            capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(work / "src")))
+    row = next(line for line in status.stdout.splitlines() if line.startswith("pr1 "))
+    assert row.split()[1:4] == ["accept", "not", "run:"] and "unresolved" in row
+
+
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     work = project_copy(tmp_path_factory.mktemp("study") / "p")
@@ -145,7 +166,7 @@ def rows(path):
 
 def test_study_outputs_and_verdicts(study):
     work, _ = study
-    res = work / "results"
+    res = work / "results" / "calibration"  # the study's own folder; runs and the rest are shared
     for path in ["mined/bugs.csv", "mined/releases.csv", "resolved/commits.csv",
                  "filter/funnel.csv", "stats/pvalues.csv", "stats/verdicts.csv",
                  "stats/summary.csv", "figures/std.png", "report.html"] + \
@@ -156,9 +177,9 @@ def test_study_outputs_and_verdicts(study):
     verdicts = {r["bug"]: r for r in rows(res / "stats" / "verdicts.csv")}
     assert verdicts["aa"]["verdict"] == "not triggered"
     assert "early decision" in verdicts["aa"]["reason"] and verdicts["aa"]["skipped"] == "16"
-    early = json.loads(next((res / "early" / "aa").glob("*.json")).read_text())
+    early = json.loads(next((work / "results" / "early" / "aa").glob("*.json")).read_text())
     assert early["repeat"] == "identical"  # buggy run 0, run twice for real, bit-identical
-    assert next((res / "repeats" / "aa").glob("*/buggy/0.json")).exists()
+    assert next((work / "results" / "repeats" / "aa").glob("*/buggy/0.json")).exists()
     assert verdicts["aa"]["scope"].startswith("cpu; buggy torch ")
     assert "fingerprinted: parameters at initialisation" in verdicts["aa"]["reason"]
     assert float(verdicts["fault-momentum"]["effect"]) < 0 and float(verdicts["fault-momentum"]["mde"]) > 0
@@ -180,11 +201,11 @@ def test_study_outputs_and_verdicts(study):
     summary = {(r["section"], r["name"]): int(r["count"]) for r in rows(res / "stats" / "summary.csv")}
     assert summary[("funnel", "mined")] == 106 and summary[("verdict", "not triggered")] == 1
     # the record of a real run, as the harness wrote it inside the runtime
-    record = next((res / "runs" / "fault-momentum").glob("*/buggy/0.json"))
+    record = next((work / "results" / "runs" / "fault-momentum").glob("*/buggy/0.json"))
     assert '"status": "ok"' in record.read_text()
-    assert (res / "seeds" / "aa.json").exists()
+    assert list((work / "results" / "seeds" / "aa").glob("*.json"))
     # Snakemake's own report, with the captions, works too
-    snakemake(work, "--configfile", FAST, "--report", "results/snakemake-report.html")
+    snakemake(work, "--configfile", FAST, "--report", "results/calibration/snakemake-report.html")
     assert "Table IV" in (res / "snakemake-report.html").read_text(errors="replace")
 
 
@@ -200,7 +221,8 @@ def test_deleting_one_record_reruns_only_that_record(study):
     assert "train 1" in text  # only this record's job trains; the statistics are redone
     snakemake(work, "--configfile", FAST)
     after = target.read_text()
-    strip = lambda s: [line for line in s.splitlines() if '"wall_s"' not in line]  # noqa: E731
+    strip = lambda s: [line for line in s.splitlines()  # noqa: E731 (the digest covers wall_s)
+                       if '"wall_s"' not in line and '"digest"' not in line]
     assert strip(after) == strip(before)
     assert {p: p.stat().st_mtime_ns for p in others} == others
 
@@ -218,7 +240,7 @@ def test_report_renders_in_headless_chromium(study, tmp_path):
              "document.body.setAttribute('data-wide-tables',Array.from(document.querySelectorAll("
              "'table')).filter(function(t){return t.getBoundingClientRect().right>right+1;})"
              ".map(function(t){return t.id;}).join(' ')||'none');});</script>")
-    page.write_text((work / "results" / "report.html").read_text().replace("</body>", probe + "</body>"))
+    page.write_text((work / "results" / "calibration" / "report.html").read_text().replace("</body>", probe + "</body>"))
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0"]
@@ -248,12 +270,12 @@ def test_sigkill_mid_study_then_rerun_gives_the_same_tables(study, tmp_path):
         time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert not (again / "results" / "stats" / "pvalues.csv").exists()
+    assert not (again / "results" / "calibration" / "stats" / "pvalues.csv").exists()
     snakemake(again, "--unlock")
     snakemake(again, "--configfile", FAST)
     for name in ("pvalues.csv", "verdicts.csv"):
-        assert (again / "results" / "stats" / name).read_text() == \
-            (work / "results" / "stats" / name).read_text()
+        assert (again / "results" / "calibration" / "stats" / name).read_text() == \
+            (work / "results" / "calibration" / "stats" / name).read_text()
 
 
 def test_a_yaml_error_in_the_config_names_the_file_and_line(tmp_path):
@@ -281,11 +303,11 @@ def test_deleting_an_early_record_retrains_only_it(study):
 
 def test_garbage_in_a_seeds_file_stops_with_its_path_and_deletes_nothing(study):
     work, _ = study
-    seeds = work / "results" / "seeds" / "fault-momentum.json"
+    seeds = next((work / "results" / "seeds" / "fault-momentum").glob("*.json"))
     kept, before = seeds.read_bytes(), mtimes(work)
     seeds.write_text('{"bug": "fault-momentum", "seeds": [1, 2, "x')
     out = snakemake(work, "--configfile", FAST, check=False)
-    assert out.returncode != 0 and "results/seeds/fault-momentum.json: not valid JSON" in out.stderr
+    assert out.returncode != 0 and f"results/seeds/fault-momentum/{seeds.name}: not valid JSON" in out.stderr
     assert mtimes(work) == before
     seeds.write_bytes(kept)  # restored: nothing to redo
     dry = snakemake(work, "--configfile", FAST, "-n")
@@ -337,14 +359,15 @@ def test_a_group_sequential_study_stops_a_clear_impact_at_its_first_look(tmp_pat
     (work / "seq.yaml").write_text(yaml.safe_dump(config))
     snakemake(work, "--configfile", "seq.yaml")
     res = work / "results"
-    verdict = rows(res / "stats" / "verdicts.csv")[0]
+    verdict = rows(res / "calibration" / "stats" / "verdicts.csv")[0]
     assert verdict["verdict"] == "impact" and verdict["runs_saved"] == "12"
     assert verdict["stopped_at_stage"] == "1 of 2 (6 pairs, impact)"
     decision = json.loads(next((res / "stages" / "fault-momentum").glob("*/6.json")).read_text())
     assert decision["decision"] == "impact" and abs(decision["z"]) >= decision["bound"]
     made = sorted(int(p.stem) for p in (res / "runs" / "fault-momentum").glob("*/buggy/*.json"))
     assert made == list(range(6))
-    summary = {(r["section"], r["name"]): r["count"] for r in rows(res / "stats" / "summary.csv")}
+    summary = {(r["section"], r["name"]): r["count"]
+               for r in rows(res / "calibration" / "stats" / "summary.csv")}
     assert summary[("runs", "saved_by_sequential_design")] == "12"
 
 
@@ -366,11 +389,12 @@ def test_editing_the_sheet_refreshes_the_funnel_summary_and_report(study):
     assert jobs.get("funnel") == 1 and jobs.get("report") == 1 and "sheet_merge" not in jobs
     assert "train" not in jobs
     snakemake(work, "--configfile", FAST)
-    funnel = {r["stage"]: int(r["count"]) for r in rows(res / "filter" / "funnel.csv")}
+    study = res / "calibration"
+    funnel = {r["stage"]: int(r["count"]) for r in rows(study / "filter" / "funnel.csv")}
     assert funnel["rejected"] == 3 and funnel["undecided"] == 103
-    summary = {(r["section"], r["name"]): r["count"] for r in rows(res / "stats" / "summary.csv")}
+    summary = {(r["section"], r["name"]): r["count"] for r in rows(study / "stats" / "summary.csv")}
     assert summary[("funnel", "rejected")] == "3"
-    assert "<td>rejected</td><td>3</td>" in (res / "report.html").read_text()
+    assert "<td>rejected</td><td>3</td>" in (study / "report.html").read_text()
     assert read_csv(sheet)[1][0]["decision"] == "reject"  # the person's edit is kept
     assert {p: p.stat().st_mtime_ns for p in (res / "runs").rglob("*.json")} == runs
     again = snakemake(work, "--configfile", FAST, "-n")

@@ -19,38 +19,51 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="bugimpact", description=__doc__)
     parser.add_argument("--config", default="config.yaml", help="study config (default: config.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
+    # --config also after the command (`bugimpact status --config configs/releases.yaml`)
+    either = argparse.ArgumentParser(add_help=False)
+    either.add_argument("--config", default=argparse.SUPPRESS, help="study config")
 
-    p = sub.add_parser("run", help="run one step of the workflow (and what it needs): the same rule, "
-                                   "params and logs as `snakemake`; `bugimpact steps` lists them")
-    p.add_argument("step", help="a rule name, e.g. mine, resolve, sheet_merge, funnel, train, report")
+    def command(name, **kw):
+        return sub.add_parser(name, parents=[either], **kw)
+
+    p = command("run", help="run one step of the workflow (and what it needs): the same rule, "
+                                   "params and logs as `snakemake`; `bugimpact steps` lists them; "
+                                   "or, with --bug, everything one bug still needs")
+    p.add_argument("step", nargs="?",
+                   help="a rule name, e.g. mine, resolve, sheet_merge, funnel, train, report")
+    p.add_argument("--bug", help="one bug (see `bugimpact status`): its failed runs are retried and "
+                                 "what it still needs is made, nothing of other bugs")
+    p.add_argument("-n", "--dry-run", action="store_true", help="say what would run")
     p.add_argument("--cores", default="2")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER,
                    help="passed on to snakemake, e.g. --dry-run or --profile profiles/slurm")
 
-    sub.add_parser("steps", help="the workflow's steps (its rules), in the order they run")
+    command("steps", help="the workflow's steps (its rules), in the order they run")
+    command("status", help="per bug: sheet decision, arms, runs done/needed, failures, "
+                                  "verdict, and the command that makes what it still needs")
 
-    p = sub.add_parser("validate-sheet", help="check a filter sheet; errors name file, row, column")
+    p = command("validate-sheet", help="check a filter sheet; errors name file, row, column")
     p.add_argument("sheet", nargs="?")
 
-    p = sub.add_parser("validate-config", help="check a study config; errors name file, line, key")
+    p = command("validate-config", help="check a study config; errors name file, line, key")
     p.add_argument("file", nargs="?", help="default: --config")
 
-    p = sub.add_parser("retry-failed", help="delete failed run records and failed build manifests "
+    p = command("retry-failed", help="delete failed run records and failed build manifests "
                                            "so that the next workflow run retries them")
     p.add_argument("--runs", default="results/runs")
     p.add_argument("--artifacts", default="results/artifacts")
 
-    p = sub.add_parser("preflight", help="check in seconds what hours of builds need: commits, "
+    p = command("preflight", help="check in seconds what hours of builds need: commits, "
                                          "submodules, images, disk, GPUs, data, wheels")
     p.add_argument("--nvidia-smi", help="a recorded `nvidia-smi --query-gpu=name,compute_cap,"
                                         "driver_version --format=csv,noheader` (default: run it)")
 
-    p = sub.add_parser("verify", help="list run records that are cut short, edited or from "
+    p = command("verify", help="list run records that are cut short, edited or from "
                                       "another harness version; --remove deletes only those")
     p.add_argument("--runs", default="results/runs")
     p.add_argument("--remove", action="store_true")
 
-    p = sub.add_parser("gc", help="list the artifacts, runtimes (venvs), docker images and cached "
+    p = command("gc", help="list the artifacts, runtimes (venvs), docker images and cached "
                                   "wheels that no current config or run record refers to; "
                                   "--remove deletes them")
     p.add_argument("--keep", nargs="+", metavar="CONFIG",
@@ -58,7 +71,7 @@ def main(argv=None):
     p.add_argument("--results", default="results")
     p.add_argument("--remove", action="store_true")
 
-    p = sub.add_parser("reach-trace", help="trace a few training steps of the study's workload in "
+    p = command("reach-trace", help="trace a few training steps of the study's workload in "
                                            "an interpreter (operators dispatched, torch lines run)")
     p.add_argument("--python", required=True, help="an interpreter with torch and numpy")
     p.add_argument("--out", required=True)
@@ -67,7 +80,7 @@ def main(argv=None):
     p.add_argument("--data", help="a prepared .npz (default: random pixels in the challenge's shapes)")
     p.add_argument("--steps", type=int, help="default: the config's reach.steps")
 
-    p = sub.add_parser("reach", help="judge fixes against reach traces, with no build: reached, "
+    p = command("reach", help="judge fixes against reach traces, with no build: reached, "
                                      "not reached, not reached on cpu, unknown (why)")
     p.add_argument("--trace", nargs="+", required=True, help="traces from reach-trace or the workflow")
     p.add_argument("--rows", help="a CSV of fixes (id, buggy_sha, corrected_sha): default the sheet")
@@ -84,18 +97,42 @@ def main(argv=None):
     except (InputError, FileNotFoundError) as exc:
         print(f"bugimpact: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Snakemake says what it stopped; one line here, no traceback
+        print("bugimpact: interrupted", file=sys.stderr)
+        return 130
 
 
 def _dispatch(args):
     if args.command == "run":
-        return workflow.run(args.step, args.cores, args.snakemake_args, args.config)
+        extra, config = list(args.snakemake_args), args.config
+        for flag in ("--config", "--configfile"):  # `run STEP --config FILE`: the study's file
+            if flag in extra[:-1] and "=" not in extra[extra.index(flag) + 1]:
+                at = extra.index(flag)
+                config = extra[at + 1]
+                del extra[at:at + 2]
+        from .config import check_paths
+        check_paths(load_config(config), config)  # a bad file is named here, not in a traceback
+        extra += ["--dry-run"] if args.dry_run else []
+        if args.bug:
+            return _run_bug(args.bug, config, args.cores, extra)
+        if not args.step:
+            raise InputError("bugimpact run", "name a step (`bugimpact steps`) or --bug ID")
+        return workflow.run(args.step, args.cores, extra, config)
+    elif args.command == "status":
+        from .plan import Plan
+        from .status import summary
+        print(summary(Plan(_config(args), SHEET_SCHEMA)))
     elif args.command == "steps":
         for name in workflow.steps():
             print(name)
     elif args.command == "validate-config":
         from .config import check_paths
-        check_paths(load_config(args.file or args.config), args.file or args.config)
-        print(f"{args.file or args.config}: valid")
+        from .plan import Plan
+        path = args.file or args.config
+        config = load_config(path)
+        check_paths(config, path)
+        Plan(config, SHEET_SCHEMA)  # what the workflow refuses at its start, refused here too
+        print(f"{path}: valid")
     elif args.command == "validate-sheet":
         from .sheet import accepted, validate
         rows = validate(args.sheet or _config(args)["sheet"], SHEET_SCHEMA)
@@ -146,6 +183,34 @@ def _dispatch(args):
             print(f"removed {path}")
         print(f"{len(removed)} failed records removed; rerun snakemake to retry them")
     return 0
+
+
+def _run_bug(bug, config_path, cores, extra):
+    """Everything one bug still needs: its failed run records (and its arms' failed artifacts)
+    are removed so that they are tried again, then its target is made; its line is printed."""
+    from pathlib import Path
+    from .plan import Plan
+    from .records import record_paths
+    from .status import bug_row, table, verdicts
+    plan = Plan(load_config(config_path), SHEET_SCHEMA)
+    if bug not in plan.bugs:
+        known = sorted(plan.bugs)
+        raise InputError(config_path, f"no bug {bug!r} in this study (it has {', '.join(known[:12])}"
+                         f"{', ...' if len(known) > 12 else ''}); a sheet row is a bug once its "
+                         f"decision is accept", field="--bug")
+    dry = "--dry-run" in extra
+    runs = Path("results/runs") / bug / plan.key
+    manifests = [Path(f"results/artifacts/{plan.arm(bug, arm)['artifact']}/manifest.json")
+                 for arm in ("buggy", "corrected")]
+    stale = [p for p in record_paths(runs) if _status(p) in ("failed", "skipped")]
+    stale += [p for p in manifests if p.exists() and _status(p) == "failed"]
+    for path in stale:
+        print(f"{'would remove' if dry else 'removed'} {path}: failed, to be tried again")
+        if not dry:
+            path.unlink()
+    code = workflow.run(None, cores, extra + plan.bug_targets(bug), config_path)
+    print(table([bug_row(Plan(load_config(config_path), SHEET_SCHEMA), bug, verdicts(plan.out))]))
+    return code
 
 
 def _need_folder(path, flag):

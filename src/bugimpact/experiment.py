@@ -125,7 +125,7 @@ def study_bugs(config, sheet_rows):
                     arms[arm].update({"arm": arm, **{k: row[k] for k in ("buggy_sha", "corrected_sha")
                                                      if not spec.get(k)}})
             bugs[row["id"]] = {"label": row.get("text", ""), "kind": "bug", "arms": arms,
-                               "tags": row.get("tags") or ""}
+                               "tags": row.get("tags") or "", "sheet_row": row}
     for fix_id, spec in config["bugs"].get("fixes", {}).items():
         if fix_id in bugs:
             raise ValueError(f"config.yaml: fix id {fix_id!r} is also a sheet id")

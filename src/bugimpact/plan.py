@@ -21,16 +21,23 @@ class Plan:
         sheet_path = Path(config["sheet"])
         rows = validate(sheet_path, sheet_schema) if sheet_path.exists() else []
         self.sheet_rows = rows
+        # what this study alone makes (its tables, report, sheet merge) lives under its own folder,
+        # so two studies in one checkout keep their reports side by side; runs, artifacts and
+        # runtimes are keyed by what they are and shared
+        self.out = f"results/{config['study']}"
         strays = sorted(set(config["bugs"].get("overrides") or {}) - {r.get("id") for r in rows})
         if rows and strays:  # (a first run's sheet is still empty: mining fills it)
             raise InputError("config.yaml", f"bugs.overrides names {', '.join(strays)}, which "
                              f"{config['sheet']} does not hold", field=f"bugs.overrides.{strays[0]}")
         self.bugs = study_bugs(config, rows)
+        # accepted sheet rows that cannot run here: said once at the start, the rest goes on
+        self.cannot_run = {bug: why for bug, spec in self.bugs.items()
+                           if (why := cannot_run(spec, config))}
+        for bug in self.cannot_run:
+            del self.bugs[bug]
         problem = model_error(config["train"]["model"])
         if problem:  # checked here, not by every run failing
             raise InputError("config.yaml", problem, field="train.model")
-        for bug in self.bugs:
-            check_seeds(Path(f"results/seeds/{bug}.json"), bug)
         self.runtime = config["runtime"]["kind"]
         arms = [a for b in self.bugs.values() for a in b["arms"].values()]
         recipe_sha, self.toolchain = "", None  # the toolchain image, where a step uses docker
@@ -41,6 +48,8 @@ class Plan:
         self.interpreter, target = self._interpreter(recipe_sha)
         self.runtime_id = runtime_id(config["runtime"], self.interpreter, recipe_sha)
         self.key = experiment_key(config["train"], self.runtime_id)
+        for bug in self.bugs:
+            check_seeds(Path(self.seeds_json(bug)), bug)
         self.artifacts = {}
         for bug, spec in self.bugs.items():
             for arm in ARMS:
@@ -229,6 +238,11 @@ class Plan:
         count = self.runs if runs is None else runs
         return [self.record(bug, arm, i) for arm in ARMS for i in range(count)]
 
+    def seeds_json(self, bug):
+        """A bug's seeds, per experiment key (which holds the study seed and the policy they are
+        derived from: two studies with other seeds never share a file)."""
+        return f"results/seeds/{bug}/{self.key}.json"
+
     def arms_gate(self, bug):
         return f"results/arms/{bug}/{self.key}.json"
 
@@ -257,28 +271,66 @@ class Plan:
         return self.runtime_json_of(self.arm(bug, arm)["artifact"])
 
     def build_statuses(self):
-        return [f"results/builds/{bug}/{arm}.status" for bug in sorted(self.bugs) for arm in ARMS]
+        return [f"{self.out}/builds/{bug}/{arm}.status" for bug in sorted(self.bugs) for arm in ARMS]
 
     def artifact_spec(self, ident):
         return self.artifacts[ident]
 
+    def bug_targets(self, bug):
+        """What one bug needs made, listed from the files on disk: its arms gate, its records and
+        decisions as far as those made so far ask, its statistics and figure, its line.
+
+        Snakemake neither remakes a missing checkpoint output nor rechecks the jobs that ask it
+        when their outputs exist, and a job with a checkpoint output among its inputs has its
+        other inputs left unchecked: so gates and decisions are targets themselves (of ``all``, of
+        ``bugimpact run --bug``), and the bug's rule takes only the rest (``bug_inputs``). A deleted
+        record or decision is made again even when the statistics are up to date. Before the arms
+        gate is written, the statistics ask for the records through the checkpoint."""
+        records, decisions = self._known(bug)
+        return [self.arms_gate(bug)] + decisions + records + self._made_of(bug) + \
+            [f"{self.out}/bugs/{bug}.txt"]
+
+    def bug_inputs(self, bug):
+        """The inputs of the bug's rule: its records (as far as known) and statistics."""
+        return self._known(bug)[0] + self._made_of(bug)
+
+    def _made_of(self, bug):
+        return [f"{self.out}/stats/{bug}.csv", f"{self.out}/figures/{bug}.png"]
+
+    def _known(self, bug):
+        return self.needed(bug, self._made_decision(bug)) if self.runnable(bug) else ([], [])
+
     def targets(self):
-        out = ["results/preflight.txt", "results/filter/funnel.csv", "results/mined/releases.csv"]
+        out = [f"{self.out}/{path}" for path in ("preflight.txt", "filter/funnel.csv",
+                                                  "mined/releases.csv")]
         if self.bugs:
-            # Records, arms gates and decisions are targets in their own right: Snakemake neither
-            # remakes a missing checkpoint output nor rechecks the jobs that ask it, when those
-            # jobs' outputs exist; a deleted record is rerun even when its statistics are up to
-            # date. Before a bug's arms gate is written, its statistics ask for its records
-            # (through the checkpoint), if it can run at all.
-            out += [self.arms_gate(bug) for bug in self.bugs]
-            for bug in self.bugs:
-                if self.runnable(bug):
-                    records, decisions = self.needed(bug, self._made_decision(bug))
-                    out += records + decisions
-            out += [f"results/stats/{bug}.csv" for bug in self.bugs]
-            out.append("results/builds/summary.csv")
-            out += ["results/stats/pvalues.csv", "results/stats/summary.csv", "results/report.html"]
+            for bug in sorted(self.bugs):
+                out += [self.arms_gate(bug)] + self._known(bug)[1] + [f"{self.out}/bugs/{bug}.txt"]
+            out += [f"{self.out}/{path}" for path in ("builds/summary.csv", "stats/pvalues.csv",
+                                                      "stats/summary.csv", "report.html")]
         return out
+
+
+def cannot_run(spec, config):
+    """Why an accepted sheet row cannot run in this study, or "": unresolved (no commits and no
+    diff where its arms need them), or an artifact the configured runtime cannot run."""
+    row = spec.get("sheet_row")
+    if row is None:  # controls and config fixes: the config's own errors stop it at the start
+        return ""
+    arms = spec["arms"].values()
+    if any(a["source"] == "docker" and not a.get("commit") for a in arms) or any(
+            a["source"] == "onefix" and not a.get("patch")
+            and not (a.get("buggy_sha") and a.get("corrected_sha")) for a in arms):
+        return ("unresolved (no buggy_sha and corrected_sha): set resolve.clone or add the api "
+                "resolver, or type both SHAs in the sheet")
+    kind = config["runtime"]["kind"]
+    sources = sorted({a["source"] for a in arms} - {"installed"})
+    if kind == "local" and sources:
+        return (f"runtime.kind local runs only the installed torch, not a {sources[0]} arm: set "
+                "runtime.kind venv (or docker), as configs/releases.yaml does")
+    if kind != "venv" and "onefix" in sources:
+        return "a one-fix arm runs in a venv runtime: set runtime.kind venv"
+    return ""
 
 
 def stops(decision):
@@ -298,9 +350,34 @@ def runtime_id(runtime_cfg, interpreter, recipe_sha=""):
         # (python -m snakemake or the snakemake script) is one interpreter
         what = [os.path.realpath(interpreter["executable"]), interpreter["prefix"]]
         version = f"py{interpreter['version']}"
-    digest = hashlib.sha256(json.dumps([kind, what, runtime_cfg.get("requirements", [])])
-                            .encode()).hexdigest()[:8]
+    digest = hashlib.sha256(json.dumps([kind, what, requirements_identity(
+        runtime_cfg.get("requirements", []))]).encode()).hexdigest()[:8]
     return f"{kind}-{version}-{digest}"
+
+
+SKIPPED_IN_PACKAGES = ("__pycache__", ".egg-info", ".git", "build", "dist")
+
+
+def requirements_identity(requirements):
+    """Requirements as what they install: a local package folder or wheel by its content (edit the
+    model package and the runtime, so the runs, are new), a package name by its text."""
+    out = []
+    for req in requirements:
+        path = Path(req)
+        if path.is_file():
+            from .harness.data import sha256_file
+            out.append({"path": req, "sha256": sha256_file(path)})
+        elif path.is_dir():
+            digest = hashlib.sha256()
+            for item in sorted(path.rglob("*")):
+                rel = item.relative_to(path)
+                if item.is_file() and not any(part in SKIPPED_IN_PACKAGES or part.endswith(".egg-info")
+                                              for part in rel.parts) and item.suffix != ".pyc":
+                    digest.update(str(rel).encode() + b"\0" + item.read_bytes() + b"\0")
+            out.append({"path": req, "sha256": digest.hexdigest()})
+        else:
+            out.append(req)
+    return out
 
 
 def check_seeds(path, bug):

@@ -219,7 +219,7 @@ def disk_check(need_gb, free_gb, builds, per_build, folder):
               f"{free_gb:.0f} GB free at {folder}")
     if need_gb > free_gb:
         return Check("disk", "FAIL", detail, "free disk, or build fewer bugs at a time "
-                     "(snakemake results/stats/<bug>.csv)")
+                     "(bugimpact run --bug <bug>)")
     return Check("disk", "pass" if need_gb < 0.8 * free_gb else "warn", detail)
 
 

@@ -431,6 +431,15 @@ def study_stats(study, stats_cfg, bugs, bug_jsons, funnel_csv, out_pvalues, out_
                         out_summary)
 
 
+def bug_done(bug, stats_json, out):
+    """The bug's verdict and its reason, one line (what ``bugimpact run --bug`` ends with)."""
+    from .io import write_text
+    row = (read_json(stats_json).get("rows") or [{}])[0]
+    line = f"{bug}: {row.get('verdict', 'no verdict')}: {row.get('reason', '')}"
+    write_text(out, line + "\n")
+    log.info("%s", line)
+
+
 def bug_figure(bug_json, out):
     from .stats.figures import bug_figure as draw
     data = read_json(bug_json)
@@ -483,8 +492,7 @@ def preflight(config, out=None, nvidia_smi=None, builds_only=False, reach_jsons=
     return results
 
 
-def failures_at_end(summary_csv="results/stats/summary.csv",
-                    builds_csv="results/builds/summary.csv"):
+def failures_at_end(summary_csv, builds_csv):
     """Lines for the terminal when the workflow ends: every artifact that could not be made and
     every bug with failed runs; empty when nothing failed."""
     lines = []

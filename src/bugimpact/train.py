@@ -12,7 +12,7 @@ import os
 
 from .experiment import experiment
 from .harness.registry import sealed
-from .io import read_json, write_json
+from .io import write_json
 
 
 def build_spec(train_cfg, bug, arm, arm_spec, run_index, seeds, data_npz, data_meta, key,

@@ -26,13 +26,15 @@ def steps():
 
 
 def run(step, cores, extra, config="config.yaml"):
-    """``snakemake --until STEP`` in the current folder; returns Snakemake's exit code."""
-    if step not in steps():
+    """``snakemake --until STEP`` (or, with no step, the targets in ``extra``) in the current
+    folder; returns Snakemake's exit code."""
+    if step is not None and step not in steps():
         print(f"bugimpact: no step {step!r}; the steps are: {', '.join(steps())}", file=sys.stderr)
         return 2
     root = project()
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--cores",
-           str(cores), "--until", step]
+    cmd = [sys.executable, "-m", "snakemake"]
     if Path(config).resolve() != (root / "config.yaml").resolve():
-        cmd += ["--configfile", str(config)]
+        cmd += ["--configfile", str(config)]  # first: it takes every word up to the next option
+    cmd += ["--snakefile", str(root / "Snakefile"), "--cores", str(cores)]
+    cmd += ["--until", step] if step else []
     return subprocess.run(cmd + list(extra)).returncode

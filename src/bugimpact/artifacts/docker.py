@@ -275,9 +275,10 @@ RUN /opt/py/bin/pip install --no-cache-dir {packages} && rm -rf /tmp/wheels
 def prepare_runtime(artifact, toolchain, requirements, gpus, folder):
     """A runtime image per artifact: the toolchain image plus its wheel, numpy and the configured
     extra requirements. The artifact's own toolchain keeps build and runtime ABI-compatible."""
+    from ..plan import requirements_identity
     requirements = list(requirements)
-    key = hashlib.sha256(json.dumps([artifact.get("wheel_sha256"), requirements, toolchain["recipe_sha"]])
-                         .encode()).hexdigest()[:12]
+    key = hashlib.sha256(json.dumps([artifact.get("wheel_sha256"), requirements_identity(requirements),
+                                     toolchain["recipe_sha"]]).encode()).hexdigest()[:12]
     tag = f"{RUNTIME_REPO}:{key}"
     Path(folder).mkdir(parents=True, exist_ok=True)
     with open(Path(folder) / "build.log", "a") as log:

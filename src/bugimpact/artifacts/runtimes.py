@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ..io import InputError, write_json
+from ..progress import run_logged
 from .sources import PROBE
 
 SRC = Path(__file__).resolve().parents[2]
@@ -47,16 +48,17 @@ def prepare_venv(artifact, folder, base_python="python3", requirements=()):
         cmd = [base_python, "-m", "venv", str(venv)]
         if artifact["source"] == "installed":
             cmd.insert(3, "--system-site-packages")
-        made = subprocess.run(cmd, capture_output=True, text=True)
-        if made.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed: {made.stderr.strip()[-800:]}")
+        code, output = run_logged(cmd, f"venv {venv.parent.name}")
+        if code != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed: {output.strip()[-800:]}")
         packages = ([artifact["wheel"]] if artifact.get("wheel") else []) + list(requirements)
         if packages:
             # "--": a requirement from a config is a package, never a pip option
-            install = [str(python), "-m", "pip", "install", "--quiet", "--", *packages, "numpy"]
-            out = subprocess.run(install, capture_output=True, text=True)
-            if out.returncode != 0:
-                raise RuntimeError(f"pip install {' '.join(packages)} failed: {out.stderr[-800:]}")
+            install = [str(python), "-m", "pip", "install", "--progress-bar", "off", "--",
+                       *packages, "numpy"]
+            code, output = run_logged(install, f"install into venv {venv.parent.name}", watch=venv)
+            if code != 0:
+                raise RuntimeError(f"pip install {' '.join(packages)} failed: {output[-800:]}")
         done.write_text("")
     runtime = {"kind": "venv", "python": str(python), "base_python": base_python}
     if artifact.get("overlay"):  # installed (again, on reuse: idempotent) and checked

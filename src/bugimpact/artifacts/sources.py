@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..harness.data import sha256_file
 from ..io import InputError, write_json
+from ..progress import copy_logged, run_logged
 
 log = logging.getLogger(__name__)
 PROBE = ("import json, torch; print(json.dumps({'version': torch.__version__, "
@@ -65,11 +66,11 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
             log.warning("%s is not a readable wheel: fetched again", wheel)
             wheel.unlink()
         with tempfile.TemporaryDirectory(dir=folder) as tmp:  # a killed download leaves no wheel
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", tmp,
-                   *pip_target(tags, index_url), "--", f"torch=={version}"]
-            out = subprocess.run(cmd, capture_output=True, text=True)
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar", "off",
+                   "-d", tmp, *pip_target(tags, index_url), "--", f"torch=={version}"]
+            code, output = run_logged(cmd, f"download torch=={version} ({tags['key']})", watch=tmp)
             got = [w for w in sorted(Path(tmp).glob("torch-*.whl")) if fits(w, tags)]
-            if out.returncode == 0 and got:
+            if code == 0 and got:
                 os.replace(got[0], folder / got[0].name)
                 return folder / got[0].name
     try:  # why it failed, from the index itself: pip's wording depends on its version and config
@@ -81,7 +82,7 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
         raise RuntimeError(f"no torch=={version} wheel for {describe(interpreter)}; the versions "
                            f"that exist for it: {', '.join(versions) or 'none'}")
     raise RuntimeError(f"pip download torch=={version} for {describe(interpreter)} failed: "
-                       f"{out.stderr.strip()[-800:]}")
+                       f"{output.strip()[-800:]}")
 
 
 def index_versions(tags, index_url="", package="torch"):
@@ -141,7 +142,7 @@ def user_wheel(location, expected_sha256, cache):
         tmp = target.with_suffix(".part")
         if remote:
             with urllib.request.urlopen(location, timeout=300) as response, open(tmp, "wb") as out:
-                shutil.copyfileobj(response, out)
+                copy_logged(response, out, f"download {name}")
         else:
             shutil.copyfile(location, tmp)
         tmp.rename(target)

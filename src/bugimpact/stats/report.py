@@ -117,7 +117,7 @@ def render(study, config_summary, verdicts_csv, pvalues_csv, summary_csv, builds
              "<h2>Table IV: p-values per bug and metric</h2><p>Two-sided Mann-Whitney U p-values "
              "(the paper's columns), then the Wilcoxon signed-rank p for paired seeds, the p-values "
              "adjusted over the tested bugs x metrics (a bug decided without a test has none), "
-             "and Vargha-Delaney A12. <code>results/stats/pvalues.csv</code> has the paper's shape, "
+             "and Vargha-Delaney A12. <code>results/&lt;study&gt;/stats/pvalues.csv</code> has the paper's shape, "
              "a row per bug.</p>",
              _pvalues(pvalues_csv),
              "<h2>Funnel and counts</h2>", _table(summary_csv, "summary"),

@@ -1,0 +1,81 @@
+"""Where a study stands, per bug, from the files on disk: its sheet decision, its arms, its runs
+(done, needed, skipped by a decision, failed), its verdict, and the command that makes what it
+still needs. Read by ``bugimpact status``, the per-bug target and the end of every workflow run."""
+from pathlib import Path
+
+from .io import read_csv, read_json
+
+COLUMNS = ("bug", "sheet", "arms", "runs", "failed", "verdict", "next")
+
+
+def verdicts(out):
+    """The study's verdicts by bug (``out``: the study's folder, ``Plan.out``)."""
+    path = Path(out) / "stats" / "verdicts.csv"
+    return {r["bug"]: r for r in read_csv(path)[1]} if path.exists() else {}
+
+
+def _status(path):
+    try:
+        record = read_json(path)
+    except (OSError, ValueError):
+        return "broken"
+    return record.get("status", "broken") if isinstance(record, dict) else "broken"
+
+
+def bug_row(plan, bug, verdicts=None):
+    """One bug's state. ``runs``: done/needed (needed: as far as the decisions made so far ask;
+    ``+N skipped`` when a decision made runs unneeded)."""
+    spec = plan.bugs[bug]
+    sheet = {r["id"]: r for r in plan.sheet_rows}.get(bug)
+    decision = (sheet or {}).get("decision") or ("control" if spec["kind"] == "control" else "config")
+    gate = Path(plan.arms_gate(bug))
+    runnable = plan.runnable(bug)
+    if runnable is None:
+        arms, needed = "not made yet", []
+    elif not runnable:
+        arms, needed = read_json(gate).get("reason", "cannot run"), []
+    else:
+        arms, needed = "ready", plan.needed(bug, plan._made_decision(bug))[0]
+    states = [_status(p) if Path(p).exists() else "missing" for p in needed]
+    done = states.count("ok")
+    failed = len(states) - done - states.count("missing")
+    planned = 2 * plan.runs
+    runs = f"{done}/{len(needed) if runnable else planned}"
+    if runnable and len(needed) < planned and all(s == "ok" for s in states):
+        runs += f" (+{planned - len(needed)} skipped)"
+    verdict = (verdicts or {}).get(bug, {}).get("verdict", "")
+    todo = runnable is None or failed or states.count("missing") or not verdict
+    return {"bug": bug, "sheet": decision, "arms": arms, "runs": runs, "failed": failed or "",
+            "verdict": verdict or "-", "next": f"bugimpact run --bug {bug}" if todo else ""}
+
+
+def rows(plan):
+    known = verdicts(plan.out)
+    out = [bug_row(plan, bug, known) for bug in sorted(plan.bugs)]
+    return out + [{"bug": bug, "sheet": "accept", "arms": f"not run: {why}", "runs": "-",
+                   "failed": "", "verdict": "-", "next": f"edit {plan.config['sheet']} or the config"}
+                  for bug, why in sorted(plan.cannot_run.items())]
+
+
+def table(items, width=60):
+    """A fixed-width text table; long cells are cut (the CSVs and the report hold them whole)."""
+    cells = [[str(row[c]) if len(str(row[c])) <= width else str(row[c])[:width - 3] + "..."
+              for c in COLUMNS] for row in items]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) if cells else len(c)
+              for i, c in enumerate(COLUMNS)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def summary(plan):
+    """The table, what the sheet still leaves undecided, and where the report is (last)."""
+    items = rows(plan)
+    report = f"{plan.out}/report.html"
+    undecided = sum(1 for r in plan.sheet_rows if not r.get("decision"))
+    lines = [table(items, width=80)]
+    if undecided:
+        lines.append(f"{undecided} sheet rows undecided: edit {plan.config['sheet']} (decision: "
+                     "accept or reject), then run again")
+    lines.append(f"report: {report}" if Path(report).exists() else "report: not written yet")
+    return "\n".join(lines)
