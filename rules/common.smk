@@ -16,11 +16,6 @@ from bugimpact.steps import artifact_sources, study_design, study_setup
 
 config.update(validate_config(dict(config), source="config (config.yaml and --config)"))
 check_paths(config, source="config (config.yaml and --config)")
-# The funnel takes the sheet as an input, so a first run starts from a header-only sheet that the
-# merge then fills (an existing sheet is never touched).
-from bugimpact.sheet import write_empty
-
-write_empty(config["sheet"])
 PLAN = Plan(config, SHEET_SCHEMA)
 OUT = PLAN.out  # this study's own outputs: results/<study>/
 for bug, why in sorted(PLAN.cannot_run.items()):

@@ -15,12 +15,16 @@ rule sheet_merge:
         "../scripts/sheet_merge.py"
 
 
+# The sheet is an input once it exists (an edit then refreshes the funnel); before the first merge
+# makes it, the funnel waits for the merge only: so a dry run writes nothing into it.
 rule funnel:
     input:
-        sheet=config["sheet"],
+        sheet=lambda wc: config["sheet"] if Path(config["sheet"]).exists() else [],
         merge=f"{OUT}/filter/{FRAMEWORK}.merge.json",
     output:
         funnel=f"{OUT}/filter/funnel.csv",
+    params:
+        sheet=config["sheet"],
     log:
         "logs/funnel.log",
     script:

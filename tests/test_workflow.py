@@ -39,6 +39,8 @@ def test_default_config_dry_run(tmp_path):
     # 3 controls, nothing run yet: each bug's runs join the DAG once its arms gate is written
     assert counts["arms"] == 3 and counts["bug_stats"] == 3 and counts["mine"] == 1
     assert "train" not in counts and "checkpoint jobs" in out.stdout
+    # a dry run writes nothing into a person's files (it made an empty sheet before)
+    assert not (work / "data" / "filter" / "pytorch.csv").exists()
 
 
 def job_counts(text):
