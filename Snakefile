@@ -54,18 +54,8 @@ onstart:
         require_gpu()
 
 
-# Failures are results, written into the tables; say at the end which there were, then where
-# each bug stands and where the report is.
-def where_the_study_stands():
-    from bugimpact.status import summary
-    from bugimpact.steps import failures_at_end
-
-    for line in failures_at_end(f"{OUT}/stats/summary.csv", f"{OUT}/builds/summary.csv"):
-        print(line, file=sys.stderr)
-    if PLAN.bugs:
-        print(summary(PLAN), file=sys.stderr)
-
-
+# Failures are results, written into the tables: say at the end which there were, then where
+# each bug stands and where the report is (``where_the_study_stands``, rules/common.smk).
 onsuccess:
     where_the_study_stands()
 

@@ -1,6 +1,7 @@
 # Parse-time helpers: validated config, the plan (bugs, artifacts, experiment key), input functions.
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -16,6 +17,13 @@ from bugimpact.steps import artifact_sources, study_design, study_setup
 
 config.update(validate_config(dict(config), source="config (config.yaml and --config)"))
 check_paths(config, source="config (config.yaml and --config)")
+# A first run starts from a header-only sheet that the merge then fills (the funnel takes the
+# sheet as an input; an existing sheet is never touched). A dry run writes nothing: Snakemake
+# says whether it is one only after parsing, so the command line is read for -n.
+from bugimpact.sheet import write_empty
+
+if not any(re.fullmatch(r"--dry-?run|-[A-Za-z]*n[A-Za-z]*", arg) for arg in sys.argv[1:]):
+    write_empty(config["sheet"])
 PLAN = Plan(config, SHEET_SCHEMA)
 OUT = PLAN.out  # this study's own outputs: results/<study>/
 for bug, why in sorted(PLAN.cannot_run.items()):
@@ -133,3 +141,14 @@ def raw_data(wildcards):
 
 def artifact_manifest(wildcards):
     return f"results/artifacts/{wildcards.artifact}/manifest.json"
+
+
+def where_the_study_stands():
+    """What failed, then each bug's line and the report's path: the end of every run."""
+    from bugimpact.status import summary
+    from bugimpact.steps import failures_at_end
+
+    for line in failures_at_end(f"{OUT}/stats/summary.csv", f"{OUT}/builds/summary.csv"):
+        print(line, file=sys.stderr)
+    if PLAN.bugs:
+        print(summary(PLAN), file=sys.stderr)

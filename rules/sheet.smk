@@ -15,8 +15,8 @@ rule sheet_merge:
         "../scripts/sheet_merge.py"
 
 
-# The sheet is an input once it exists (an edit then refreshes the funnel); before the first merge
-# makes it, the funnel waits for the merge only: so a dry run writes nothing into it.
+# The sheet is an input (an edit refreshes the funnel); on a dry run before the first, it does not
+# exist yet and the funnel waits for the merge only.
 rule funnel:
     input:
         sheet=lambda wc: config["sheet"] if Path(config["sheet"]).exists() else [],

@@ -73,9 +73,9 @@ rule report:
         "../scripts/report.py"
 
 
-# One bug's records and statistics (`snakemake results/<study>/bugs/<bug>.txt`); `bugimpact run --bug <bug>`
-# also remakes its gate and decisions (``Plan.bug_targets``) and retries its failed runs. The file
-# is the bug's verdict in one line.
+# One bug's line: its verdict and reason, once its records and statistics are made. To remake
+# what one bug needs, `bugimpact run --bug <bug>` names its gate, decisions and missing records as
+# targets too (``Plan.bug_targets``: Snakemake does not look for them behind an existing output).
 rule bug:
     input:
         lambda wc: PLAN.bug_inputs(wc.bug),

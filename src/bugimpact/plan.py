@@ -280,21 +280,19 @@ class Plan:
         """What one bug needs made, listed from the files on disk: its arms gate, its records and
         decisions as far as those made so far ask, its statistics and figure, its line.
 
-        Snakemake neither remakes a missing checkpoint output nor rechecks the jobs that ask it
-        when their outputs exist, and a job with a checkpoint output among its inputs has its
-        other inputs left unchecked: so gates and decisions are targets themselves (of ``all``, of
-        ``bugimpact run --bug``), and the bug's rule takes only the rest (``bug_inputs``). A deleted
-        record or decision is made again even when the statistics are up to date. Before the arms
-        gate is written, the statistics ask for the records through the checkpoint."""
+        Snakemake (9.27) neither remakes a missing checkpoint output nor rechecks the jobs that
+        ask it when their outputs exist, and it does not look for the missing inputs of a job whose
+        output exists when checkpoints are in the DAG: so gates, decisions and missing records are
+        targets themselves (of ``all``, of ``bugimpact run --bug``). A deleted record or decision
+        is made again even when the statistics are up to date. Before the arms gate is written, the
+        statistics ask for the records through the checkpoint."""
         records, decisions = self._known(bug)
-        return [self.arms_gate(bug)] + decisions + records + self._made_of(bug) + \
+        return [self.arms_gate(bug)] + decisions + records + self.bug_inputs(bug) + \
             [f"{self.out}/bugs/{bug}.txt"]
 
     def bug_inputs(self, bug):
-        """The inputs of the bug's rule: its records (as far as known) and statistics."""
-        return self._known(bug)[0] + self._made_of(bug)
-
-    def _made_of(self, bug):
+        """The inputs of the bug's rule: its statistics and figure (a fixed set: its records are
+        the statistics' inputs, and listed ones would change the set as decisions are made)."""
         return [f"{self.out}/stats/{bug}.csv", f"{self.out}/figures/{bug}.png"]
 
     def _known(self, bug):
@@ -305,7 +303,9 @@ class Plan:
                                                   "mined/releases.csv")]
         if self.bugs:
             for bug in sorted(self.bugs):
-                out += [self.arms_gate(bug)] + self._known(bug)[1] + [f"{self.out}/bugs/{bug}.txt"]
+                records, decisions = self._known(bug)
+                missing = [r for r in records if not Path(r).exists()]  # (the rest is made)
+                out += [self.arms_gate(bug)] + decisions + missing + [f"{self.out}/bugs/{bug}.txt"]
             out += [f"{self.out}/{path}" for path in ("builds/summary.csv", "stats/pvalues.csv",
                                                       "stats/summary.csv", "report.html")]
         return out
