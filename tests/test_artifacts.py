@@ -79,8 +79,9 @@ def test_plan_checks_arms_and_runtimes(tmp_path):
     sheet.write_text("id,decision,reason,buggy_sha,corrected_sha\n"
                      f"pr1,accept,,{'a' * 40},{'b' * 40}\npr2,reject,crash,,\n")
     config = config_with(sheet=str(sheet))
-    with pytest.raises(InputError, match="need venv or docker"):
-        Plan(config, SHEET_SCHEMA)  # docker builds cannot run in the local runtime
+    local = Plan(config, SHEET_SCHEMA)  # docker builds cannot run in the local runtime: said, skipped
+    assert "pr1" not in local.bugs and "runtime.kind local runs only the installed torch, not a " \
+        "docker arm" in local.cannot_run["pr1"]
     plan = Plan(config_with(sheet=str(sheet), **{"runtime.kind": "docker"}), SHEET_SCHEMA)
     assert sorted(plan.bugs) == ["aa", "fault-labelnoise", "fault-momentum", "pr1"]
     assert plan.arm("pr1", "buggy")["artifact"].startswith("docker-aaaaaaaaaaaa-")

@@ -162,12 +162,13 @@ def test_workflow_over_docker_artifacts(setup, tmp_path):
     assert verdicts["pr1"]["identical_pairs"] == "0" and verdicts["pr1"]["first_divergence_epoch"] == "1"
     assert verdicts["pr2"]["verdict"] == "incomplete"
     assert "build failed (compile)" in verdicts["pr2"]["reason"]
-    record = json.loads(next((res / "runs" / "pr1").glob("*/buggy/0.json")).read_text())
+    shared = work / "results"  # runs, toolchains and artifacts are not the study's alone
+    record = json.loads(next((shared / "runs" / "pr1").glob("*/buggy/0.json")).read_text())
     assert record["environment"]["torch"] == "2.13.0+cpu" and record["status"] == "ok"
     assert "Builds" in (res / "report.html").read_text()
     # One job made the toolchain image; every build and runtime used the image its record names.
-    [toolchain] = [json.loads(p.read_text()) for p in (res / "toolchains").glob("*.json")]
-    manifests = [json.loads(p.read_text()) for p in (res / "artifacts").glob("docker-*/manifest.json")]
+    [toolchain] = [json.loads(p.read_text()) for p in (shared / "toolchains").glob("*.json")]
+    manifests = [json.loads(p.read_text()) for p in (shared / "artifacts").glob("docker-*/manifest.json")]
     assert {m["toolchain_image_id"] for m in manifests} == {toolchain["image_id"]}
     log = snakemake(work, "--configfile", "tiny.yaml", "--summary").stdout
     assert sum("\ttoolchain\t" in line for line in log.splitlines()) == 1

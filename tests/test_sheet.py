@@ -77,7 +77,8 @@ def sheet_with(tmp_path, changes):
     ({(0, "decision"): "maybe"}, 2, "decision", "'maybe'"),
     ({(0, "decision"): "reject", (0, "reason"): "boring"}, 2, "reason", "'boring'"),
     ({(1, "decision"): "reject"}, 3, "reason", "is not one of"),
-    ({(1, "decision"): "accept"}, 3, "buggy_sha", "does not match"),
+    # an accepted row without SHAs is valid (not run, said at the start); a typed one is checked
+    ({(1, "decision"): "accept", (1, "corrected_sha"): "b0rked"}, 3, "corrected_sha", "does not match"),
     ({(0, "buggy_sha"): "abc123"}, 2, "buggy_sha", "does not match"),
     ({(1, "id"): "../escape"}, 3, "id", "'../escape'"),
     ({(1, "id"): "pr1"}, 3, "id", "duplicate id 'pr1' (first on row 2)"),

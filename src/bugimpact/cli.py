@@ -27,8 +27,8 @@ def main(argv=None):
         return sub.add_parser(name, parents=[either], **kw)
 
     p = command("run", help="run one step of the workflow (and what it needs): the same rule, "
-                                   "params and logs as `snakemake`; `bugimpact steps` lists them; "
-                                   "or, with --bug, everything one bug still needs")
+                            "params and logs as `snakemake`; `bugimpact steps` lists them; "
+                            "or, with --bug, everything one bug still needs")
     p.add_argument("step", nargs="?",
                    help="a rule name, e.g. mine, resolve, sheet_merge, funnel, train, report")
     p.add_argument("--bug", help="one bug (see `bugimpact status`): its failed runs are retried and "
@@ -40,7 +40,7 @@ def main(argv=None):
 
     command("steps", help="the workflow's steps (its rules), in the order they run")
     command("status", help="per bug: sheet decision, arms, runs done/needed, failures, "
-                                  "verdict, and the command that makes what it still needs")
+                           "verdict, and the command that makes what it still needs")
 
     p = command("validate-sheet", help="check a filter sheet; errors name file, row, column")
     p.add_argument("sheet", nargs="?")
@@ -49,30 +49,30 @@ def main(argv=None):
     p.add_argument("file", nargs="?", help="default: --config")
 
     p = command("retry-failed", help="delete failed run records and failed build manifests "
-                                           "so that the next workflow run retries them")
+                                    "so that the next workflow run retries them")
     p.add_argument("--runs", default="results/runs")
     p.add_argument("--artifacts", default="results/artifacts")
 
     p = command("preflight", help="check in seconds what hours of builds need: commits, "
-                                         "submodules, images, disk, GPUs, data, wheels")
+                                  "submodules, images, disk, GPUs, data, wheels")
     p.add_argument("--nvidia-smi", help="a recorded `nvidia-smi --query-gpu=name,compute_cap,"
                                         "driver_version --format=csv,noheader` (default: run it)")
 
     p = command("verify", help="list run records that are cut short, edited or from "
-                                      "another harness version; --remove deletes only those")
+                               "another harness version; --remove deletes only those")
     p.add_argument("--runs", default="results/runs")
     p.add_argument("--remove", action="store_true")
 
     p = command("gc", help="list the artifacts, runtimes (venvs), docker images and cached "
-                                  "wheels that no current config or run record refers to; "
-                                  "--remove deletes them")
+                           "wheels that no current config or run record refers to; "
+                           "--remove deletes them")
     p.add_argument("--keep", nargs="+", metavar="CONFIG",
                    help="the current configs (default: config.yaml and configs/*.yaml)")
     p.add_argument("--results", default="results")
     p.add_argument("--remove", action="store_true")
 
     p = command("reach-trace", help="trace a few training steps of the study's workload in "
-                                           "an interpreter (operators dispatched, torch lines run)")
+                                    "an interpreter (operators dispatched, torch lines run)")
     p.add_argument("--python", required=True, help="an interpreter with torch and numpy")
     p.add_argument("--out", required=True)
     p.add_argument("--model", help="default: the config's train.model")
@@ -81,7 +81,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, help="default: the config's reach.steps")
 
     p = command("reach", help="judge fixes against reach traces, with no build: reached, "
-                                     "not reached, not reached on cpu, unknown (why)")
+                              "not reached, not reached on cpu, unknown (why)")
     p.add_argument("--trace", nargs="+", required=True, help="traces from reach-trace or the workflow")
     p.add_argument("--rows", help="a CSV of fixes (id, buggy_sha, corrected_sha): default the sheet")
     p.add_argument("--ids", nargs="+", help="only these ids")

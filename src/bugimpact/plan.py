@@ -314,8 +314,7 @@ class Plan:
 def cannot_run(spec, config):
     """Why an accepted sheet row cannot run in this study, or "": unresolved (no commits and no
     diff where its arms need them), or an artifact the configured runtime cannot run."""
-    row = spec.get("sheet_row")
-    if row is None:  # controls and config fixes: the config's own errors stop it at the start
+    if "sheet_row" not in spec:  # controls and config fixes: the config's errors stop it at start
         return ""
     arms = spec["arms"].values()
     if any(a["source"] == "docker" and not a.get("commit") for a in arms) or any(
@@ -355,7 +354,7 @@ def runtime_id(runtime_cfg, interpreter, recipe_sha=""):
     return f"{kind}-{version}-{digest}"
 
 
-SKIPPED_IN_PACKAGES = ("__pycache__", ".egg-info", ".git", "build", "dist")
+SKIPPED_IN_PACKAGES = ("__pycache__", ".git", "build", "dist")  # and *.egg-info, *.pyc
 
 
 def requirements_identity(requirements):
