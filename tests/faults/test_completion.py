@@ -204,3 +204,15 @@ def test_a_metric_edited_by_hand_is_named_and_not_used(finished, tmp_path):
                          env={"PYTHONPATH": str(work / "src"), "PATH": "/usr/bin:/bin"})
     assert "buggy/2.json" in out.stdout and "edited by hand" in out.stdout
     assert out.returncode != 0
+
+
+def test_an_updated_script_retrains_nothing(finished, tmp_path):
+    """Before: Snakemake's code trigger reran every job whose script file was newer than its
+    output, so a `git pull` that touched scripts/train.py retrained every finished run."""
+    work = copy_of(finished, "early", tmp_path)
+    before = records(work)
+    for script in (work / "scripts").glob("*.py"):
+        script.write_text(script.read_text() + "\n")
+    dry = snakemake(work, "--configfile", "study.yaml", "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+    assert records(work) == before
