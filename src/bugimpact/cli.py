@@ -173,11 +173,11 @@ def _dispatch(args):
         return _reach(args, _config(args))
     elif args.command == "retry-failed":
         from pathlib import Path
-        from .records import record_paths
+        from .records import record_paths, record_status
         _need_folder(args.runs, "--runs")
         candidates = record_paths(args.runs) + list(Path(args.artifacts).glob("*/manifest.json"))
         # failed runs, and skipped ones that earlier versions wrote for runs a decision made unneeded
-        removed = [p for p in candidates if _status(p) in ("failed", "skipped")]
+        removed = [p for p in candidates if record_status(p) in ("failed", "skipped")]
         for path in removed:
             path.unlink()
             print(f"removed {path}")
@@ -190,7 +190,7 @@ def _run_bug(bug, config_path, cores, extra):
     are removed so that they are tried again, then its target is made; its line is printed."""
     from pathlib import Path
     from .plan import Plan
-    from .records import record_paths
+    from .records import record_paths, record_status
     from .status import bug_row, table, verdicts
     plan = Plan(load_config(config_path), SHEET_SCHEMA)
     if bug not in plan.bugs:
@@ -202,8 +202,8 @@ def _run_bug(bug, config_path, cores, extra):
     runs = Path("results/runs") / bug / plan.key
     manifests = [Path(f"results/artifacts/{plan.arm(bug, arm)['artifact']}/manifest.json")
                  for arm in ("buggy", "corrected")]
-    stale = [p for p in record_paths(runs) if _status(p) in ("failed", "skipped")]
-    stale += [p for p in manifests if p.exists() and _status(p) == "failed"]
+    stale = [p for p in record_paths(runs) if record_status(p) in ("failed", "skipped")]
+    stale += [p for p in manifests if p.exists() and record_status(p) == "failed"]
     for path in stale:
         print(f"{'would remove' if dry else 'removed'} {path}: failed, to be tried again")
         if not dry:
@@ -219,16 +219,6 @@ def _need_folder(path, flag):
     if not Path(path).is_dir():
         raise InputError(path, f"no such folder ({flag}): run this in the study's folder, or pass "
                          f"{flag}")
-
-
-def _status(path):
-    """A record's or manifest's status; None for one that does not read as an object (``verify``
-    names those)."""
-    try:
-        record = read_json(path)
-    except (OSError, ValueError, InputError):
-        return None
-    return record.get("status") if isinstance(record, dict) else None
 
 
 def _reach(args, config):

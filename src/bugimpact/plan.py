@@ -286,7 +286,7 @@ class Plan:
         targets themselves (of ``all``, of ``bugimpact run --bug``). A deleted record or decision
         is made again even when the statistics are up to date. Before the arms gate is written, the
         statistics ask for the records through the checkpoint."""
-        records, decisions = self._known(bug)
+        records, decisions = self.known(bug)
         return [self.arms_gate(bug)] + decisions + records + self.bug_inputs(bug) + \
             [f"{self.out}/bugs/{bug}.txt"]
 
@@ -295,7 +295,8 @@ class Plan:
         the statistics' inputs, and listed ones would change the set as decisions are made)."""
         return [f"{self.out}/stats/{bug}.csv", f"{self.out}/figures/{bug}.png"]
 
-    def _known(self, bug):
+    def known(self, bug):
+        """(records, decisions) this bug needs as far as the decisions on disk ask."""
         return self.needed(bug, self._made_decision(bug)) if self.runnable(bug) else ([], [])
 
     def targets(self):
@@ -303,7 +304,7 @@ class Plan:
                                                   "mined/releases.csv")]
         if self.bugs:
             for bug in sorted(self.bugs):
-                records, decisions = self._known(bug)
+                records, decisions = self.known(bug)
                 missing = [r for r in records if not Path(r).exists()]  # (the rest is made)
                 out += [self.arms_gate(bug)] + decisions + missing + [f"{self.out}/bugs/{bug}.txt"]
             out += [f"{self.out}/{path}" for path in ("builds/summary.csv", "stats/pvalues.csv",

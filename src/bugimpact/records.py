@@ -39,6 +39,16 @@ def read_record(path):
     return record
 
 
+def record_status(path):
+    """A record's or manifest's status; None for one that does not read as an object (``verify``
+    names those)."""
+    try:
+        record = read_json(path)
+    except (OSError, ValueError, InputError):
+        return None
+    return record.get("status") if isinstance(record, dict) else None
+
+
 def record_paths(root):
     """The run records under ``root``: files shaped ``<bug>/<key>/<arm>/<run>.json``, and nothing
     else that lives there (seeds, manifests, decisions, statistics are not run records)."""

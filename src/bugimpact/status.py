@@ -4,6 +4,7 @@ still needs. Read by ``bugimpact status``, the per-bug target and the end of eve
 from pathlib import Path
 
 from .io import read_csv, read_json
+from .records import record_status
 
 COLUMNS = ("bug", "sheet", "arms", "runs", "failed", "verdict", "next")
 
@@ -12,14 +13,6 @@ def verdicts(out):
     """The study's verdicts by bug (``out``: the study's folder, ``Plan.out``)."""
     path = Path(out) / "stats" / "verdicts.csv"
     return {r["bug"]: r for r in read_csv(path)[1]} if path.exists() else {}
-
-
-def _status(path):
-    try:
-        record = read_json(path)
-    except (OSError, ValueError):
-        return "broken"
-    return record.get("status", "broken") if isinstance(record, dict) else "broken"
 
 
 def bug_row(plan, bug, verdicts=None):
@@ -35,8 +28,8 @@ def bug_row(plan, bug, verdicts=None):
     elif not runnable:
         arms, needed = read_json(gate).get("reason", "cannot run"), []
     else:
-        arms, needed = "ready", plan.needed(bug, plan._made_decision(bug))[0]
-    states = [_status(p) if Path(p).exists() else "missing" for p in needed]
+        arms, needed = "ready", plan.known(bug)[0]
+    states = [(record_status(p) or "broken") if Path(p).exists() else "missing" for p in needed]
     done = states.count("ok")
     failed = len(states) - done - states.count("missing")
     planned = 2 * plan.runs
