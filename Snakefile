@@ -1,6 +1,6 @@
 # bugimpact: does a bug fixed in an ML framework change the models trained with it?
 #
-# Paths (see README "Where results go"):
+# Paths (see docs/outputs.md, "Where results go"):
 #   results/<study>/mined/, resolved/           steps 1-2: mined release-note entries, commits per PR
 #   data/filter/<framework>.csv                 step 3: the sheet a person edits (merged, never replaced)
 #   results/artifacts/<artifact>/manifest.json  step 4: framework builds, keyed by commit or version

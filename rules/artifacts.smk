@@ -56,10 +56,12 @@ rule runtime:
     output:
         "results/runtimes/{runtime}/{artifact}/runtime.json",
     params:
-        kind=config["runtime"]["kind"],
+        kind=lambda wc: wc.runtime.split("-", 1)[0],  # per artifact: see Plan.runtime_kind
         interpreter=PLAN.interpreter,
         requirements=config["runtime"]["requirements"],
         gpus=untracked(config["runtime"]["gpus"]),
+        installer=untracked(config["runtime"]["installer"]),  # how, not what: the same files
+        cache=untracked(config["runtime"]["cache"]),
     log:
         "logs/runtimes/{runtime}/{artifact}.log",
     benchmark:

@@ -84,8 +84,8 @@ def made_decision(bug):
 
     def read(kind, pairs):
         if kind == "early":
-            return read_json(checkpoints.early_decision.get(bug=bug, key=PLAN.key).output[0])
-        return read_json(checkpoints.stage_decision.get(bug=bug, key=PLAN.key, pairs=pairs).output[0])
+            return read_json(checkpoints.early_decision.get(bug=bug, key=PLAN.keys[bug]).output[0])
+        return read_json(checkpoints.stage_decision.get(bug=bug, key=PLAN.keys[bug], pairs=pairs).output[0])
     return read
 
 
@@ -93,7 +93,7 @@ def bug_stats_inputs(wildcards):
     """The bug's records, once its arms gate says they can be made (none when it cannot), as far
     as its decisions ask for them, and those decisions."""
     bug = wildcards.bug
-    gate = checkpoints.arms.get(bug=bug, key=PLAN.key).output[0]
+    gate = checkpoints.arms.get(bug=bug, key=PLAN.keys[bug]).output[0]
     with open(gate) as handle:
         runnable = json.load(handle)["runnable"]
     if not runnable:
@@ -110,7 +110,7 @@ def reach_gated(bug):
     from bugimpact.io import read_json
     from bugimpact.reach.run import gate
 
-    reach = read_json(checkpoints.reach.get(bug=bug, key=PLAN.key).output[0])
+    reach = read_json(checkpoints.reach.get(bug=bug, key=PLAN.keys[bug]).output[0])
     return reach["verdict"] if gate(reach, config["train"]["device"]) else ""
 
 

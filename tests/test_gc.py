@@ -23,7 +23,7 @@ def test_gc_lists_then_removes_only_what_nothing_refers_to(tmp_path):
                          **{"artifacts.wheel_cache": "cache"})
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
     res = tmp_path / "results"
-    runtime_id = Plan(config, SHEET_SCHEMA).runtime_id
+    runtime_id = Plan(config, SHEET_SCHEMA).runtime_ids["installed"]
     old_wheel = put(tmp_path / "cache" / "pypi" / "torch-1.4.0" / "cp37" / "torch-1.4.0.whl", "w")
     kept = [
         put(res / "artifacts" / "installed" / "manifest.json", {"source": "installed"}),
@@ -63,3 +63,58 @@ def test_gc_lists_then_removes_only_what_nothing_refers_to(tmp_path):
     assert not any(p.exists() for p in garbage.values())
     assert all(p.exists() for p in kept)
     assert "nothing to remove" in gc().stdout
+
+
+def _wheel(folder, name, payload):
+    """A real wheel of one module (what uv installs: metadata, WHEEL, RECORD)."""
+    import zipfile
+    wheel = folder / f"{name}-1.0-py3-none-any.whl"
+    info = f"{name}-1.0.dist-info"
+    files = {f"{name}.py": payload, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{p},,\n" for p in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def test_gc_removes_the_uv_cache_entries_no_kept_venv_links_and_counts_linked_bytes_once(tmp_path):
+    """uv venvs are hard links to uv's cache: a removed venv frees only its own files, and a cache
+    entry is garbage only when no kept venv links to it."""
+    from bugimpact.artifacts.runtimes import uv_binary
+    config = config_with(sheet=str(tmp_path / "none.csv"), **{"runtime.cache": "uv"})
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
+    runtime_id = Plan(config, SHEET_SCHEMA).runtime_ids["installed"]
+    shared = _wheel(tmp_path, "shared", "x = 1\n" * 200_000)
+    alone = _wheel(tmp_path, "alone", "y = 2\n" * 300_000)
+    venvs = {"kept": tmp_path / "results" / "runtimes" / runtime_id / "installed" / "venv",
+             "gone": tmp_path / "results" / "runtimes" / "venv-py3.7-00000000" / "pypi-1.4.0-cp37" / "venv"}
+    env = dict(os.environ, UV_CACHE_DIR=str(tmp_path / "uv"))
+    uv = uv_binary()
+    for which, wheels in (("kept", [shared]), ("gone", [shared, alone])):
+        subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venvs[which])], check=True, env=env)
+        subprocess.run([uv, "pip", "install", "-q", "--offline", "--link-mode", "hardlink", "--python",
+                        str(venvs[which] / "bin" / "python"), *map(str, wheels)], check=True, env=env)
+    entries = {p.name for p in (tmp_path / "uv").glob("archive-v*/*/")}
+    by_module = {m: next(e for e in (tmp_path / "uv").glob("archive-v*/*/") if (e / f"{m}.py").exists())
+                 for m in ("shared", "alone")}
+    assert len(entries) == 2
+
+    env = dict(os.environ, PATH="/usr/bin/none", PYTHONPATH=str(ROOT / "src"))
+    dry = subprocess.run([sys.executable, "-m", "bugimpact.cli", "gc", "--keep", "study.yaml"],
+                         cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert dry.returncode == 0, dry.stderr
+    listed = {what: float(mb) for kind, mb, what in re.findall(r"^(.+?)\s+([\d.]+) MB  (.+)$", dry.stdout, re.M)}
+    assert set(listed) == {str(venvs["gone"].parent.relative_to(tmp_path)),
+                           str(by_module["alone"].relative_to(tmp_path))}
+    # the removed venv's links free nothing: its module bytes are counted with the cache entry
+    assert listed[str(by_module["alone"].relative_to(tmp_path))] >= 1.7
+    assert listed[str(venvs["gone"].parent.relative_to(tmp_path))] < 1.0
+    done = subprocess.run([sys.executable, "-m", "bugimpact.cli", "gc", "--keep", "study.yaml", "--remove"],
+                          cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert by_module["shared"].exists() and not by_module["alone"].exists() and not venvs["gone"].exists()
+    imported = subprocess.run([str(venvs["kept"] / "bin" / "python"), "-c", "import shared; print(shared.x)"],
+                              capture_output=True, text=True)
+    assert imported.stdout.strip() == "1"

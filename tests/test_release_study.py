@@ -33,7 +33,7 @@ def small_study(work, own_model=False):
                             "corrected": {"source": "pypi", "version": "1.5.1"}}}
     config["artifacts"]["wheel_cache"] = WHEEL_CACHE
     config["train"].update(runs=3, epochs=2)
-    if own_model:  # the README's example of your own model: circular padding, (1, 2)
+    if own_model:  # docs/usage.md's example of your own model: circular padding, (1, 2)
         config["train"]["model"] = "periodic.models:PeriodicCNN"
         config["runtime"]["requirements"] = [str(work / "examples" / "periodic-model")]
     path = work / "small.yaml"

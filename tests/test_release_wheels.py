@@ -92,15 +92,32 @@ def test_a_real_fix_is_reverse_applied_to_the_real_release_that_contains_it(tmp_
     assert buggy["wheel_sha256"] == corrected["wheel_sha256"]  # one release binary, both arms
     assert len(buggy["patch_sha256"]) == 64 and buggy["diff_origin"] == f"file {PATCH}"
 
-    runtime = prepare_venv(buggy, tmp_path / "buggy", info["executable"])
+    uv_cache = tmp_path / "uv"  # the release unpacked once; both venvs link to it
+    runtime = prepare_venv(buggy, tmp_path / "buggy", info["executable"], cache=uv_cache)
+    release = prepare_venv(corrected, tmp_path / "corrected", info["executable"], cache=uv_cache)
     assert runtime["probe"]["version"] == "1.5.1" and Path(runtime["python"]).is_absolute()
     assert runtime["overlay_installed"] == buggy["overlay"]
-    shape = subprocess.run([runtime["python"], "-c", (
-        "import torch; c = torch.nn.Conv2d(6, 1, 3, padding=(0, 1), padding_mode='circular');"
-        "print(tuple(c(torch.zeros(1, 6, 20, 10)).shape))")], capture_output=True, text=True)
-    assert shape.stdout.strip() == "(1, 1, 20, 8)", shape.stderr  # the bug: H padded, not W
+    shape = "import torch; c = torch.nn.Conv2d(6, 1, 3, padding=(0, 1), padding_mode='circular'); " \
+            "print(tuple(c(torch.zeros(1, 6, 20, 10)).shape))"
+    shapes = {arm: subprocess.run([rt["python"], "-c", shape], capture_output=True, text=True)
+              for arm, rt in (("buggy", runtime), ("corrected", release))}
+    assert shapes["buggy"].stdout.strip() == "(1, 1, 20, 8)", shapes["buggy"].stderr  # H padded, not W
+    assert shapes["corrected"].stdout.strip() == "(1, 1, 18, 10)", shapes["corrected"].stderr
+    # Shared bytes: the library is one inode in both venvs; the patched files have their own, and
+    # the release's copy (and so uv's cache) still holds the shipped bytes.
+    site = {arm: next((tmp_path / arm / "venv" / "lib").glob("python3*/site-packages"))
+            for arm in ("buggy", "corrected")}
+    lib = [site[arm] / "torch" / "lib" / "libtorch.so" for arm in ("buggy", "corrected")]
+    assert lib[0].stat().st_ino == lib[1].stat().st_ino and lib[0].stat().st_nlink >= 3
+    with zipfile.ZipFile(buggy["wheel"]) as wheel:
+        for path in buggy["files_changed"]:
+            assert (site["buggy"] / path).stat().st_ino != (site["corrected"] / path).stat().st_ino
+            assert (site["corrected"] / path).read_bytes() == wheel.read(path)
+    own = sum(p.stat().st_size for p in (tmp_path / "buggy" / "venv").rglob("*")
+              if p.is_file() and not p.is_symlink() and p.stat().st_nlink == 1)
+    assert own < 50e6, own  # a one-fix arm costs its patched files, not a release
     # The same venv is reused by a rerun (the marker says it was finished).
-    again = prepare_venv(buggy, tmp_path / "buggy", info["executable"])
+    again = prepare_venv(buggy, tmp_path / "buggy", info["executable"], cache=uv_cache)
     assert again["python"] == runtime["python"]
 
 
@@ -216,16 +233,17 @@ def test_the_runtime_interpreter_is_part_of_the_runtime_and_the_experiment(tmp_p
     info = py37()
     plan37 = Plan(config_with(**base, **{"runtime.python": "3.7"}), SHEET_SCHEMA)
     assert plan37.arm("aa", "buggy")["artifact"] == "pypi-1.5.1-cp37-cp37m-linux_x86_64"
-    assert plan37.runtime_id.startswith(f"venv-py{info['version']}-")
-    assert plan37.runtime_json("aa", "buggy").startswith(f"results/runtimes/{plan37.runtime_id}/")
+    ident = plan37.arm("aa", "buggy")["artifact"]
+    assert plan37.runtime_ids[ident].startswith(f"venv-py{info['version']}-")
+    assert plan37.runtime_json("aa", "buggy").startswith(f"results/runtimes/{plan37.runtime_ids[ident]}/")
     # Another interpreter of the same version (a venv of it: another path) is another runtime.
     other = tmp_path / "py37b"
     subprocess.run([info["executable"], "-m", "venv", "--without-pip", str(other)], check=True)
     plan_b = Plan(config_with(**base, **{"runtime.python": str(other / "bin" / "python")}), SHEET_SCHEMA)
-    assert plan_b.runtime_id != plan37.runtime_id and plan_b.key != plan37.key
-    assert plan_b.arm("aa", "buggy")["artifact"] == plan37.arm("aa", "buggy")["artifact"]  # same wheel
+    assert plan_b.runtime_ids[ident] != plan37.runtime_ids[ident] and plan_b.keys["aa"] != plan37.keys["aa"]
+    assert plan_b.arm("aa", "buggy")["artifact"] == ident  # same wheel
     again = Plan(config_with(**base, **{"runtime.python": info["executable"]}), SHEET_SCHEMA)
-    assert (again.runtime_id, again.key) == (plan37.runtime_id, plan37.key)
+    assert (again.runtime_ids, again.keys) == (plan37.runtime_ids, plan37.keys)
 
 
 def test_each_file_of_a_diff_is_classified_on_the_wheels_own_list():

@@ -3,6 +3,7 @@ runs, nothing of other bugs), and get an error, not a traceback or a silent "0",
 or folder."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,3 +96,23 @@ def test_wrong_names_folders_and_files_are_errors_naming_them(study, tmp_path):
     assert "Traceback" not in missing.stderr
     dry = cli(work, "run", "report", "--config", "tiny.yaml", "--dry-run")  # the README's form
     assert dry.returncode == 0, dry.stderr[-2000:]
+
+
+def test_switching_the_study_to_venv_keeps_the_runs_of_its_installed_torch_controls(study, tmp_path):
+    """A one-fix row needs runtime.kind venv; the controls on the installed torch do not depend on
+    it (the venv's interpreter runs that torch itself), so switching trains nothing again."""
+    work = tmp_path / "p"
+    shutil.copytree(study[0], work, symlinks=True)
+    config = yaml.safe_load((work / "tiny.yaml").read_text())
+    config["runtime"] = {"kind": "venv", "python": sys.executable}
+    (work / "venv.yaml").write_text(yaml.safe_dump(config))
+    records = {p: p.read_bytes() for p in (work / "results" / "runs").rglob("*.json")}
+    out = snakemake(work, "--configfile", "venv.yaml")
+    assert "train " not in out.stdout + out.stderr and "runtime " not in out.stdout + out.stderr
+    assert {p: p.read_bytes() for p in (work / "results" / "runs").rglob("*.json")} == records
+    # with extra requirements the installed torch runs in a venv made for them: a new runtime
+    config["runtime"]["requirements"] = [str(work / "examples" / "periodic-model")]
+    (work / "req.yaml").write_text(yaml.safe_dump(config))
+    dry = snakemake(work, "--configfile", "req.yaml", "-n")
+    jobs = dry.stdout[dry.stdout.index("Job stats"):]
+    assert re.search(r"\nruntime +1\n", jobs) and re.search(r"\narms +2\n", jobs)  # new runs follow

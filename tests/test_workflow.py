@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_lint_is_clean_but_for_the_declined_conda_advice():
-    """The one lint left asks for a conda environment per rule; declined on purpose (README:
+    """The one lint left asks for a conda environment per rule; declined on purpose (docs/development.md:
     the framework under study lives in each arm's runtime, which a conda env cannot express)."""
     out = snakemake(ROOT, "--lint", check=False)
     lints = [line.strip() for line in (out.stdout + out.stderr).splitlines()

@@ -71,6 +71,10 @@ def main(argv=None):
     p.add_argument("--results", default="results")
     p.add_argument("--remove", action="store_true")
 
+    p = command("config-docs", help="the configuration reference (docs/configuration.md), "
+                                    "made from schemas/config.schema.yaml")
+    p.add_argument("--out", help="write it here (default: print it)")
+
     p = command("reach-trace", help="trace a few training steps of the study's workload in "
                                     "an interpreter (operators dispatched, torch lines run)")
     p.add_argument("--python", required=True, help="an interpreter with torch and numpy")
@@ -169,6 +173,17 @@ def _dispatch(args):
             print(f"not removed: {line}", file=sys.stderr)
         print(f"removed {len(items) - len(problems)} item(s)")
         return 1 if problems else 0
+    elif args.command == "config-docs":
+        import yaml
+        from .config import CONFIG_SCHEMA
+        from .config_docs import render
+        from .io import write_text
+        page = render(yaml.safe_load(CONFIG_SCHEMA.read_text()))
+        if args.out:
+            write_text(args.out, page)
+            print(f"wrote {args.out}")
+        else:
+            print(page, end="")
     elif args.command in ("reach", "reach-trace"):
         return _reach(args, _config(args))
     elif args.command == "retry-failed":
@@ -199,7 +214,7 @@ def _run_bug(bug, config_path, cores, extra):
                          f"{', ...' if len(known) > 12 else ''}); a sheet row is a bug once its "
                          f"decision is accept", field="--bug")
     dry = "--dry-run" in extra
-    runs = Path("results/runs") / bug / plan.key
+    runs = Path("results/runs") / bug / plan.keys[bug]
     manifests = [Path(f"results/artifacts/{plan.arm(bug, arm)['artifact']}/manifest.json")
                  for arm in ("buggy", "corrected")]
     stale = [p for p in record_paths(runs) if record_status(p) in ("failed", "skipped")]

@@ -2,8 +2,9 @@
 
 Kept: every artifact (build manifest and wheel) that a current config's plan or any run record
 names (a record's artifact is its provenance); the runtimes (venvs, runtime images) and toolchain
-images the current configs would use; the cached wheels the kept artifacts point at. The rest is a
-cache that the workflow rebuilds when a config needs it again.
+images the current configs would use; the cached wheels the kept artifacts point at; the packages
+in uv's cache that a kept venv links to. The rest is a cache that the workflow rebuilds when a
+config needs it again. Sizes are what removing frees: bytes a kept venv still links are not.
 """
 import os
 import shutil
@@ -18,15 +19,16 @@ def referenced(configs, results="results"):
     from .config import SHEET_SCHEMA
     from .plan import Plan
     keep = {"artifacts": set(), "runtimes": set(), "toolchains": set(), "wheel_caches": set(),
-            "wheel_dirs": set(), "named": set()}
+            "wheel_dirs": set(), "named": set(), "uv_caches": set()}
     for config in configs:
         plan = Plan(config, SHEET_SCHEMA)
         keep["artifacts"] |= set(plan.artifacts)
-        keep["runtimes"] |= {f"{plan.runtime_id}/{a}" for a in plan.artifacts}
+        keep["runtimes"] |= {f"{plan.runtime_ids[a]}/{a}" for a in plan.artifacts}
         if plan.toolchain:
             keep["toolchains"].add(plan.toolchain)
         cache = config["artifacts"]["wheel_cache"]
         keep["wheel_caches"].add(cache)
+        keep["uv_caches"].add(config["runtime"]["cache"])
         keep["wheel_dirs"] |= {str(d) for d in release_wheel_dirs(plan.artifacts.values(), cache)}
         keep["named"] |= {str(Path(w).resolve()) for w in named_wheels(plan.artifacts.values())}
     for folder in ("runs", "repeats"):
@@ -60,10 +62,40 @@ def release_wheel_dirs(specs, cache):
             yield folder / wheel_tags(spec["python"])["key"] if spec.get("python") else folder
 
 
-def _size(path):
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+def _files(path):
+    return [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()]
+
+
+def _freed(paths):
+    """Bytes that removing each of ``paths`` frees: a file hard-linked from elsewhere (a venv's
+    file in uv's cache) frees nothing, and a file linked from several of them counts once."""
+    links, first = {}, {}
+    for path in paths:
+        for f in _files(path):
+            st = f.stat()
+            key = (st.st_dev, st.st_ino)
+            links[key] = links.get(key, 0) + 1
+            first.setdefault(key, (path, st.st_size, st.st_nlink))
+    freed = {path: 0 for path in paths}
+    for key, (path, size, nlink) in first.items():
+        if links[key] >= nlink:
+            freed[path] += size
+    return freed
+
+
+def _unlinked_cache_entries(caches, removed):
+    """uv cache entries (one unpacked package each) that no venv links to once ``removed`` is
+    gone: every file's links lie in the entry itself or in what is removed."""
+    elsewhere = {}
+    for path in removed:
+        for f in _files(path):
+            st = f.stat()
+            elsewhere[(st.st_dev, st.st_ino)] = elsewhere.get((st.st_dev, st.st_ino), 0) + 1
+    for cache in sorted(caches):
+        for entry in sorted(Path(cache).glob("archive-v*/*/")):
+            stats = [f.stat() for f in _files(entry)]
+            if all(st.st_nlink <= 1 + elsewhere.get((st.st_dev, st.st_ino), 0) for st in stats):
+                yield entry
 
 
 def _images():
@@ -105,7 +137,11 @@ def garbage(configs, results="results"):
             if str(wheel.resolve()) not in wheels | keep["named"] and not any(
                     str(wheel).startswith(d + os.sep) for d in keep["wheel_dirs"]):
                 found.append(("cached wheel", wheel))
-    out = [(kind, str(path), _size(path)) for kind, path in found]
+    found += [("uv cache entry", entry) for entry in _unlinked_cache_entries(
+        keep["uv_caches"], [path for kind, path in found if kind == "runtime"])]
+    # a file linked from a venv and uv's cache is counted with the cache entry: it is the package
+    freed = _freed(sorted((path for _, path in found), key=lambda p: p.parent.name[:8] != "archive-"))
+    out = [(kind, str(path), freed[path]) for kind, path in found]
     images_in_use = {read_json(p).get("image") for p in kept_runtimes if p.exists()}
     images_in_use |= {read_json(p)["tag"] for p in (res / "toolchains").glob("*.json")
                       if p.stem in keep["toolchains"]}

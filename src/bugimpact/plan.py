@@ -46,11 +46,7 @@ class Plan:
             recipe_sha = recipe(config["artifacts"]["docker"])[1]
             self.toolchain = toolchain_name(config["artifacts"]["docker"])
         self.interpreter, target = self._interpreter(recipe_sha)
-        self.runtime_id = runtime_id(config["runtime"], self.interpreter, recipe_sha)
-        self.key = experiment_key(config["train"], self.runtime_id)
-        for bug in self.bugs:
-            check_seeds(Path(self.seeds_json(bug)), bug)
-        self.artifacts = {}
+        self.artifacts, self.runtime_ids = {}, {}  # artifact id -> its spec, its runtime's id
         for bug, spec in self.bugs.items():
             for arm in ARMS:
                 arm_spec = spec["arms"][arm]
@@ -59,8 +55,14 @@ class Plan:
                 base = {k: v for k, v in arm_spec.items() if k != "fault"}
                 if arm_spec["source"] in ("pypi", "onefix"):
                     base["python"] = self.interpreter  # the wheel must fit the runtime's Python
-                self.artifacts.setdefault(ident, base)
+                self._register(ident, base, recipe_sha)
                 arm_spec["artifact"] = ident
+        # a bug's key names its arms' runtimes: a bug whose runtime did not change keeps its runs
+        self.keys = {bug: experiment_key(config["train"], "+".join(sorted(
+            {self.runtime_ids[spec["arms"][arm]["artifact"]] for arm in ARMS})))
+            for bug, spec in self.bugs.items()}
+        for bug in self.bugs:
+            check_seeds(Path(self.seeds_json(bug)), bug)
         self.reach_artifacts = {bug: self._reach_artifact(bug, recipe_sha, target) for bug in self.bugs}
         if self.runtime == "local":
             others = sorted(a for a in self.artifacts if a != "installed")
@@ -106,15 +108,33 @@ class Plan:
         ident = artifact_id(release, recipe_sha, target)
         if release["source"] in ("pypi", "onefix"):
             release["python"] = self.interpreter
-        self.artifacts.setdefault(ident, release)
+        self._register(ident, release, recipe_sha)
         return ident
+
+    def runtime_kind(self, spec):
+        """The runtime an artifact runs in: the configured kind, except that the installed torch
+        runs on the venv's interpreter itself (a venv over the same site-packages adds nothing),
+        so switching a study to venv for its one-fix rows keeps the runs of its installed-torch
+        controls. Not with extra requirements: those are installed into the venv."""
+        if self.runtime == "venv" and spec["source"] == "installed" \
+                and not self.config["runtime"]["requirements"]:
+            return "local"
+        return self.runtime
+
+    def _register(self, ident, spec, recipe_sha):
+        self.artifacts.setdefault(ident, spec)
+        kind = self.runtime_kind(spec)
+        self.runtime_ids.setdefault(ident, runtime_id({**self.config["runtime"], "kind": kind},
+                                                      self.interpreter, recipe_sha))
 
     def reach_trace(self, bug):
         ident = self.reach_artifacts.get(bug)
-        return f"results/reach/traces/{self.key}/{ident}.json" if ident else None
+        if not ident:
+            return None
+        return f"results/reach/traces/{experiment_key(self.config['train'], self.runtime_ids[ident])}/{ident}.json"
 
     def reach_json(self, bug):
-        return f"results/reach/{bug}/{self.key}.json" if self.config["reach"]["enabled"] else None
+        return f"results/reach/{bug}/{self.keys[bug]}.json" if self.config["reach"]["enabled"] else None
 
     def reach_gates(self, bug):
         """Whether a not-reached verdict stops this bug (reach.skip; auto: docker builds, where
@@ -139,7 +159,7 @@ class Plan:
         return {v["bug"] for v in verdicts if gate(v, device)}
 
     def runtime_json_of(self, ident):
-        return f"results/runtimes/{self.runtime_id}/{ident}/runtime.json"
+        return f"results/runtimes/{self.runtime_ids[ident]}/{ident}/runtime.json"
 
     def _interpreter(self, recipe_sha):
         """The runtime's interpreter (probed) and the wheel-tag target its artifacts are made for.
@@ -195,10 +215,10 @@ class Plan:
         return [n for n in seq["stages"] if n < self.runs] if seq["enabled"] else []
 
     def early_json(self, bug):
-        return f"results/early/{bug}/{self.key}.json"
+        return f"results/early/{bug}/{self.keys[bug]}.json"
 
     def stage_json(self, bug, pairs):
-        return f"results/stages/{bug}/{self.key}/{pairs}.json"
+        return f"results/stages/{bug}/{self.keys[bug]}/{pairs}.json"
 
     def needed(self, bug, read):
         """The records this bug needs and the decisions that gate them, in run order: the early
@@ -226,13 +246,13 @@ class Plan:
         needed = early.get("repeat", "cuda") == "always" or self.config["train"]["device"] == "cuda"
         if not (self.early_runs() and needed):
             return []
-        return [f"results/repeats/{bug}/{self.key}/buggy/0.json"]
+        return [f"results/repeats/{bug}/{self.keys[bug]}/buggy/0.json"]
 
     def arm(self, bug, arm):
         return self.bugs[bug]["arms"][arm]
 
     def record(self, bug, arm, run):
-        return f"results/runs/{bug}/{self.key}/{arm}/{run}.json"
+        return f"results/runs/{bug}/{self.keys[bug]}/{arm}/{run}.json"
 
     def records(self, bug, runs=None):
         count = self.runs if runs is None else runs
@@ -241,10 +261,10 @@ class Plan:
     def seeds_json(self, bug):
         """A bug's seeds, per experiment key (which holds the study seed and the policy they are
         derived from: two studies with other seeds never share a file)."""
-        return f"results/seeds/{bug}/{self.key}.json"
+        return f"results/seeds/{bug}/{self.keys[bug]}.json"
 
     def arms_gate(self, bug):
-        return f"results/arms/{bug}/{self.key}.json"
+        return f"results/arms/{bug}/{self.keys[bug]}.json"
 
     def runnable(self, bug):
         """Whether the bug's arms gate, once written, let its runs be made (None: not yet known)."""

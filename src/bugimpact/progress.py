@@ -20,12 +20,12 @@ def folder_bytes(path):
     return total
 
 
-def run_logged(cmd, what, watch=None, every=15.0):
-    """Run ``cmd`` (a list); returns (exit code, its output). ``watch``: a folder whose size says
-    how far it is."""
+def run_logged(cmd, what, watch=None, every=15.0, env=None):
+    """Run ``cmd`` (a list, in ``env`` or this environment); returns (exit code, its output).
+    ``watch``: a folder whose size says how far it is."""
     started = time.time()
     log.info("%s: started", what)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     done = threading.Event()
 
     def heartbeat():

@@ -266,10 +266,10 @@ def _onefix_artifact(sources, spec, folder):
 
 
 def runtime(kind, artifact_manifest, out, interpreter=None, requirements=(), gpus="",
-            toolchain_json=None):
+            toolchain_json=None, installer="uv", cache="data/cache/uv"):
     """The runtime that trains on one artifact; one that cannot be made is a recorded failure.
     ``requirements``: extra packages; ``gpus``: docker's --gpus; ``toolchain_json``: the docker
-    runtime's toolchain record."""
+    runtime's toolchain record; ``installer`` and ``cache``: how a venv is made (uv or pip)."""
     from .artifacts import runtimes
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
@@ -280,10 +280,10 @@ def runtime(kind, artifact_manifest, out, interpreter=None, requirements=(), gpu
     else:
         try:
             if kind == "local":
-                result = runtimes.prepare_local(manifest)
+                result = runtimes.prepare_local(manifest, interpreter["executable"])
             elif kind == "venv":
                 result = runtimes.prepare_venv(manifest, folder, interpreter["executable"],
-                                               requirements)
+                                               requirements, installer, cache)
             else:
                 from .artifacts import docker
                 result = docker.prepare_runtime(manifest, read_json(toolchain_json), requirements,

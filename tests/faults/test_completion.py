@@ -97,7 +97,7 @@ def test_the_finished_studies_stopped_where_their_decisions_said(finished):
 
 
 def test_a_truncated_early_record_removed_by_verify_is_the_only_run_made_again(finished, tmp_path):
-    """README's recovery: `verify --remove`, rerun. Before, the early decision job failed on the
+    """The documented recovery (docs/usage.md): `verify --remove`, rerun. Before, the early decision job failed on the
     cut record, Snakemake deleted its output, and every later run of the bug was retrained."""
     work = copy_of(finished, "early", tmp_path)
     cut = key_dir(work, "fault-momentum") / "buggy" / "1.json"

@@ -187,7 +187,11 @@ def make_overlay(wheel, patch_text, files, arm, out_dir):
 
 def install_overlay(manifest, site_packages):
     """Copy an artifact's overlay over the installed package; returns the files' sha256 as
-    installed (checked against the manifest). Stale bytecode of those files is removed."""
+    installed (checked against the manifest). Stale bytecode of those files is removed.
+
+    Each file is written beside its target and renamed over it: a venv made by uv holds hard
+    links to uv's cache, and writing into a linked file would patch the cache and every other
+    venv of the release. The rename gives the patched file an inode of its own."""
     overlay_dir = Path(manifest["overlay_dir"])
     site = Path(site_packages)
     installed = {}
@@ -202,7 +206,9 @@ def install_overlay(manifest, site_packages):
             installed[path] = None
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes((overlay_dir / path).read_bytes())
+        fresh = target.with_name(target.name + ".bugimpact-new")
+        fresh.write_bytes((overlay_dir / path).read_bytes())
+        os.replace(fresh, target)
         installed[path] = hashlib.sha256(target.read_bytes()).hexdigest()
         if installed[path] != digest:
             raise RuntimeError(f"{target}: sha256 {installed[path]} is not the overlay's {digest}")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..io import InputError, write_json
 from ..progress import run_logged
-from .sources import PROBE
+from .sources import PROBE, pip_setting
 
 SRC = Path(__file__).resolve().parents[2]
 
@@ -26,18 +26,25 @@ def _probe(python, env=None):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def prepare_local(artifact):
+def prepare_local(artifact, python=sys.executable):
+    """The interpreter itself (the host's, or a venv runtime's for the installed torch)."""
     if artifact["source"] != "installed":
         raise InputError("config.yaml", f"the local runtime can only run the installed torch, not "
                          f"a {artifact['source']} artifact; use runtime.kind venv or docker",
                          field="runtime.kind")
-    return {"kind": "local", "python": sys.executable, "probe": _probe(sys.executable)}
+    return {"kind": "local", "python": python, "probe": _probe(python)}
 
 
-def prepare_venv(artifact, folder, base_python="python3", requirements=()):
+def prepare_venv(artifact, folder, base_python="python3", requirements=(), installer="uv",
+                 cache="data/cache/uv"):
     """A venv per artifact and interpreter: its wheel, numpy and the extra requirements (the
     installed torch: the host's site-packages), then a one-fix artifact's overlay. A venv that was
-    not finished (a killed job) is made again."""
+    not finished (a killed job) is made again.
+
+    ``installer`` uv (default): every package is unpacked once into uv's ``cache`` and the venv's
+    files are hard links to it, so a release costs its bytes once however many venvs use it and a
+    venv takes seconds; pip: a full copy per venv (the former way, kept for comparison). How a
+    venv is made is not part of its identity: both install the same files."""
     import shutil
     from .onefix import install_overlay
     venv = (Path(folder) / "venv").resolve()
@@ -45,26 +52,83 @@ def prepare_venv(artifact, folder, base_python="python3", requirements=()):
     done = venv / ".bugimpact-complete"
     if not done.exists():
         shutil.rmtree(venv, ignore_errors=True)
-        cmd = [base_python, "-m", "venv", str(venv)]
-        if artifact["source"] == "installed":
-            cmd.insert(3, "--system-site-packages")
-        code, output = run_logged(cmd, f"venv {venv.parent.name}")
-        if code != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed: {output.strip()[-800:]}")
         packages = ([artifact["wheel"]] if artifact.get("wheel") else []) + list(requirements)
-        if packages:
-            # "--": a requirement from a config is a package, never a pip option
-            install = [str(python), "-m", "pip", "install", "--progress-bar", "off", "--",
-                       *packages, "numpy"]
-            code, output = run_logged(install, f"install into venv {venv.parent.name}", watch=venv)
+        system = artifact["source"] == "installed"
+        steps = (_uv_steps if installer == "uv" else _pip_steps)(base_python, venv, packages, system,
+                                                                  cache)
+        for cmd, env, what in steps:
+            code, output = run_logged(cmd, f"{what} {venv.parent.name}", watch=venv, env=env)
             if code != 0:
-                raise RuntimeError(f"pip install {' '.join(packages)} failed: {output[-800:]}")
+                raise RuntimeError(f"{' '.join(cmd)} failed: {output.strip()[-800:]}")
         done.write_text("")
     runtime = {"kind": "venv", "python": str(python), "base_python": base_python}
     if artifact.get("overlay"):  # installed (again, on reuse: idempotent) and checked
         runtime["overlay_installed"] = install_overlay(artifact, _site_packages(python))
     runtime["probe"] = _probe(str(python))
     return runtime
+
+
+def _pip_steps(base_python, venv, packages, system, cache):
+    make = [base_python, "-m", "venv", *(["--system-site-packages"] if system else []), str(venv)]
+    steps = [(make, None, "venv")]
+    if packages:  # "--": a requirement from a config is a package, never a pip option
+        steps.append(([str(venv / "bin" / "python"), "-m", "pip", "install", "--progress-bar", "off",
+                       "--", *packages, "numpy"], None, "pip install into venv"))
+    return steps
+
+
+def _uv_steps(base_python, venv, packages, system, cache):
+    uv = uv_binary()
+    env = uv_environment(cache)
+    make = [uv, "venv", "--no-project", "--python", base_python,
+            *(["--system-site-packages"] if system else []), str(venv)]
+    steps = [(make, env, "uv venv")]
+    if packages:
+        steps.append(([uv, "pip", "install", "--python", str(venv / "bin" / "python"),
+                       "--link-mode", "hardlink", *uv_index_options(), "--", *packages, "numpy"],
+                      env, "uv pip install into venv"))
+    return steps
+
+
+def uv_binary():
+    """uv, as the ``uv`` package installs it beside this package (or on PATH)."""
+    import shutil
+    try:
+        from uv import find_uv_bin
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found:
+            return found
+    raise InputError("config.yaml", "runtime.installer is uv, but uv is not installed "
+                     "(pip install uv), or set runtime.installer: pip", field="runtime.installer")
+
+
+def uv_environment(cache):
+    """uv's cache, beside the results (hard links need one file system), and pip's certificate
+    bundle for uv's TLS (a proxy's CA, as PIP_CERT gives pip)."""
+    env = dict(os.environ, UV_CACHE_DIR=str(Path(cache).resolve()), UV_NO_PROGRESS="1")
+    cert = os.environ.get("PIP_CERT") or pip_setting("cert")
+    if cert and "SSL_CERT_FILE" not in os.environ:
+        env["SSL_CERT_FILE"] = cert
+    return env
+
+
+def uv_index_options():
+    """pip's configured indexes and wheel folders, for uv (which does not read pip's config), with
+    pip's choice among them: the best version whichever index has it."""
+    options = []
+    index = os.environ.get("PIP_INDEX_URL") or pip_setting("index-url")
+    if index:
+        options += ["--index-url", index]
+    extra = (os.environ.get("PIP_EXTRA_INDEX_URL") or pip_setting("extra-index-url")).split()
+    for url in extra:
+        options += ["--extra-index-url", url]
+    for place in (os.environ.get("PIP_FIND_LINKS") or pip_setting("find-links")).split():
+        options += ["--find-links", place]
+    if extra:
+        options += ["--index-strategy", "unsafe-best-match"]
+    return options
 
 
 def _site_packages(python):

@@ -93,9 +93,9 @@ def index_versions(tags, index_url="", package="torch"):
     import requests
     from packaging.utils import parse_wheel_filename
     from packaging.version import Version
-    base = (index_url or os.environ.get("PIP_INDEX_URL") or _pip_setting("index-url")
+    base = (index_url or os.environ.get("PIP_INDEX_URL") or pip_setting("index-url")
             or "https://pypi.org/simple").rstrip("/")
-    verify = os.environ.get("PIP_CERT") or _pip_setting("cert") or True
+    verify = os.environ.get("PIP_CERT") or pip_setting("cert") or True
     response = requests.get(f"{base}/{package}/", timeout=120, verify=verify, headers={
         "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
     response.raise_for_status()
@@ -108,7 +108,7 @@ def index_versions(tags, index_url="", package="torch"):
     return sorted(versions, key=Version)
 
 
-def _pip_setting(name):
+def pip_setting(name):
     out = subprocess.run([sys.executable, "-m", "pip", "config", "get", f"global.{name}"],
                          capture_output=True, text=True)
     return out.stdout.strip() if out.returncode == 0 else ""
