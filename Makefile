@@ -12,6 +12,7 @@ study:  ## the default study end to end: offline, CPU, a few minutes
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host
 	$(PY) -m snakemake --cores $(CORES)
 
-test:   ## every test, the Docker ones included
+test:   ## lint (ruff), then every test, the Docker ones included
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
+	$(PY) -m ruff check src tests bench scripts
 	$(PY) -m pytest -ra

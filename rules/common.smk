@@ -30,14 +30,15 @@ for bug, why in sorted(PLAN.cannot_run.items()):
     print(f"bugimpact: {bug} is accepted in {config['sheet']} but not run: {why}", file=sys.stderr)
 FRAMEWORK = config["framework"]
 BUGS = sorted(PLAN.bugs) or ["__none__"]
+KEYS = PLAN.experiment_keys() or ["__none__"]
 
 
 wildcard_constraints:
-    bug="|".join(BUGS),
+    bug="|".join(map(re.escape, BUGS)),
     arm="buggy|corrected",
     run=r"\d+",
     pairs=r"\d+",
-    key=r"[A-Za-z0-9_.-]+",
+    key="|".join(map(re.escape, KEYS)),
     challenge="digits|cifar10|mnist",
     runtime=r"(local|venv|docker)-[A-Za-z0-9_.-]+",
 

@@ -40,3 +40,20 @@ def config_with(**changes):
             node = node.setdefault(key, {})
         node[last] = value
     return validate_config(config)
+
+
+def make_wheel(folder, name, files, version="1.0", requires=()):
+    """A real wheel (what pip and uv install: METADATA with its Requires-Dist, WHEEL, RECORD)
+    holding ``files`` ({path: text}); ``name`` may be a package that exists (torch) or not."""
+    import zipfile
+    wheel = Path(folder) / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    content = dict(files, **{f"{info}/METADATA": meta, f"{info}/WHEEL":
+                             "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"})
+    content[f"{info}/RECORD"] = "".join(f"{p},,\n" for p in content) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in content.items():
+            archive.writestr(path, text)
+    return wheel

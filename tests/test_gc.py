@@ -7,7 +7,7 @@ import sys
 
 import yaml
 
-from conftest import ROOT, config_with
+from conftest import ROOT, config_with, make_wheel
 from bugimpact.config import SHEET_SCHEMA
 from bugimpact.plan import Plan
 
@@ -65,20 +65,6 @@ def test_gc_lists_then_removes_only_what_nothing_refers_to(tmp_path):
     assert "nothing to remove" in gc().stdout
 
 
-def _wheel(folder, name, payload):
-    """A real wheel of one module (what uv installs: metadata, WHEEL, RECORD)."""
-    import zipfile
-    wheel = folder / f"{name}-1.0-py3-none-any.whl"
-    info = f"{name}-1.0.dist-info"
-    files = {f"{name}.py": payload, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    files[f"{info}/RECORD"] = "".join(f"{p},,\n" for p in files) + f"{info}/RECORD,,\n"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for path, text in files.items():
-            archive.writestr(path, text)
-    return wheel
-
-
 def test_gc_removes_the_uv_cache_entries_no_kept_venv_links_and_counts_linked_bytes_once(tmp_path):
     """uv venvs are hard links to uv's cache: a removed venv frees only its own files, and a cache
     entry is garbage only when no kept venv links to it."""
@@ -86,8 +72,8 @@ def test_gc_removes_the_uv_cache_entries_no_kept_venv_links_and_counts_linked_by
     config = config_with(sheet=str(tmp_path / "none.csv"), **{"runtime.cache": "uv"})
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
     runtime_id = Plan(config, SHEET_SCHEMA).runtime_ids["installed"]
-    shared = _wheel(tmp_path, "shared", "x = 1\n" * 200_000)
-    alone = _wheel(tmp_path, "alone", "y = 2\n" * 300_000)
+    shared = make_wheel(tmp_path, "shared", {"shared.py": "x = 1\n" * 200_000})
+    alone = make_wheel(tmp_path, "alone", {"alone.py": "y = 2\n" * 300_000})
     venvs = {"kept": tmp_path / "results" / "runtimes" / runtime_id / "installed" / "venv",
              "gone": tmp_path / "results" / "runtimes" / "venv-py3.7-00000000" / "pypi-1.4.0-cp37" / "venv"}
     env = dict(os.environ, UV_CACHE_DIR=str(tmp_path / "uv"))

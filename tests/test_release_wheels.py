@@ -121,6 +121,35 @@ def test_a_real_fix_is_reverse_applied_to_the_real_release_that_contains_it(tmp_
     assert again["python"] == runtime["python"]
 
 
+def test_a_release_venv_gets_the_dependencies_its_wheel_declares_linked_from_one_copy(tmp_path, monkeypatch):
+    """torch 2.x wheels declare their CUDA libraries (nvidia-*) as dependencies: a release venv
+    installs them, and two releases that declare the same library link to one unpacked copy. Here
+    a wheel named torch declares a library wheel served from a local folder (pip's find-links,
+    which uv is given too)."""
+    import os
+    import sys
+    from conftest import make_wheel
+    links = tmp_path / "links"
+    links.mkdir()
+    make_wheel(links, "fakecudalib", {"fakecudalib.py": "blob = '" + "c" * 3_000_000 + "'\n"})
+    for v in ("2.98.0", "2.99.0"):
+        (tmp_path / v).mkdir()
+    releases = {v: make_wheel(tmp_path / v, "torch", {"torch/__init__.py": f"__version__ = '{v}'\nfrom . import version\n",
+                                                "torch/version.py": "git_version = 'test'\ncuda = None\n"},
+                              version=v, requires=["fakecudalib"]) for v in ("2.98.0", "2.99.0")}
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{links} {os.environ.get('PIP_FIND_LINKS', '')}".strip())
+    venvs = {}
+    for version, wheel in releases.items():
+        runtime = prepare_venv({"source": "pypi", "wheel": str(wheel)}, tmp_path / f"rt-{version}",
+                               sys.executable, cache=tmp_path / "uv")
+        venvs[version] = Path(runtime["python"]).parents[1]
+        out = subprocess.run([runtime["python"], "-c", "import torch, fakecudalib; print(torch.__version__, "
+                              "len(fakecudalib.blob))"], capture_output=True, text=True)
+        assert out.stdout.split() == [version, "3000000"], out.stderr
+    libs = [next(v.glob("lib/python3*/site-packages/fakecudalib.py")) for v in venvs.values()]
+    assert libs[0].stat().st_ino == libs[1].stat().st_ino  # one copy, in uv's cache
+
+
 def _tiny_release(tmp_path, clone, sgd):
     """A wheel-shaped zip holding ``torch/optim/sgd.py`` (enough for the direction check), and a
     config that takes fix diffs from ``clone``."""

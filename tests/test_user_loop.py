@@ -41,9 +41,10 @@ def test_a_run_ends_with_where_each_bug_stands_and_the_report_last(study):
     tail = text[text.index("bug             sheet"):]
     assert "aa              control  ready  4/4 (+4 skipped)" in tail
     assert "not triggered" in tail and "report: results/calibration/report.html" in tail
+    assert "from the bug's own statistics" not in tail  # the study's table is up to date
     # rule all's inputs are one line per study, not every record of every bug
-    line = next(l for l in text.splitlines() if "Input files updated by another job" in l
-                and "report.html" in l)
+    line = next(s for s in text.splitlines() if "Input files updated by another job" in s
+                and "report.html" in s)
     assert len(line) < 1000
 
 
@@ -60,7 +61,7 @@ def test_status_then_one_bug_rerun_makes_its_missing_and_failed_runs_only(study,
     others = {p: p.read_bytes() for p in runs.rglob("*.json") if p not in (missing, failed)}
     status = cli(work, "status", "--config", "tiny.yaml")  # --config after the command too
     assert status.returncode == 0, status.stderr
-    row = next(l for l in status.stdout.splitlines() if l.startswith("fault-momentum"))
+    row = next(s for s in status.stdout.splitlines() if s.startswith("fault-momentum"))
     assert "6/8" in row and row.rstrip().endswith("bugimpact run --bug fault-momentum")
     assert status.stdout.rstrip().endswith("report: results/calibration/report.html")
     rerun = cli(work, "run", "--bug", "fault-momentum", "--config", "tiny.yaml")
@@ -71,6 +72,13 @@ def test_status_then_one_bug_rerun_makes_its_missing_and_failed_runs_only(study,
     assert "fault-momentum  control  ready  8/8" in rerun.stdout
     line = (work / "results" / "calibration" / "bugs" / "fault-momentum.txt").read_text()
     assert line.startswith("fault-momentum: ")
+    # the bug's verdict shows at once (its own statistics, marked), and it needs nothing more
+    own = json.loads((work / "results" / "calibration" / "stats" / "fault-momentum.json").read_text())
+    after = cli(work, "status", "--config", "tiny.yaml").stdout
+    row = next(s for s in after.splitlines() if s.startswith("fault-momentum"))
+    assert f"{own['rows'][0]['verdict']} *" in row and "bugimpact run --bug" not in row, after
+    assert "*: from the bug's own statistics" in after
+    assert line.startswith(f"fault-momentum: {own['rows'][0]['verdict']}: ")
 
 
 def test_a_lost_decision_is_made_again_by_the_bug_target(study, tmp_path):

@@ -43,6 +43,19 @@ def test_default_config_dry_run(tmp_path):
     assert not (work / "data" / "filter" / "pytorch.csv").exists()
 
 
+def test_a_path_under_an_experiment_key_the_plan_does_not_know_matches_no_rule(tmp_path):
+    """A typed path under a made-up key (15 epochs configured, e99 in the path) once trained and
+    wrote a record whose path lied about its run. The key wildcard is now the plan's keys."""
+    work = project_copy(tmp_path / "p")
+    key = Plan(load_config(work / "config.yaml"), SHEET_SCHEMA).keys["aa"]
+    assert "-e15-" in key
+    made_up = key.replace("-e15-", "-e99-")
+    out = snakemake(work, "-n", f"results/runs/aa/{made_up}/buggy/0.json", check=False)
+    assert out.returncode != 0 and "MissingRuleException" in out.stderr + out.stdout, out.stderr[-2000:]
+    real = snakemake(work, "-n", f"results/runs/aa/{key}/buggy/0.json")
+    assert "rule train:" in real.stdout or "train" in job_counts(real.stdout), real.stdout[-2000:]
+
+
 def job_counts(text):
     counts, started = {}, False
     for line in text.splitlines():
@@ -85,6 +98,14 @@ def test_paper_config_dry_run_prints_the_expected_jobs(tmp_path):
     assert sum(len(plan.records(bug)) for bug in plan.bugs) == 1800
     assert plan.stages() == [10, 20, 30] and plan.early_runs() == 2
     assert all(len(plan.repeat_records(bug)) == 1 for bug in plan.bugs)
+
+
+def test_the_torch_2_upgrade_study_makes_one_venv_per_release(tmp_path):
+    """configs/upgrade.yaml: two 2.x releases and three controls on the newer one need two
+    artifacts and two runtimes, whatever the number of bugs and arms that use them."""
+    work = project_copy(tmp_path / "p")
+    counts = job_counts(snakemake(work, "-n", "--configfile", "configs/upgrade.yaml").stdout)
+    assert counts["artifact"] == 2 and counts["runtime"] == 2 and counts["arms"] == 4
 
 
 def test_slurm_profile_dry_run(tmp_path):

@@ -131,7 +131,16 @@ class Plan:
         ident = self.reach_artifacts.get(bug)
         if not ident:
             return None
-        return f"results/reach/traces/{experiment_key(self.config['train'], self.runtime_ids[ident])}/{ident}.json"
+        return f"results/reach/traces/{self._trace_key(ident)}/{ident}.json"
+
+    def _trace_key(self, ident):
+        return experiment_key(self.config["train"], self.runtime_ids[ident])
+
+    def experiment_keys(self):
+        """Every experiment key a path of this study may hold: a path under any other key (typed
+        by hand, or left from another config) matches no rule, so no record lies about its run."""
+        traces = {self._trace_key(i) for i in self.reach_artifacts.values() if i}
+        return sorted(set(self.keys.values()) | traces)
 
     def reach_json(self, bug):
         return f"results/reach/{bug}/{self.keys[bug]}.json" if self.config["reach"]["enabled"] else None

@@ -7,6 +7,7 @@ from .io import read_csv, read_json
 from .records import record_status
 
 COLUMNS = ("bug", "sheet", "arms", "runs", "failed", "verdict", "next")
+OWN = " *"  # marks a verdict from the bug's own statistics, newer than the study's table
 
 
 def verdicts(out):
@@ -36,10 +37,24 @@ def bug_row(plan, bug, verdicts=None):
     runs = f"{done}/{len(needed) if runnable else planned}"
     if runnable and len(needed) < planned and all(s == "ok" for s in states):
         runs += f" (+{planned - len(needed)} skipped)"
-    verdict = (verdicts or {}).get(bug, {}).get("verdict", "")
+    verdict = (_own_verdict(plan, bug, bug in (verdicts or {}))
+               or (verdicts or {}).get(bug, {}).get("verdict", ""))
     todo = runnable is None or failed or states.count("missing") or not verdict
     return {"bug": bug, "sheet": decision, "arms": arms, "runs": runs, "failed": failed or "",
             "verdict": verdict or "-", "next": f"bugimpact run --bug {bug}" if todo else ""}
+
+
+def _own_verdict(plan, bug, table_has_it):
+    """The verdict of a bug made alone (``bugimpact run --bug``) after the study's table was
+    written: its own statistics, before the correction over the study's bugs, marked. (The table
+    is made from every bug's statistics, so an up-to-date table is newer than each of them.)"""
+    line, table = Path(plan.out) / "bugs" / f"{bug}.txt", Path(plan.out) / "stats" / "verdicts.csv"
+    own = Path(plan.out) / "stats" / f"{bug}.json"
+    if not line.exists() or not own.exists() or (
+            table_has_it and table.exists() and table.stat().st_mtime >= own.stat().st_mtime):
+        return ""
+    rows = read_json(own).get("rows") or [{}]
+    return rows[0].get("verdict", "") + OWN if rows[0].get("verdict") else ""
 
 
 def rows(plan):
@@ -67,6 +82,10 @@ def summary(plan):
     report = f"{plan.out}/report.html"
     undecided = sum(1 for r in plan.sheet_rows if not r.get("decision"))
     lines = [table(items, width=80)]
+    if any(row["verdict"].endswith(OWN) for row in items):
+        lines.append("*: from the bug's own statistics; the study's tables and report (with the "
+                     "correction over all its bugs) are remade by the next full run (snakemake, or "
+                     "bugimpact run report)")
     if undecided:
         lines.append(f"{undecided} sheet rows undecided: edit {plan.config['sheet']} (decision: "
                      "accept or reject), then run again")

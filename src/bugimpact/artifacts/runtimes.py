@@ -164,7 +164,7 @@ def gpu_pool(env, configured=0, nvidia_smi=("nvidia-smi", "-L")):
         listed = subprocess.run(list(nvidia_smi), capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         listed = ""
-    found = [str(i) for i, line in enumerate(l for l in listed.splitlines() if l.startswith("GPU "))]
+    found = [str(i) for i, line in enumerate(s for s in listed.splitlines() if s.startswith("GPU "))]
     if not found:
         raise RuntimeError("train.device is cuda, but no GPU was found (nvidia-smi -L lists none): "
                            "set train.gpus, or train.device: cpu")

@@ -105,7 +105,10 @@ def traced(spec, train):
         base = op_base(event.name)
         ops[base] = ops.get(base, 0) + 1
     sources = _loaded_sources(folder)
-    rel = lambda path: os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
+
+    def rel(path):
+        return os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
+
     return {"kind": "reach-trace", "trace_version": TRACE_VERSION, "status": "ok",
             "torch_version": torch.__version__, "device": spec.get("device", "cpu"),
             "steps": steps, "spec": spec, "ops": ops,

@@ -68,8 +68,8 @@ class Design:
             if previous is None:
                 c = norm.isf(target / 2)  # not ppf(1 - ...): a tiny first-look alpha rounds 1 - x to 1
             else:
-                c = optimize.brentq(lambda z: self._exit(k, previous, z) - target, 0.0, 40.0,
-                                    xtol=1e-10)
+                c = optimize.brentq(lambda z, k=k, prev=previous, target=target:
+                                    self._exit(k, prev, z) - target, 0.0, 40.0, xtol=1e-10)
             self.bounds.append(float(c))
             bound = c * math.sqrt(t)
             points, weights = _grid(bound)
