@@ -56,7 +56,7 @@ rule runtime:
     output:
         "results/runtimes/{runtime}/{artifact}/runtime.json",
     params:
-        kind=lambda wc: wc.runtime.split("-", 1)[0],  # per artifact: see Plan.runtime_kind
+        kind=lambda wc: wc.runtime.split("-", 1)[0],  # per artifact: see Plan.kind_of
         interpreter=PLAN.interpreter,
         requirements=config["runtime"]["requirements"],
         gpus=untracked(config["runtime"]["gpus"]),

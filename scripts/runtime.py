@@ -3,7 +3,8 @@ from bugimpact import steps
 
 steps.run_script(snakemake, steps.runtime, kind=snakemake.params.kind,
                  artifact_manifest=snakemake.input.artifact, out=snakemake.output[0],
-                 interpreter=snakemake.params.interpreter,
-                 requirements=snakemake.params.requirements, gpus=snakemake.params.gpus,
-                 toolchain_json=snakemake.input.toolchain or None,
-                 installer=snakemake.params.installer, cache=snakemake.params.cache)
+                 settings={"interpreter": snakemake.params.interpreter,
+                           "requirements": snakemake.params.requirements,
+                           "gpus": snakemake.params.gpus,
+                           "toolchain_json": snakemake.input.toolchain or None,
+                           "installer": snakemake.params.installer, "cache": snakemake.params.cache})

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from bugimpact.artifacts.docker import build_wheel, prepare_runtime, recipe
-from bugimpact.artifacts.runtimes import launch, prepare_venv
+from bugimpact.artifacts.launch import launch
+from bugimpact.artifacts.runtimes import prepare_venv
 from bugimpact.datasets import prepare
 from bugimpact.io import read_csv
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bugimpact.artifacts import fork_client
-from bugimpact.artifacts.runtimes import harness_env, launch, prepare_local
+from bugimpact.artifacts.launch import launch
+from bugimpact.artifacts.runtimes import harness_env, prepare_local
 from bugimpact.datasets import prepare
 from bugimpact.train import train_one
 

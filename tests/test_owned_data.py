@@ -107,7 +107,7 @@ def test_a_sheet_cell_with_no_column_or_a_column_named_twice_is_refused_never_me
 
 
 def test_an_interpreter_is_the_same_whatever_name_it_was_called_by(tmp_path):
-    from bugimpact.plan import runtime_id
+    from bugimpact.artifacts.kinds import runtime_id
     link = tmp_path / "python"
     link.symlink_to(sys.executable)
     info = {"executable": sys.executable, "prefix": sys.prefix, "version": "3.11.7"}
@@ -119,7 +119,7 @@ def test_an_interpreter_is_the_same_whatever_name_it_was_called_by(tmp_path):
 def test_a_local_requirement_is_hashed_by_its_content(tmp_path):
     """Before: `runtime.requirements` were hashed as strings, so an edited model package made no
     new runtime and no new runs."""
-    from bugimpact.plan import runtime_id
+    from bugimpact.artifacts.kinds import runtime_id
     package = tmp_path / "model"
     (package / "mymodel").mkdir(parents=True)
     (package / "mymodel" / "__init__.py").write_text("WIDTH = 8\n")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bugimpact import steps
-from bugimpact.artifacts import interpreters, onefix, sources
+from bugimpact.artifacts import diffs, interpreters, onefix, sources
 from bugimpact.artifacts.runtimes import prepare_venv
 from bugimpact.config import SHEET_SCHEMA
 from bugimpact.io import InputError
@@ -245,7 +245,7 @@ def test_a_fix_diff_comes_from_the_github_api_when_no_clone_is_configured(httpse
     httpserver.expect_request("/repos/pytorch/pytorch/compare/" + "a" * 40 + "..." + "b" * 40) \
         .respond_with_json({"status": "ahead", "files": files})
     config = config_with(**{"artifacts.onefix.api": True, "mine.api_url": httpserver.url_for("")})
-    text, origin = steps.fix_diff(steps.artifact_sources(config), {"buggy_sha": "a" * 40, "corrected_sha": "b" * 40})
+    text, origin = diffs.fix_diff(steps.artifact_sources(config), {"buggy_sha": "a" * 40, "corrected_sha": "b" * 40})
     assert origin.startswith("GitHub API: compare")
     original = "".join(line for _, section in sections for line in section.splitlines(True)
                        if not line.startswith("index "))
@@ -362,7 +362,7 @@ def test_a_runtime_or_wheel_that_cannot_be_made_is_a_recorded_failure(tmp_path, 
     manifest.parent.mkdir()
     manifest.write_text(json.dumps({"source": "installed", "status": "ok", "wheel": None}))
     result = steps.runtime("venv", manifest, tmp_path / "r" / "runtime.json",
-                           interpreter={"executable": str(tmp_path / "no-python")})
+                           {"interpreter": {"executable": str(tmp_path / "no-python")}})
     assert result["status"] == "failed" and "runtime failed" in result["reason"]
     assert json.loads((tmp_path / "r" / "runtime.json").read_text())["status"] == "failed"
     httpserver.expect_request("/gone.whl").respond_with_data("gone", status=404)

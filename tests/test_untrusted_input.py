@@ -4,7 +4,7 @@ one-fix patch copied /proc/self/environ into an artifact)."""
 import pytest
 
 from bugimpact import steps
-from bugimpact.artifacts import onefix
+from bugimpact.artifacts import diffs, onefix
 from bugimpact.resolve import ApiResolver, Unresolved, resolve_bugs
 
 from conftest import config_with
@@ -25,7 +25,7 @@ def test_a_sha_from_the_api_that_is_an_option_never_reaches_git(httpserver, tmp_
     # and where a SHA is given by hand, git is never asked
     sources = steps.artifact_sources(config_with(**{"resolve.clone": str(tmp_path)}))
     with pytest.raises(onefix.Refused, match="not a commit SHA"):
-        steps.fix_diff(sources, {"buggy_sha": evil, "corrected_sha": "a" * 40})
+        diffs.fix_diff(sources, {"buggy_sha": evil, "corrected_sha": "a" * 40})
     assert not (tmp_path / "created").exists()
 
 

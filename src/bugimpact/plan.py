@@ -3,12 +3,11 @@
 Kept out of the rule files so it can be unit-tested: the bug list (accepted sheet rows plus
 controls), each arm's artifact, the experiment key, and every target path.
 """
-import hashlib
-import json
-import os
 import re
 from pathlib import Path
 
+from .artifacts.kinds import kind as runtime_kind
+from .artifacts.kinds import runtime_id
 from .experiment import ARMS, artifact_id, experiment_key, study_bugs
 from .harness.registry import FAULTS, model_error
 from .io import InputError
@@ -39,13 +38,14 @@ class Plan:
         if problem:  # checked here, not by every run failing
             raise InputError("config.yaml", problem, field="train.model")
         self.runtime = config["runtime"]["kind"]
+        self.kind = runtime_kind(self.runtime)
         arms = [a for b in self.bugs.values() for a in b["arms"].values()]
         recipe_sha, self.toolchain = "", None  # the toolchain image, where a step uses docker
-        if self.runtime == "docker" or any(a["source"] == "docker" for a in arms):
+        if self.kind.needs_toolchain or any(a["source"] == "docker" for a in arms):
             from .artifacts.docker import recipe, toolchain_name
             recipe_sha = recipe(config["artifacts"]["docker"])[1]
             self.toolchain = toolchain_name(config["artifacts"]["docker"])
-        self.interpreter, target = self._interpreter(recipe_sha)
+        self.interpreter, target = self.kind.interpreter(config["runtime"], recipe_sha)
         self.artifacts, self.runtime_ids = {}, {}  # artifact id -> its spec, its runtime's id
         for bug, spec in self.bugs.items():
             for arm in ARMS:
@@ -64,12 +64,11 @@ class Plan:
         for bug in self.bugs:
             check_seeds(Path(self.seeds_json(bug)), bug)
         self.reach_artifacts = {bug: self._reach_artifact(bug, recipe_sha, target) for bug in self.bugs}
-        if self.runtime == "local":
-            others = sorted(a for a in self.artifacts if a != "installed")
-            if others:
-                raise InputError("config.yaml", f"runtime.kind local runs only the installed torch; "
-                                 f"artifacts {', '.join(others)} need venv or docker",
-                                 field="runtime.kind")
+        refused = sorted((why, ident) for ident, spec in self.artifacts.items()
+                         if (why := runtime_kind(self.kind_of(spec)).refusal(spec["source"])))
+        if refused:
+            raise InputError("config.yaml", f"{refused[0][0]} (artifact {refused[0][1]})",
+                             field="runtime.kind")
         seq = config["train"]["sequential"]
         if seq["enabled"]:
             if config["train"]["seed_policy"] != "paired":
@@ -78,9 +77,6 @@ class Plan:
             if seq["stages"] != sorted(set(seq["stages"])):
                 raise InputError("config.yaml", f"stages must increase: {seq['stages']}",
                                  field="train.sequential.stages")
-        if self.runtime != "venv" and any(a["source"] == "onefix" for a in arms):
-            raise InputError("config.yaml", "one-fix artifacts (source onefix) run in a venv "
-                             "runtime: set runtime.kind to venv", field="runtime.kind")
 
     def _reach_artifact(self, bug, recipe_sha, target):
         """The release a sheet bug's reach trace runs on (registered as an artifact), or None:
@@ -111,7 +107,7 @@ class Plan:
         self._register(ident, release, recipe_sha)
         return ident
 
-    def runtime_kind(self, spec):
+    def kind_of(self, spec):
         """The runtime an artifact runs in: the configured kind, except that the installed torch
         runs on the venv's interpreter itself (a venv over the same site-packages adds nothing),
         so switching a study to venv for its one-fix rows keeps the runs of its installed-torch
@@ -123,7 +119,7 @@ class Plan:
 
     def _register(self, ident, spec, recipe_sha):
         self.artifacts.setdefault(ident, spec)
-        kind = self.runtime_kind(spec)
+        kind = self.kind_of(spec)
         self.runtime_ids.setdefault(ident, runtime_id({**self.config["runtime"], "kind": kind},
                                                       self.interpreter, recipe_sha))
 
@@ -169,19 +165,6 @@ class Plan:
 
     def runtime_json_of(self, ident):
         return f"results/runtimes/{self.runtime_ids[ident]}/{ident}/runtime.json"
-
-    def _interpreter(self, recipe_sha):
-        """The runtime's interpreter (probed) and the wheel-tag target its artifacts are made for.
-
-        A docker runtime's interpreter is inside its image: the artifact job asks the image."""
-        from .artifacts import interpreters
-        if self.runtime == "docker":
-            return None, f"image-{recipe_sha}"
-        if self.runtime == "venv":
-            info = interpreters.find(self.config["runtime"]["python"])
-        else:
-            info = interpreters.host()
-        return info, interpreters.wheel_tags(info)["key"]
 
     @staticmethod
     def _check_arm(bug, arm, spec):
@@ -352,61 +335,14 @@ def cannot_run(spec, config):
             and not (a.get("buggy_sha") and a.get("corrected_sha")) for a in arms):
         return ("unresolved (no buggy_sha and corrected_sha): set resolve.clone or add the api "
                 "resolver, or type both SHAs in the sheet")
-    kind = config["runtime"]["kind"]
-    sources = sorted({a["source"] for a in arms} - {"installed"})
-    if kind == "local" and sources:
-        return (f"runtime.kind local runs only the installed torch, not a {sources[0]} arm: set "
-                "runtime.kind venv (or docker), as configs/releases.yaml does")
-    if kind != "venv" and "onefix" in sources:
-        return "a one-fix arm runs in a venv runtime: set runtime.kind venv"
-    return ""
+    kind = runtime_kind(config["runtime"]["kind"])
+    return next((why for why in map(kind.refusal, sorted({a["source"] for a in arms})) if why), "")
 
 
 def stops(decision):
     """Whether a decision ends its bug's runs: the early decision found it not triggered, or a
     group-sequential look stopped it (impact or futility)."""
     return decision.get("decision") in ("not_triggered", "impact", "futility")
-
-
-def runtime_id(runtime_cfg, interpreter, recipe_sha=""):
-    """The runtime's identity, a path component: its kind, the interpreter's version, and a hash of
-    the interpreter's path (or the docker recipe) and the extra requirements."""
-    kind = runtime_cfg["kind"]
-    if kind == "docker":
-        what, version = recipe_sha, "image"
-    else:
-        # the interpreter itself and its environment: the same binary called python or python3
-        # (python -m snakemake or the snakemake script) is one interpreter
-        what = [os.path.realpath(interpreter["executable"]), interpreter["prefix"]]
-        version = f"py{interpreter['version']}"
-    digest = hashlib.sha256(json.dumps([kind, what, requirements_identity(
-        runtime_cfg.get("requirements", []))]).encode()).hexdigest()[:8]
-    return f"{kind}-{version}-{digest}"
-
-
-SKIPPED_IN_PACKAGES = ("__pycache__", ".git", "build", "dist")  # and *.egg-info, *.pyc
-
-
-def requirements_identity(requirements):
-    """Requirements as what they install: a local package folder or wheel by its content (edit the
-    model package and the runtime, so the runs, are new), a package name by its text."""
-    out = []
-    for req in requirements:
-        path = Path(req)
-        if path.is_file():
-            from .harness.data import sha256_file
-            out.append({"path": req, "sha256": sha256_file(path)})
-        elif path.is_dir():
-            digest = hashlib.sha256()
-            for item in sorted(path.rglob("*")):
-                rel = item.relative_to(path)
-                if item.is_file() and not any(part in SKIPPED_IN_PACKAGES or part.endswith(".egg-info")
-                                              for part in rel.parts) and item.suffix != ".pyc":
-                    digest.update(str(rel).encode() + b"\0" + item.read_bytes() + b"\0")
-            out.append({"path": req, "sha256": digest.hexdigest()})
-        else:
-            out.append(req)
-    return out
 
 
 def check_seeds(path, bug):

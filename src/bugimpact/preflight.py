@@ -52,7 +52,7 @@ def run(config, plan, nvidia_smi=None, timeout=20, gated=()):
                                              if not spec.get("patch") and bug not in refused])
     if docker_arms:
         checks += _submodules(config, docker_arms, timeout)
-    if docker_arms or config["runtime"]["kind"] == "docker":
+    if docker_arms or plan.kind.needs_toolchain:
         checks += _docker(config)
         checks += _disk(config, plan, docker_arms)
     checks += _gpus(config, plan, nvidia_smi)
@@ -349,7 +349,7 @@ def _data(config):
 
 def _interpreter(config, plan):
     from .artifacts import interpreters
-    if config["runtime"]["kind"] != "venv" or plan.interpreter is None:
+    if not plan.kind.chooses_python or plan.interpreter is None:
         return []
     info = plan.interpreter
     checks = [Check("interpreter", "pass", interpreters.describe(info))]

@@ -209,41 +209,11 @@ def _release_artifact(sources, spec, toolchain_json=None):
     raise ValueError(f"artifact source {spec['source']!r} is built by the docker step")
 
 
-def fix_diff(sources, spec):
-    """The fix's own diff and where it came from: a patch file, the clone, or the GitHub API."""
-    if spec.get("patch"):
-        return Path(spec["patch"]).read_text(encoding="utf-8"), f"file {spec['patch']}"
-    from .artifacts.onefix import Refused
-    from .resolve import checked_sha
-    buggy, corrected = spec.get("buggy_sha"), spec.get("corrected_sha")
-    clone = sources["fix_clone"]
-    if clone or sources["fix_api"]:
-        try:  # commits from a sheet or an API are data: never an option for git
-            checked_sha(buggy, "buggy_sha")
-            checked_sha(corrected, "corrected_sha")
-        except ValueError as exc:
-            raise Refused(str(exc)) from None
-    if clone:
-        import subprocess
-        out = subprocess.run(["git", "-C", clone, "diff", "--full-index", buggy, corrected, "--"],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"git diff {buggy[:12]} {corrected[:12]} in {clone} failed: "
-                               f"{out.stderr.strip()[-400:]}")
-        return out.stdout, f"clone {clone}: git diff {buggy} {corrected}"
-    if sources["fix_api"]:
-        from .mine.github import GitHubClient
-        client = GitHubClient(base_url=sources["api_url"])
-        return (client.compare_diff(sources["repo"], buggy, corrected),
-                f"GitHub API: compare {buggy}...{corrected}")
-    raise Refused("no source for the fix's diff: give a patch file, set artifacts.onefix.clone "
-                  "(or resolve.clone), or set artifacts.onefix.api")
-
-
 def _onefix_artifact(sources, spec, folder):
     """A release wheel plus this arm's overlay of the fix's Python files."""
     import hashlib
     from .artifacts import onefix
+    from .artifacts.diffs import fix_diff
     release = dict(spec["release"], python=spec.get("python"))
     base = _release_artifact(sources, release)
     try:
@@ -265,11 +235,15 @@ def _onefix_artifact(sources, spec, folder):
             "overlay_dir": str((folder / "overlay").resolve()), "overlay": overlay}
 
 
-def runtime(kind, artifact_manifest, out, interpreter=None, requirements=(), gpus="",
-            toolchain_json=None, installer="uv", cache="data/cache/uv"):
+RUNTIME_SETTINGS = {"interpreter": None, "requirements": (), "gpus": "", "toolchain_json": None,
+                    "installer": "uv", "cache": "data/cache/uv"}
+
+
+def runtime(kind, artifact_manifest, out, settings=None):
     """The runtime that trains on one artifact; one that cannot be made is a recorded failure.
-    ``requirements``: extra packages; ``gpus``: docker's --gpus; ``toolchain_json``: the docker
-    runtime's toolchain record; ``installer`` and ``cache``: how a venv is made (uv or pip)."""
+    ``settings`` (defaults: ``RUNTIME_SETTINGS``): the interpreter, extra ``requirements``,
+    docker's ``gpus``, the docker runtime's ``toolchain_json``, and how a venv is made
+    (``installer``, uv or pip, and uv's ``cache``)."""
     from .artifacts import runtimes
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
@@ -278,16 +252,9 @@ def runtime(kind, artifact_manifest, out, interpreter=None, requirements=(), gpu
         result = {"kind": kind, "status": "failed",
                   "reason": f"{what} failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
     else:
+        from .artifacts.kinds import kind as runtime_kind
         try:
-            if kind == "local":
-                result = runtimes.prepare_local(manifest, interpreter["executable"])
-            elif kind == "venv":
-                result = runtimes.prepare_venv(manifest, folder, interpreter["executable"],
-                                               requirements, installer, cache)
-            else:
-                from .artifacts import docker
-                result = docker.prepare_runtime(manifest, read_json(toolchain_json), requirements,
-                                                gpus, folder)
+            result = runtime_kind(kind).make(manifest, folder, {**RUNTIME_SETTINGS, **(settings or {})})
         except InputError:
             raise
         except Exception as exc:  # noqa: BLE001 - recorded: the bug becomes incomplete, not the study

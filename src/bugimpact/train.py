@@ -37,7 +37,8 @@ def _tail(path, limit=4000):
 
 def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, timeout=None,
               fork_server=False):
-    from .artifacts.runtimes import RunTimeout, launch
+    from .artifacts.common import RunTimeout
+    from .artifacts.launch import launch
     if runtime.get("status") == "failed":
         write_json(out, sealed({"status": "failed", "spec": spec, "exit_codes": None,
                                 "log_tail": runtime.get("reason", "runtime unavailable")}))

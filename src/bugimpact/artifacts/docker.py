@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ..io import write_text
-from .runtimes import SRC
+from .common import SRC
 from .sources import PROBE, sha256_file
 
 ROOT = SRC.parent
@@ -272,7 +272,7 @@ RUN /opt/py/bin/pip install --no-cache-dir {packages} && rm -rf /tmp/wheels
 def prepare_runtime(artifact, toolchain, requirements, gpus, folder):
     """A runtime image per artifact: the toolchain image plus its wheel, numpy and the configured
     extra requirements. The artifact's own toolchain keeps build and runtime ABI-compatible."""
-    from ..plan import requirements_identity
+    from .requirements import requirements_identity
     requirements = list(requirements)
     key = hashlib.sha256(json.dumps([artifact.get("wheel_sha256"), requirements_identity(requirements),
                                      toolchain["recipe_sha"]]).encode()).hexdigest()[:12]

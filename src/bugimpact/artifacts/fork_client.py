@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .runtimes import SRC, RunTimeout
+from .common import SRC, RunTimeout
 
 IDLE_S = 120
 

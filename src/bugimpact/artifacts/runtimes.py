@@ -1,5 +1,6 @@
-"""How the harness runs against an artifact: ``local`` (the host interpreter), ``venv`` (a virtual
-environment per artifact holding its wheel and numpy) or ``docker`` (a runtime image per artifact).
+"""Making local and venv runtimes (uv or pip), and what every run's process gets: its GPU and
+environment. The kinds themselves (which sources each runs, identity, command) are in ``kinds``;
+a run is started by ``launch``.
 
 The harness is started as ``python -m bugimpact.harness`` with only this package's ``src`` on its
 path; the spec goes in on standard input and the record comes back as a file.
@@ -14,9 +15,8 @@ from pathlib import Path
 
 from ..io import InputError, write_json
 from ..progress import run_logged
+from .common import SRC
 from .sources import PROBE, pip_setting
-
-SRC = Path(__file__).resolve().parents[2]
 
 
 def _probe(python, env=None):
@@ -212,63 +212,3 @@ def harness_env(threads, device=None):
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(device)
     return env
-
-
-def harness_command(runtime, out, env, data):
-    """The command line that runs the harness in this runtime, and the environment to give it."""
-    if runtime["kind"] in ("local", "venv"):
-        return [runtime["python"], "-m", "bugimpact.harness", "--spec", "-", "--out", str(out)], env
-    if runtime["kind"] == "docker":
-        from .docker import run_command
-        return run_command(runtime, out, env, data), None
-    raise ValueError(f"unknown runtime {runtime['kind']!r}")
-
-
-class RunTimeout(Exception):
-    pass
-
-
-def launch(runtime, spec, out, log_handle, threads=1, gpus=0, timeout=None, fork_server=False):
-    """Run the harness once; returns its exit code, or raises ``RunTimeout`` after ``timeout``
-    seconds, when the whole process group (and a docker run's container) has been killed. A hang
-    is one of the bugs this tool studies: it must not block the study. Progress goes to the log.
-
-    ``fork_server`` (local and venv runtimes): the run is a child forked from a server that has
-    imported torch once (``harness/server.py``) instead of a new process. Not in a SLURM job: there
-    a job is one run, perhaps confined to its own GPU, and a server shared with other jobs could
-    outlive its job or see another job's GPU."""
-    pool = gpu_pool(os.environ, gpus) if spec.get("device") == "cuda" else None
-    with GpuLock(pool) as lock:
-        log_handle.write(f"device {spec.get('device', 'cpu')}: {lock.how}\n")
-        log_handle.flush()
-        if fork_server and runtime["kind"] in ("local", "venv") and not os.environ.get("SLURM_JOB_ID"):
-            from .fork_client import ServerUnavailable, run_forked
-            try:
-                return run_forked(runtime, spec, out, log_handle, harness_env(threads),
-                                  lock.device, timeout)
-            except ServerUnavailable as exc:
-                log_handle.write(f"{exc}: this run goes in a process of its own\n")
-                log_handle.flush()
-        env = harness_env(threads, lock.device)
-        cmd, env = harness_command(runtime, out, env, spec["data"])
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, text=True, env=env, stdout=log_handle,
-                                stderr=log_handle, start_new_session=True)
-        try:
-            proc.communicate(json.dumps(spec), timeout=timeout)
-        except BaseException as exc:
-            _kill(proc, runtime, out)
-            if isinstance(exc, subprocess.TimeoutExpired):
-                raise RunTimeout(f"timed out after {timeout}s") from None
-            raise
-    return proc.returncode
-
-
-def _kill(proc, runtime, out):
-    try:
-        os.killpg(proc.pid, 9)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-    if runtime["kind"] == "docker":
-        from .docker import container_name, remove_container
-        remove_container(container_name(out))

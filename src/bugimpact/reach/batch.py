@@ -34,7 +34,7 @@ def trace_in(python, train_cfg, out, steps=3, data=None, challenge=None, timeout
     """Run a reach trace with ``python`` (any interpreter with torch and numpy), launched as the
     workflow launches a local run; ``data``: a prepared .npz, else shaped random data of the
     challenge. Returns the seconds it took."""
-    from ..artifacts.runtimes import launch
+    from ..artifacts.launch import launch
     from ..datasets import sha256_file
     with tempfile.TemporaryDirectory() as tmp:
         if data is None:
@@ -61,7 +61,7 @@ def judge_rows(rows, traces, sources, reach_cfg, cache_dir, patches=None):
     """One verdict per (row, trace): rows of a known-commits CSV or a sheet (id, buggy_sha,
     corrected_sha), with a patch ``<patches>/<id>.diff`` or ``<patches>/<corrected_sha>.patch``
     (``git show`` of the landing commit, as ``../shared/pytorch-history`` has them) where one is."""
-    from ..steps import fix_diff
+    from ..artifacts.diffs import fix_diff
     out = []
     for row in rows:
         names = [f"{row['id']}.diff"] + ([f"{row['corrected_sha']}.patch"] if row.get("corrected_sha") else [])

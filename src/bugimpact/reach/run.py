@@ -28,7 +28,8 @@ def trace_spec(train_cfg, steps, data_npz, data_sha256, artifact, key=""):
 def trace(train_cfg, steps, runtime_json, data_npz, data_meta, key, artifact, out, log_path):
     """One reach trace of the study's workload in a runtime; a trace that cannot run is recorded
     (the bugs it serves become ``unknown``, never ``not reached``)."""
-    from ..artifacts.runtimes import RunTimeout, launch
+    from ..artifacts.common import RunTimeout
+    from ..artifacts.launch import launch
     from ..train import _tail
     runtime = read_json(runtime_json)
     spec = trace_spec(train_cfg, steps, data_npz, read_json(data_meta)["sha256"], artifact, key)
@@ -96,7 +97,7 @@ def map_fix(diff_text, sources, reach_cfg, arm, cache_dir):
 
 def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir="results/reach/tables"):
     """The reach verdict of one bug, written to ``out``; what cannot be judged is ``unknown``."""
-    from ..steps import fix_diff
+    from ..artifacts.diffs import fix_diff
     started = time.time()
     result = {"bug": bug, "verdict": "unknown", "reached": [], "unknown": [], "not_reached": []}
     kind = spec.get("kind")

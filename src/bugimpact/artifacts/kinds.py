@@ -1,0 +1,133 @@
+"""Runtime kinds: where an arm's runs execute, each in one class behind one interface.
+
+A kind says which artifact sources it runs (and why not the others), what its identity is made
+of (part of the experiment key), which interpreter its wheels must fit, how a runtime is made, the
+command that runs the harness in it, and what is left to clean up when a run is killed. The plan,
+the steps, preflight and the launcher ask the kind; adding one (conda, apptainer) is one class
+here, registered in ``KINDS``, and an entry in the schema's ``runtime.kind``."""
+import hashlib
+import json
+import os
+
+from ..io import InputError
+
+
+class RuntimeKind:
+    name = ""
+    forks = False  # runs may fork from a server that imported torch once
+    needs_toolchain = False  # made from the docker toolchain image
+    chooses_python = False  # runs on runtime.python (else on the host's, or the image's)
+
+    def refusal(self, source):
+        """Why this kind cannot run an artifact of ``source``, or "" when it can."""
+        return ""
+
+    def interpreter(self, runtime_cfg, recipe_sha):
+        """The interpreter release wheels must fit (probed) and their wheel-tag target."""
+        from . import interpreters
+        info = interpreters.host()
+        return info, interpreters.wheel_tags(info)["key"]
+
+    def identity(self, interpreter, recipe_sha):
+        """What besides the requirements names this runtime: (a label, what is hashed)."""
+        # the interpreter itself and its environment: the same binary called python or python3
+        # (python -m snakemake or the snakemake script) is one interpreter
+        return (f"py{interpreter['version']}",
+                [os.path.realpath(interpreter["executable"]), interpreter["prefix"]])
+
+    def make(self, manifest, folder, settings):
+        """The runtime record for an artifact (``settings``: interpreter, requirements, gpus,
+        toolchain_json, installer, cache)."""
+        raise NotImplementedError
+
+    def command(self, runtime, out, env, data):
+        """The harness's command line in this runtime, and the environment to give it."""
+        return [runtime["python"], "-m", "bugimpact.harness", "--spec", "-", "--out", str(out)], env
+
+    def after_kill(self, out):
+        """What a killed run leaves behind that its process group did not take with it."""
+
+
+class Local(RuntimeKind):
+    """The host's interpreter and its torch (or the venv runtime's interpreter, for the installed
+    torch of a venv study)."""
+    name = "local"
+    forks = True
+
+    def refusal(self, source):
+        if source == "installed":
+            return ""
+        return (f"runtime.kind local runs only the installed torch, not a {source} arm: set "
+                "runtime.kind venv (or docker), as configs/releases.yaml does")
+
+    def make(self, manifest, folder, settings):
+        from .runtimes import prepare_local
+        return prepare_local(manifest, settings["interpreter"]["executable"])
+
+
+class Venv(RuntimeKind):
+    """A virtual environment per artifact, made from ``runtime.python`` (uv: linked from one cache)."""
+    name = "venv"
+    forks = True
+    chooses_python = True
+
+    def interpreter(self, runtime_cfg, recipe_sha):
+        from . import interpreters
+        info = interpreters.find(runtime_cfg["python"])
+        return info, interpreters.wheel_tags(info)["key"]
+
+    def make(self, manifest, folder, settings):
+        from .runtimes import prepare_venv
+        return prepare_venv(manifest, folder, settings["interpreter"]["executable"],
+                            settings["requirements"], settings["installer"], settings["cache"])
+
+
+class Docker(RuntimeKind):
+    """A runtime image per artifact, from the toolchain image that built it."""
+    name = "docker"
+    needs_toolchain = True
+
+    def refusal(self, source):
+        return "a one-fix arm runs in a venv runtime: set runtime.kind venv" if source == "onefix" else ""
+
+    def interpreter(self, runtime_cfg, recipe_sha):
+        return None, f"image-{recipe_sha}"  # inside the image: the artifact job asks it
+
+    def identity(self, interpreter, recipe_sha):
+        return "image", recipe_sha
+
+    def make(self, manifest, folder, settings):
+        from .docker import prepare_runtime
+        from ..io import read_json
+        return prepare_runtime(manifest, read_json(settings["toolchain_json"]),
+                               settings["requirements"], settings["gpus"], folder)
+
+    def command(self, runtime, out, env, data):
+        from .docker import run_command
+        return run_command(runtime, out, env, data), None
+
+    def after_kill(self, out):
+        from .docker import container_name, remove_container
+        remove_container(container_name(out))
+
+
+KINDS = {kind.name: kind() for kind in (Local, Venv, Docker)}
+
+
+def kind(name):
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise InputError("config.yaml", f"unknown runtime kind {name!r}; known: {', '.join(KINDS)}",
+                         field="runtime.kind") from None
+
+
+def runtime_id(runtime_cfg, interpreter, recipe_sha=""):
+    """The runtime's identity, a path component: its kind, the interpreter's version (or
+    ``image``), and a hash of what the kind names it by and of the extra requirements' content."""
+    from .requirements import requirements_identity
+    name = runtime_cfg["kind"]
+    label, what = kind(name).identity(interpreter, recipe_sha)
+    digest = hashlib.sha256(json.dumps([name, what, requirements_identity(
+        runtime_cfg.get("requirements", []))]).encode()).hexdigest()[:8]
+    return f"{name}-{label}-{digest}"
