@@ -27,6 +27,8 @@ if not workflow.overwrite_configfiles:
     configfile: "config.yaml"
 
 
+report: "report/workflow.rst"
+
 
 include: "rules/common.smk"
 include: "rules/mine.smk"

@@ -21,7 +21,7 @@ rule study_stats:
     output:
         pvalues=report(f"{OUT}/stats/pvalues.csv", caption="../report/pvalues.rst", category="Tables"),
         verdicts=report(f"{OUT}/stats/verdicts.csv", caption="../report/verdicts.rst", category="Tables"),
-        summary=f"{OUT}/stats/summary.csv",
+        summary=report(f"{OUT}/stats/summary.csv", caption="../report/summary.rst", category="Tables"),
     params:
         study=config["study"],
         stats=config["stats"],
@@ -67,6 +67,7 @@ rule report:
     params:
         study=config["study"],
         setup=study_setup(config),
+        stats=config["stats"],  # what the captions name (the correction)
     log:
         "logs/report.log",
     script:

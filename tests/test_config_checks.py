@@ -59,7 +59,7 @@ def test_validate_config_refuses_what_the_workflow_refuses(tmp_path):
 
 def test_a_diverged_run_is_a_failed_measurement_not_a_fingerprint(tmp_path):
     from bugimpact.datasets import prepare
-    from bugimpact.train import train_one
+    from bugimpact.train import RunOptions, train_one
     meta = prepare("digits", tmp_path / "digits.npz", tmp_path / "digits.json")
     spec = {"bug": "t", "arm": "buggy", "run": 0, "seed": 3, "model": "smallcnn",
             "challenge": "digits", "data": str(tmp_path / "digits.npz"), "data_sha256": meta["sha256"],
@@ -67,7 +67,7 @@ def test_a_diverged_run_is_a_failed_measurement_not_a_fingerprint(tmp_path):
             "test_fraction": 0.25}
     runtime = {"kind": "local", "python": sys.executable}
     out, log = tmp_path / "r.json", tmp_path / "r.log"
-    assert train_one(spec, out, log, runtime, retries=2) == "failed"
+    assert train_one(spec, out, log, runtime, RunOptions(retries=2)) == "failed"
     record = json.loads(out.read_text())
     assert record["status"] == "failed" and record["failure_class"] == "diverged"
     assert record["exit_codes"] == [5]  # the same seed diverges again: not retried

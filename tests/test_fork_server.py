@@ -14,7 +14,7 @@ from bugimpact.artifacts import fork_client
 from bugimpact.artifacts.launch import launch
 from bugimpact.artifacts.runtimes import harness_env, prepare_local
 from bugimpact.datasets import prepare
-from bugimpact.train import train_one
+from bugimpact.train import RunOptions, train_one
 
 TIMINGS = ("wall_s",)
 
@@ -79,8 +79,8 @@ def test_a_killed_or_hanging_run_is_that_runs_failure_and_the_server_goes_on(set
     folder, spec, runtime = setup
     long = dict(spec, epochs=500, run=7)
     # a hang: the run's process group is killed at the timeout, and recorded as a timeout
-    status = train_one(long, tmp_path / "hang.json", tmp_path / "hang.log", runtime, timeout=3,
-                       fork_server=True)
+    status = train_one(long, tmp_path / "hang.json", tmp_path / "hang.log", runtime,
+                       RunOptions(timeout=3, fork_server=True))
     record = json.loads((tmp_path / "hang.json").read_text())
     assert status == "failed" and record["failure_class"] == "timeout"
     server = _server_pid(runtime)
@@ -100,12 +100,12 @@ def test_a_killed_or_hanging_run_is_that_runs_failure_and_the_server_goes_on(set
     killer = threading.Thread(target=kill_the_run)
     killer.start()
     status = train_one(long, tmp_path / "killed.json", tmp_path / "killed.log", runtime,
-                       fork_server=True)
+                       RunOptions(fork_server=True))
     killer.join()
     assert status == "failed" and json.loads((tmp_path / "killed.json").read_text())["exit_codes"] == [-9]
     # the next run, through the same server, is fine
     assert train_one(dict(spec, run=8), tmp_path / "ok.json", tmp_path / "ok.log", runtime,
-                     fork_server=True) == "ok"
+                     RunOptions(fork_server=True)) == "ok"
     assert _server_pid(runtime) == server
 
 
@@ -141,7 +141,7 @@ def test_runs_die_with_a_killed_server_and_the_record_is_the_hosts_alone(setup, 
             time.sleep(0.1)
     killer = threading.Thread(target=kill_the_server)
     killer.start()
-    status = train_one(long, out, tmp_path / "orphan.log", runtime, fork_server=True)
+    status = train_one(long, out, tmp_path / "orphan.log", runtime, RunOptions(fork_server=True))
     killer.join()
     assert status == "failed" and json.loads(out.read_text())["exit_codes"] == [-9]
     written = out.read_bytes()
@@ -180,7 +180,7 @@ def test_a_runtime_whose_harness_cannot_import_is_a_recorded_run_failure(setup, 
     if subprocess.run([broken["python"], "-c", "import torch"], capture_output=True).returncode == 0:
         pytest.skip("this python has torch")
     out = tmp_path / "broken.json"
-    status = train_one(dict(spec, run=11), out, tmp_path / "broken.log", broken, fork_server=True)
+    status = train_one(dict(spec, run=11), out, tmp_path / "broken.log", broken, RunOptions(fork_server=True))
     record = json.loads(out.read_text())
     assert status == "failed" and record["exit_codes"] == [1]
     assert "ModuleNotFoundError: No module named" in record["log_tail"]

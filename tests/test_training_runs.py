@@ -261,14 +261,14 @@ def test_seeds_and_experiment_keys():
 def test_a_hanging_run_is_killed_and_recorded_as_a_timeout(tmp_path):
     """A hang is one of the bug classes studied: the run and every process it started are killed
     after train.timeout_s, and the record says timeout."""
-    from bugimpact.train import train_one
+    from bugimpact.train import RunOptions, train_one
     python = tmp_path / "python"
     python.write_text("#!/bin/sh\nsleep 654.321 &\nwait\n")  # a child that would outlive its parent
     python.chmod(0o755)
     spec = {"run": 3, "seed": 1, "device": "cpu", "data": str(tmp_path / "d.npz")}
     out, log = tmp_path / "3.json", tmp_path / "3.log"
     status = train_one(spec, str(out), str(log), {"kind": "venv", "python": str(python)},
-                       retries=1, timeout=2)
+                       RunOptions(retries=1, timeout=2))
     record = json.loads(out.read_text())
     assert status == "failed" and record["failure_class"] == "timeout"
     assert record["exit_codes"] == ["timeout", "timeout"]

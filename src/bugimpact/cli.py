@@ -15,7 +15,7 @@ def _config(args):
     return load_config(args.config)
 
 
-def main(argv=None):
+def _parser():
     parser = argparse.ArgumentParser(prog="bugimpact", description=__doc__)
     parser.add_argument("--config", default="config.yaml", help="study config (default: config.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -93,11 +93,14 @@ def main(argv=None):
     p.add_argument("--tables", help="without a clone: a folder of source snapshots")
     p.add_argument("--patches", help="a folder of <id>.diff")
     p.add_argument("--out", help="write the table as CSV")
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
-        return _dispatch(args) or 0
+        return COMMANDS[args.command](args) or 0
     except (InputError, FileNotFoundError) as exc:
         print(f"bugimpact: {exc}", file=sys.stderr)
         return 2
@@ -106,98 +109,114 @@ def main(argv=None):
         return 130
 
 
-def _dispatch(args):
-    if args.command == "run":
-        extra, config = list(args.snakemake_args), args.config
-        for flag in ("--config", "--configfile"):  # `run STEP --config FILE`: the study's file
-            if flag in extra[:-1] and "=" not in extra[extra.index(flag) + 1]:
-                at = extra.index(flag)
-                config = extra[at + 1]
-                del extra[at:at + 2]
-        from .config import check_paths
-        check_paths(load_config(config), config)  # a bad file is named here, not in a traceback
-        extra += ["--dry-run"] if args.dry_run else []
-        if args.bug:
-            return _run_bug(args.bug, config, args.cores, extra)
-        if not args.step:
-            raise InputError("bugimpact run", "name a step (`bugimpact steps`) or --bug ID")
-        return workflow.run(args.step, args.cores, extra, config)
-    elif args.command == "status":
-        from .plan import Plan
-        from .status import summary
-        print(summary(Plan(_config(args), SHEET_SCHEMA)))
-    elif args.command == "steps":
-        for name in workflow.steps():
-            print(name)
-    elif args.command == "validate-config":
-        from .config import check_paths
-        from .plan import Plan
-        path = args.file or args.config
-        config = load_config(path)
-        check_paths(config, path)
-        Plan(config, SHEET_SCHEMA)  # what the workflow refuses at its start, refused here too
-        print(f"{path}: valid")
-    elif args.command == "validate-sheet":
-        from .sheet import accepted, validate
-        rows = validate(args.sheet or _config(args)["sheet"], SHEET_SCHEMA)
-        print(f"ok: {len(rows)} rows, {len(accepted(rows))} accepted")
-    elif args.command == "preflight":
-        try:
-            steps.preflight(_config(args), nvidia_smi=args.nvidia_smi)
-        except InputError as exc:  # the table was logged; the reason is said once more, last
-            print(f"bugimpact preflight: {exc}", file=sys.stderr)
-            return 1
-    elif args.command == "verify":
-        from .records import broken
-        _need_folder(args.runs, "--runs")
-        bad = broken(args.runs)
-        for path, why in bad:
-            if args.remove:
-                path.unlink()
-            print(f"{'removed ' if args.remove else ''}{path}: {why}")
-        print(f"{len(bad)} broken record(s)" + (" removed; rerun snakemake to make them again"
-                                                if args.remove and bad else ""))
-        return 1 if bad and not args.remove else 0
-    elif args.command == "gc":
-        from pathlib import Path
-        from . import gc
-        names = args.keep or ["config.yaml"] + sorted(str(p) for p in Path("configs").glob("*.yaml"))
-        print(f"current configs: {', '.join(names)}")
-        items = gc.garbage([load_config(n) for n in names], args.results)
-        print("\n".join(gc.report(items)))
-        if not args.remove:
-            print("dry run: nothing removed (--remove deletes these)" if items else "nothing to remove")
-            return 0
-        problems = gc.remove(items)
-        for line in problems:
-            print(f"not removed: {line}", file=sys.stderr)
-        print(f"removed {len(items) - len(problems)} item(s)")
-        return 1 if problems else 0
-    elif args.command == "config-docs":
-        import yaml
-        from .config import CONFIG_SCHEMA
-        from .config_docs import render
-        from .io import write_text
-        page = render(yaml.safe_load(CONFIG_SCHEMA.read_text()))
-        if args.out:
-            write_text(args.out, page)
-            print(f"wrote {args.out}")
-        else:
-            print(page, end="")
-    elif args.command in ("reach", "reach-trace"):
-        return _reach(args, _config(args))
-    elif args.command == "retry-failed":
-        from pathlib import Path
-        from .records import record_paths, record_status
-        _need_folder(args.runs, "--runs")
-        candidates = record_paths(args.runs) + list(Path(args.artifacts).glob("*/manifest.json"))
-        # failed runs, and skipped ones that earlier versions wrote for runs a decision made unneeded
-        removed = [p for p in candidates if record_status(p) in ("failed", "skipped")]
-        for path in removed:
+def _run(args):
+    extra, config = list(args.snakemake_args), args.config
+    for flag in ("--config", "--configfile"):  # `run STEP --config FILE`: the study's file
+        if flag in extra[:-1] and "=" not in extra[extra.index(flag) + 1]:
+            at = extra.index(flag)
+            config = extra[at + 1]
+            del extra[at:at + 2]
+    from .config import check_paths
+    check_paths(load_config(config), config)  # a bad file is named here, not in a traceback
+    extra += ["--dry-run"] if args.dry_run else []
+    if args.bug:
+        return _run_bug(args.bug, config, args.cores, extra)
+    if not args.step:
+        raise InputError("bugimpact run", "name a step (`bugimpact steps`) or --bug ID")
+    return workflow.run(args.step, args.cores, extra, config)
+
+
+def _status(args):
+    from .plan import Plan
+    from .status import summary
+    print(summary(Plan(_config(args), SHEET_SCHEMA)))
+
+
+def _steps(args):
+    for name in workflow.steps():
+        print(name)
+
+
+def _validate_config(args):
+    from .config import check_paths
+    from .plan import Plan
+    path = args.file or args.config
+    config = load_config(path)
+    check_paths(config, path)
+    Plan(config, SHEET_SCHEMA)  # what the workflow refuses at its start, refused here too
+    print(f"{path}: valid")
+
+
+def _validate_sheet(args):
+    from .sheet import accepted, validate
+    rows = validate(args.sheet or _config(args)["sheet"], SHEET_SCHEMA)
+    print(f"ok: {len(rows)} rows, {len(accepted(rows))} accepted")
+
+
+def _preflight(args):
+    try:
+        steps.preflight(_config(args), nvidia_smi=args.nvidia_smi)
+    except InputError as exc:  # the table was logged; the reason is said once more, last
+        print(f"bugimpact preflight: {exc}", file=sys.stderr)
+        return 1
+
+
+def _verify(args):
+    from .records import broken
+    _need_folder(args.runs, "--runs")
+    bad = broken(args.runs)
+    for path, why in bad:
+        if args.remove:
             path.unlink()
-            print(f"removed {path}")
-        print(f"{len(removed)} failed records removed; rerun snakemake to retry them")
-    return 0
+        print(f"{'removed ' if args.remove else ''}{path}: {why}")
+    print(f"{len(bad)} broken record(s)" + (" removed; rerun snakemake to make them again"
+                                            if args.remove and bad else ""))
+    return 1 if bad and not args.remove else 0
+
+
+def _gc(args):
+    from pathlib import Path
+    from . import gc
+    names = args.keep or ["config.yaml"] + sorted(str(p) for p in Path("configs").glob("*.yaml"))
+    print(f"current configs: {', '.join(names)}")
+    items = gc.garbage([load_config(n) for n in names], args.results)
+    print("\n".join(gc.report(items)))
+    if not args.remove:
+        print("dry run: nothing removed (--remove deletes these)" if items else "nothing to remove")
+        return 0
+    problems = gc.remove(items)
+    for line in problems:
+        print(f"not removed: {line}", file=sys.stderr)
+    print(f"removed {len(items) - len(problems)} item(s)")
+    return 1 if problems else 0
+
+
+def _config_docs(args):
+    import yaml
+    from .config import CONFIG_SCHEMA
+    from .config_docs import render
+    from .io import write_text
+    page = render(yaml.safe_load(CONFIG_SCHEMA.read_text()))
+    if args.out:
+        write_text(args.out, page)
+        print(f"wrote {args.out}")
+    else:
+        print(page, end="")
+
+
+def _retry_failed(args):
+    from pathlib import Path
+    from .records import record_paths, record_status
+    _need_folder(args.runs, "--runs")
+    candidates = record_paths(args.runs) + list(Path(args.artifacts).glob("*/manifest.json"))
+    # failed runs, and skipped ones that earlier versions wrote for runs a decision made unneeded
+    removed = [p for p in candidates if record_status(p) in ("failed", "skipped")]
+    for path in removed:
+        path.unlink()
+        print(f"removed {path}")
+    print(f"{len(removed)} failed records removed; rerun snakemake to retry them")
+
+
 
 
 def _run_bug(bug, config_path, cores, extra):
@@ -236,7 +255,8 @@ def _need_folder(path, flag):
                          f"{flag}")
 
 
-def _reach(args, config):
+def _reach(args):
+    config = _config(args)
     from .reach import batch
     if args.command == "reach-trace":
         train = dict(config["train"], **{k: v for k, v in (("model", args.model),
@@ -258,6 +278,12 @@ def _reach(args, config):
     if args.out:
         batch.write_table(args.out, table)
     return 0
+
+
+COMMANDS = {"run": _run, "status": _status, "steps": _steps, "validate-config": _validate_config,
+            "validate-sheet": _validate_sheet, "preflight": _preflight, "verify": _verify, "gc": _gc,
+            "config-docs": _config_docs, "reach": _reach, "reach-trace": _reach,
+            "retry-failed": _retry_failed}
 
 
 if __name__ == "__main__":

@@ -9,19 +9,47 @@ that the early decision or a group-sequential stop makes unneeded are never aske
 (``Plan.needed``); results of earlier versions may still hold ``skipped`` records of them.
 """
 import os
+from dataclasses import dataclass
+from typing import Optional
 
 from .experiment import experiment
 from .harness.registry import sealed
 from .io import write_json
 
 
-def build_spec(train_cfg, bug, arm, arm_spec, run_index, seeds, data_npz, data_meta, key,
-               artifact_id):
+@dataclass(frozen=True)
+class RunTarget:
+    """Which run a train job makes: from its path (bug, arm, run, experiment key) and the plan
+    (the arm's spec: its artifact and fault)."""
+    bug: str
+    arm: str
+    arm_spec: dict
+    run: int
+    key: str
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is attempted, never what it computes (none of it is in the experiment key but
+    ``threads``, which the launcher also needs to set the process's thread variables)."""
+    retries: int = 0
+    threads: int = 1
+    gpus: int = 0
+    timeout: Optional[float] = None
+    fork_server: bool = False
+
+    @classmethod
+    def of(cls, train_cfg):
+        return cls(retries=train_cfg["retries"], threads=train_cfg["threads"], gpus=train_cfg["gpus"],
+                   timeout=train_cfg["timeout_s"], fork_server=train_cfg["fork_server"])
+
+
+def build_spec(train_cfg, target, seeds, data_npz, data_meta):
     spec = experiment(train_cfg)
-    spec.update({"bug": bug, "arm": arm, "run": run_index, "seed": seeds["seeds"][run_index],
-                 "fault": arm_spec.get("fault", ""), "artifact": artifact_id,
-                 "experiment_key": key, "data": os.path.abspath(data_npz),
-                 "data_sha256": data_meta["sha256"]})
+    spec.update({"bug": target.bug, "arm": target.arm, "run": target.run,
+                 "seed": seeds["seeds"][target.run], "fault": target.arm_spec.get("fault", ""),
+                 "artifact": target.arm_spec["artifact"], "experiment_key": target.key,
+                 "data": os.path.abspath(data_npz), "data_sha256": data_meta["sha256"]})
     return spec
 
 
@@ -35,8 +63,7 @@ def _tail(path, limit=4000):
         return ""
 
 
-def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, timeout=None,
-              fork_server=False):
+def train_one(spec, out, log_path, runtime, options=RunOptions()):
     from .artifacts.common import RunTimeout
     from .artifacts.launch import launch
     if runtime.get("status") == "failed":
@@ -44,13 +71,13 @@ def train_one(spec, out, log_path, runtime, retries=0, threads=1, gpus=0, timeou
                                 "log_tail": runtime.get("reason", "runtime unavailable")}))
         return "failed"
     attempts, failure_class = [], "exit"
-    for attempt in range(retries + 1):
+    for attempt in range(options.retries + 1):
         with open(log_path, "a") as log:
             log.write(f"attempt {attempt + 1}: {runtime['kind']} runtime, seed {spec['seed']}\n")
             log.flush()
             try:
-                code = launch(runtime, spec, out, log, threads=threads, gpus=gpus, timeout=timeout,
-                              fork_server=fork_server)
+                code = launch(runtime, spec, out, log, threads=options.threads, gpus=options.gpus,
+                              timeout=options.timeout, fork_server=options.fork_server)
             except RunTimeout as exc:
                 log.write(f"\n{exc}: the run and its processes were killed\n")
                 code, failure_class = "timeout", "timeout"

@@ -1,4 +1,6 @@
-"""docs/configuration.md is what the schema says: made from it, and checked against it here."""
+"""The documentation: docs/configuration.md is what the schema says (made from it, checked
+here), and every link of the README and docs/ leads to a file and heading that exist."""
+import re
 import subprocess
 import sys
 
@@ -63,3 +65,27 @@ def test_the_command_prints_the_page():
     out = subprocess.run([sys.executable, "-m", "bugimpact.cli", "config-docs"], capture_output=True,
                          text=True, cwd=ROOT, check=True).stdout
     assert out == render(SCHEMA)
+
+
+def _anchor(heading):
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_of_the_readme_and_docs_leads_somewhere():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    checked = 0
+    for page in pages:
+        text = page.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            assert dest.exists(), f"{page.name}: link to {target}: no {dest}"
+            if anchor and dest.suffix == ".md":
+                headings = {_anchor(h) for h in re.findall(r"(?m)^#+ (.+)$", dest.read_text())}
+                assert anchor in headings, f"{page.name}: link to {target}: no such heading"
+            checked += 1
+    assert checked >= 15
+

@@ -1,0 +1,30 @@
+"""Each pipeline step as one function over explicit files and settings: called by the Snakemake
+script shims (``scripts/``, one per rule, with the rule's params), and by the tests. One module per
+step family; every step is also a name of this package (``steps.train_run``)."""
+from .builds import (  # noqa: F401
+    RUNTIME_SETTINGS,
+    arms,
+    artifact,
+    artifact_sources,
+    build_status,
+    build_summary,
+    docker_build,
+    runtime,
+    toolchain,
+)
+from .checks import failures_at_end, preflight  # noqa: F401
+from .notes import funnel, merge_sheet, mine, resolve, resolvers_from_config  # noqa: F401
+from .script import run_script  # noqa: F401
+from .statistics import (  # noqa: F401
+    bug_done,
+    bug_figure,
+    bug_stats,
+    report,
+    sequential_options,
+    stage,
+    std_figure,
+    study_design,
+    study_setup,
+    study_stats,
+)
+from .training import archived_seeds, early, prepare_data, seeds, train_run  # noqa: F401

@@ -1,0 +1,199 @@
+"""Step 4: each arm's framework artifact (a docker build, a release wheel, a one-fix overlay)
+and the runtime it trains in; the arms gate that says whether a bug can run."""
+import logging
+import time
+from pathlib import Path
+
+from ..io import InputError, read_json, write_csv, write_json
+
+log = logging.getLogger("bugimpact")
+
+
+def toolchain(docker_cfg, out, log_path):
+    """The toolchain image, built once per recipe by its own job; its record is the output."""
+    from ..artifacts.docker import build_toolchain
+    with open(log_path, "a") as handle:
+        record = build_toolchain(docker_cfg, handle)
+    write_json(out, record)
+    log.info("toolchain %s: %s, python %s", record["tag"], record["image_id"][:19],
+             record["python"]["version"])
+    return record
+
+def docker_build(docker_cfg, spec, toolchain_json, out, log_path):
+    """Step 4: build the wheel at a commit in the toolchain image; a failure is a result."""
+    from ..artifacts.docker import build_wheel
+    if not docker_cfg["clone"]:
+        raise ValueError("artifacts.docker.clone: a local clone of the framework is needed")
+    manifest = build_wheel(spec["commit"], docker_cfg, read_json(toolchain_json), Path(out).parent,
+                           log_path)
+    write_json(out, manifest)
+    log.info("build of %s: %s", spec["commit"][:12], manifest["status"])
+    return manifest
+
+def build_status(bug, arm, artifact_manifest, out, reach_json=None):
+    if artifact_manifest is None:  # stopped by reach before any artifact was asked for
+        from ..reach.run import summary_line
+        write_json(out, {"bug": bug, "arm": arm, "artifact": "", "status": "skipped",
+                         "failure_class": "", "build_seconds": 0,
+                         "log_tail": summary_line(read_json(reach_json))})
+        return
+    manifest = read_json(artifact_manifest)
+    status = {"bug": bug, "arm": arm, "artifact": Path(artifact_manifest).parent.name,
+              "status": manifest.get("status", "ok"), "failure_class": manifest.get("failure_class", ""),
+              "build_seconds": manifest.get("build_seconds", ""), "log_tail": manifest.get("log_tail", "")}
+    write_json(out, status)
+
+def build_summary(statuses, out):
+    rows = [read_json(p) for p in statuses]
+    write_csv(out, rows, ("bug", "arm", "artifact", "status", "failure_class", "build_seconds",
+                          "log_tail"))
+
+def artifact_sources(config):
+    """Where the artifact step gets wheels and fixes from: how it fetches, never what (the artifact
+    is named by its id), so the rule gives these as an untracked param."""
+    return {"wheel_cache": config["artifacts"]["wheel_cache"],
+            "pip_index_url": config["artifacts"]["pip_index_url"],
+            "fix_clone": config["artifacts"]["onefix"]["clone"] or config["resolve"].get("clone", ""),
+            "fix_api": config["artifacts"]["onefix"]["api"], "api_url": config["mine"]["api_url"],
+            "repo": config["repo"]}
+
+def artifact(sources, spec, out, toolchain_json=None):
+    """A manifest for a non-docker artifact (the docker builds have their own step); ``sources``
+    is ``artifact_sources``, ``toolchain_json`` the docker runtime's toolchain record.
+
+    An artifact that cannot be made (a release that does not exist for the runtime's Python, a fix
+    that cannot be isolated on a release) is a result: status failed, its class and the reason. The
+    bug becomes incomplete and the rest of the study goes on."""
+    from ..artifacts.onefix import Refused
+    from ..artifacts.sources import ChecksumMismatch, write_manifest
+    started = time.time()
+    try:
+        if spec["source"] == "onefix":
+            manifest = _onefix_artifact(sources, spec, Path(out).parent)
+        else:
+            manifest = _release_artifact(sources, spec, toolchain_json)
+    except InputError:
+        raise
+    except Refused as exc:
+        manifest = {"source": spec["source"], "status": "failed", "failure_class": "refused",
+                    "error": str(exc), "log_tail": str(exc)}
+    except ChecksumMismatch as exc:
+        manifest = {"source": spec["source"], "status": "failed", "failure_class": "checksum",
+                    "error": str(exc), "log_tail": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - recorded, with its message, as the artifact's failure
+        manifest = {"source": spec["source"], "status": "failed", "failure_class": "download",
+                    "error": str(exc), "log_tail": str(exc)[-2000:]}
+    if manifest["status"] == "failed":
+        log.error("artifact %s failed (%s): %s", spec["source"], manifest["failure_class"],
+                  manifest["error"])
+    manifest["build_seconds"] = round(time.time() - started, 3)
+    write_manifest(out, manifest)
+    return manifest
+
+def _target_interpreter(spec, toolchain_json):
+    """The interpreter a release wheel must fit: the venv's (probed when the plan was made), or
+    the docker runtime image's (probed by the toolchain job)."""
+    if spec.get("python"):
+        return spec["python"]
+    if not toolchain_json:
+        raise ValueError("a docker runtime's wheel needs the toolchain's record")
+    return read_json(toolchain_json)["python"]
+
+def _release_artifact(sources, spec, toolchain_json=None):
+    from ..artifacts import sources as wheels
+    started = time.time()
+    if spec["source"] == "installed":
+        return wheels.installed_manifest()
+    if spec["source"] == "pypi":
+        python = _target_interpreter(spec, toolchain_json)
+        wheel = wheels.pypi_wheel(spec["version"], sources["wheel_cache"], python,
+                                  sources["pip_index_url"])
+        manifest = wheels.wheel_manifest("pypi", wheel, started)
+        manifest.update(version_requested=spec["version"], python=python)
+        return manifest
+    if spec["source"] == "wheel":
+        wheel = wheels.user_wheel(spec["wheel"], spec.get("sha256", ""), sources["wheel_cache"])
+        return wheels.wheel_manifest("wheel", wheel, started)
+    raise ValueError(f"artifact source {spec['source']!r} is built by the docker step")
+
+def _onefix_artifact(sources, spec, folder):
+    """A release wheel plus this arm's overlay of the fix's Python files."""
+    import hashlib
+
+    from ..artifacts import onefix
+    from ..artifacts.diffs import fix_diff
+    release = dict(spec["release"], python=spec.get("python"))
+    base = _release_artifact(sources, release)
+    try:
+        diff_text, origin = fix_diff(sources, spec)
+    except onefix.Refused:
+        if str(spec.get("onefix", "")).startswith("no:"):  # the resolver read the real diff
+            raise onefix.Refused(f"{spec['onefix'][4:]}, which a release wheel cannot take (the "
+                                 f"sheet's onefix, read from the fix's diff)") from None
+        raise
+    patch_text, kinds = onefix.isolate(diff_text, wheel_files=onefix.wheel_files(base["wheel"]))
+    fix_in_release, direction, overlay = onefix.make_overlay(
+        base["wheel"], patch_text, kinds["python"], spec["arm"], folder)
+    return {**base, "source": "onefix", "arm": spec["arm"], "release": release,
+            "diff_origin": origin, "diff_sha256": hashlib.sha256(diff_text.encode()).hexdigest(),
+            "patch": str((folder / "fix.diff").resolve()),
+            "patch_sha256": hashlib.sha256(patch_text.encode()).hexdigest(),
+            "files_changed": kinds["python"], "files_not_shipped": kinds["not_shipped"],
+            "fix_in_release": fix_in_release, "apply": direction,
+            "overlay_dir": str((folder / "overlay").resolve()), "overlay": overlay}
+
+RUNTIME_SETTINGS = {"interpreter": None, "requirements": (), "gpus": "", "toolchain_json": None,
+                    "installer": "uv", "cache": "data/cache/uv"}
+
+def runtime(kind, artifact_manifest, out, settings=None):
+    """The runtime that trains on one artifact; one that cannot be made is a recorded failure.
+    ``settings`` (defaults: ``RUNTIME_SETTINGS``): the interpreter, extra ``requirements``,
+    docker's ``gpus``, the docker runtime's ``toolchain_json``, and how a venv is made
+    (``installer``, uv or pip, and uv's ``cache``)."""
+    from ..artifacts import runtimes
+    manifest = read_json(artifact_manifest)
+    folder = Path(out).parent
+    if manifest.get("status") == "failed":
+        what = "build" if manifest.get("source") == "docker" else "artifact"
+        result = {"kind": kind, "status": "failed",
+                  "reason": f"{what} failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
+    else:
+        from ..artifacts.kinds import kind as runtime_kind
+        try:
+            result = runtime_kind(kind).make(manifest, folder, {**RUNTIME_SETTINGS, **(settings or {})})
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded: the bug becomes incomplete, not the study
+            log.error("runtime %s failed: %s", kind, exc)
+            result = {"kind": kind, "status": "failed", "reason": f"runtime failed: {exc}"}
+    result["artifact"] = manifest
+    runtimes.write_runtime(out, result)
+    return result
+
+def arms(bug, runtime_jsons, out, reach_json=None, gated=""):
+    """Whether a bug's two arms can run, read from their runtimes once both are made: a refused or
+    failed artifact, or a runtime that could not be made, stops the bug before any run is
+    scheduled, with one short reason. Also what each arm is, for the verdict's scope, and the
+    bug's reach verdict; ``gated``: the reach verdict that stopped it before its artifacts."""
+    from ..artifacts.onefix import describe
+    from ..reach.run import summary_line
+    reach = read_json(reach_json) if reach_json else None
+    if gated:
+        result = {"bug": bug, "runnable": False, "gated": gated, "reach": reach, "arms": {},
+                  "reason": f"no artifacts, no runs: reach says {summary_line(reach)}"}
+        write_json(out, result)
+        log.info("%s: %s", bug, result["reason"])
+        return result
+    runtimes = {arm: read_json(path) for arm, path in runtime_jsons.items()}
+    failed = {arm: r.get("reason", "runtime unavailable") for arm, r in runtimes.items()
+              if r.get("status") == "failed"}
+    if len(failed) == len(runtimes) and len(set(failed.values())) == 1:
+        reason = next(iter(failed.values()))  # both arms on one refused fix: said once
+    else:
+        reason = "; ".join(f"{arm}: {why}" for arm, why in failed.items())
+    result = {"bug": bug, "runnable": not failed, "reach": reach,
+              "reason": f"no runs: {reason}" if failed else "",
+              "arms": {arm: describe(r.get("artifact") or {}) for arm, r in runtimes.items()}}
+    write_json(out, result)
+    log.info("%s: %s", bug, result["reason"] or "both arms ready")
+    return result

@@ -1,0 +1,44 @@
+"""Checks around the steps: preflight before builds, and what failed, at the end."""
+import logging
+from pathlib import Path
+
+from ..io import InputError, read_csv
+
+log = logging.getLogger("bugimpact")
+
+
+def preflight(config, out=None, nvidia_smi=None, builds_only=False, reach_jsons=None):
+    """Everything checkable in seconds before builds start; raises when a check fails, after
+    logging the table. The workflow's builds wait for this job, which fails only for the checks
+    that concern builds (``builds_only``): the other failures are recorded by their own steps.
+    ``reach_jsons``: reach verdicts (default: those written); a bug they stop needs no build."""
+    from .. import preflight as checks
+    from ..config import SHEET_SCHEMA
+    from ..plan import Plan
+    plan = Plan(config, SHEET_SCHEMA)
+    gated = plan.gated_bugs(plan.reach_gating_jsons() if reach_jsons is None else reach_jsons)
+    results = checks.run(config, plan, Path(nvidia_smi).read_text() if nvidia_smi else None,
+                         gated=gated)
+    text = checks.table(results)
+    log.info("preflight:\n%s", text)
+    bad = checks.failed(results, builds_only)
+    if bad:
+        raise InputError("preflight", f"{len(bad)} check(s) failed, so no build starts:\n"
+                         f"{checks.table(bad)}")
+    if out:
+        from ..io import write_text
+        write_text(out, text)
+    return results
+
+def failures_at_end(summary_csv, builds_csv):
+    """Lines for the terminal when the workflow ends: every artifact that could not be made and
+    every bug with failed runs; empty when nothing failed."""
+    lines = []
+    if Path(builds_csv).exists():
+        lines += [f"  artifact for {r['bug']} ({r['arm']}): {r['failure_class']}: "
+                  f"{(r['log_tail'] or '').strip().splitlines()[-1][:200] if r['log_tail'] else ''}"
+                  for r in read_csv(builds_csv)[1] if r["status"] == "failed"]
+    if Path(summary_csv).exists():
+        lines += [f"  {r['name']}" for r in read_csv(summary_csv)[1] if r["section"] == "failed"]
+    return (["bugimpact: these failed (recorded; their bugs are incomplete, the rest of the study "
+             "is written):"] + lines) if lines else []

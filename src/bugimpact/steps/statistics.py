@@ -1,0 +1,101 @@
+"""Step 6: per-bug statistics, interim looks, the study's tables, figures and report."""
+import logging
+from pathlib import Path
+
+from ..io import read_csv, read_json, write_json
+
+log = logging.getLogger("bugimpact")
+
+
+def sequential_options(design, stats_cfg):
+    """The analysis's view of train.sequential (``design``: ``study_design``): the design of each
+    bug, which spends the bug's share of the study's alpha, and its futility rules; or None."""
+    from ..stats.sequential import design_from_config
+    built = design_from_config(design["sequential"], design["runs"], stats_cfg["alpha"],
+                               stats_cfg["power"], design.get("family", 1))
+    if built is None:
+        return None
+    return {"design": built, "min_effect": stats_cfg["min_effect"],
+            "futility_power": design["sequential"]["futility_power"]}
+
+def bug_stats(stats_cfg, design, bug, records, out_csv, out_json, tags="", arms_json=None,
+              decisions=()):
+    """One bug's statistics; ``design``: the config's train ``runs``, ``seed_policy`` and
+    ``sequential`` (``study_design``); ``arms_json``: the ``arms`` gate of the bug;
+    ``decisions``: the early decision and sequential looks that chose its records."""
+    from ..stats.tables import bug_stats as compute
+    return compute(bug, records, stats_cfg, design["runs"], design["seed_policy"], out_csv, out_json,
+                   tags, sequential_options(design, stats_cfg),
+                   read_json(arms_json) if arms_json else None,
+                   early=next((read_json(p) for p in decisions if "/early/" in str(p)), None))
+
+def study_design(train_cfg, family=1):
+    """What the statistics need to know of how runs were made; ``family``: the bugs of the study
+    (controls included), among which a group-sequential design shares the study's alpha."""
+    return {**{k: train_cfg[k] for k in ("runs", "seed_policy", "sequential")}, "family": family}
+
+def stage(stats_cfg, design, bug, pairs, records, out):
+    """One interim look (``design``: ``study_design``), asked for only when the looks before it
+    continued; a look that lacks a finished pair says continue (the runs are there to be made)."""
+    from ..records import read_record
+    from ..stats.analysis import finished_pairs, finite, sequential_look
+    from ..stats.exact import metric_values
+    options = sequential_options(design, stats_cfg)
+    metric = stats_cfg["metrics"][0]
+    pairs_ok = finished_pairs([read_record(p) for p in records], pairs)
+    bad = [] if pairs_ok is None else [
+        f"{r['spec'].get('arm')} run {r['spec'].get('run')}" for pair in pairs_ok for r in pair
+        if not finite(r["metrics"].get(metric))]
+    if pairs_ok is None or bad:  # a non-finite metric is a failed measurement, as in the analysis
+        why = (f"{metric} is not a finite number in {', '.join(bad)}" if bad
+               else f"a run of the first {pairs} pairs did not finish")
+        decision = {"decision": "continue", "runs": pairs, "reason": why}
+    else:
+        values = metric_values([r for pair in pairs_ok for r in pair], metric)  # exact if counted
+        look = sequential_look(options["design"], values[0::2], values[1::2], stats_cfg["alpha"],
+                               options["min_effect"], options["futility_power"])
+        decision = dict(look, runs=pairs, metric=metric)
+    decision["bug"] = bug
+    write_json(out, decision)
+    log.info("%s after %d pairs: %s (%s)", bug, pairs, decision["decision"], decision["reason"])
+    return decision
+
+def study_stats(study, stats_cfg, bugs, bug_jsons, funnel_csv, out_pvalues, out_verdicts,
+                out_summary):
+    from ..stats.tables import study_tables
+    funnel_rows = read_csv(funnel_csv)[1] if funnel_csv and Path(funnel_csv).exists() else []
+    return study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, out_verdicts,
+                        out_summary)
+
+def bug_done(bug, stats_json, out):
+    """The bug's verdict and its reason, one line (what ``bugimpact run --bug`` ends with)."""
+    from ..io import write_text
+    row = (read_json(stats_json).get("rows") or [{}])[0]
+    line = f"{bug}: {row.get('verdict', 'no verdict')}: {row.get('reason', '')}"
+    write_text(out, line + "\n")
+    log.info("%s", line)
+
+def bug_figure(bug_json, out):
+    from ..stats.figures import bug_figure as draw
+    data = read_json(bug_json)
+    draw(data["info"]["bug"], data["rows"][0]["verdict"] if data["rows"] else "",
+         data["info"]["values"], out)
+
+def std_figure(bug_jsons, out):
+    from ..stats.figures import std_figure as draw
+    from ..stats.tables import std_values
+    draw(std_values(bug_jsons), out)
+
+def study_setup(config):
+    """The report's one-line description of the study's setup."""
+    t = config["train"]
+    return (f"{t['model']} on {t['challenge']}, {t['epochs']} epochs, {t['runs']} runs per arm, "
+            f"seed policy {t['seed_policy']}, {t['threads']} thread(s), device {t['device']}; "
+            f"alpha {config['stats']['alpha']}, {config['stats']['correction']} correction over "
+            f"the tested bugs x metrics.")
+
+def report(study, setup, tables, figures, out, stats_cfg=None):
+    """The study's HTML page (``tables``: verdicts, pvalues, summary and builds CSVs;
+    ``figures``: ``bugs``, the per-bug PNGs, and ``std``); ``stats_cfg`` fills the captions."""
+    from ..stats.report import render
+    render(study, setup, tables, figures, out, {"stats": stats_cfg or {}})
