@@ -9,7 +9,7 @@ import yaml
 from bugimpact import steps
 from bugimpact.artifacts.runtimes import GpuLock, gpu_pool, harness_env, prepare_local
 from bugimpact.config import SHEET_SCHEMA
-from bugimpact.experiment import artifact_id
+from bugimpact.artifacts.source_kinds import artifact_id
 from bugimpact.io import InputError
 from bugimpact.plan import Plan
 

@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 from .harness import HARNESS_VERSION
-from .harness.data import sha256_file
 from .io import write_json
 
 KEY_FIELDS = ("model", "challenge", "epochs", "batch_size", "test_batch_size", "optimizer", "lr",
@@ -58,28 +57,6 @@ def derive_seeds(study_seed, bug, policy, count=MAX_RUNS):
 def write_seeds(path, study_seed, bug, policy):
     write_json(path, {"bug": bug, "study_seed": study_seed, "policy": policy,
                       "seeds": derive_seeds(study_seed, bug, policy)})
-
-
-def artifact_id(arm, recipe_sha="", target=""):
-    """Artifacts are keyed by what they are, never by the bug that uses them: docker builds by
-    commit plus the hash of the build recipe; release wheels by version and the wheel tags of the
-    runtime's interpreter (``target``); one-fix artifacts by their release, their diff and the arm."""
-    source = arm["source"]
-    if source == "installed":
-        return "installed"
-    if source == "pypi":
-        return f"pypi-{arm['version']}-{target}" if target else f"pypi-{arm['version']}"
-    if source == "wheel":
-        ident = arm.get("sha256") or hashlib.sha256(arm["wheel"].encode()).hexdigest()
-        return f"wheel-{ident[:16]}"
-    if source == "docker":
-        return f"docker-{arm['commit'][:12]}-{recipe_sha}"
-    if source == "onefix":
-        diff = ({"patch": sha256_file(arm["patch"])} if arm.get("patch")
-                else {"commits": [arm.get("buggy_sha"), arm.get("corrected_sha")]})
-        what = json.dumps([artifact_id(arm["release"], recipe_sha, target), diff], sort_keys=True)
-        return f"onefix-{arm['arm']}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
-    raise ValueError(f"unknown artifact source {source!r}")
 
 
 def _onefix_arms(release, fix):

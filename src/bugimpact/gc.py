@@ -43,8 +43,9 @@ def referenced(configs, results="results"):
 def named_wheels(specs):
     """Wheel files a config names itself (a ``wheel`` arm, a one-fix release wheel): a person's
     files, never garbage, wherever they live."""
+    from .artifacts.source_kinds import source
     for spec in specs:
-        release = spec.get("release", spec) if spec["source"] == "onefix" else spec
+        release = source(spec["source"]).release(spec)
         wheel = release.get("wheel")
         if wheel and "://" not in wheel:
             yield wheel
@@ -54,8 +55,9 @@ def release_wheel_dirs(specs, cache):
     """The cache folders of the release wheels that these artifacts need (made or not yet): a
     download of 400-750 MB each is kept while a current config wants it."""
     from .artifacts.interpreters import wheel_tags
+    from .artifacts.source_kinds import source
     for spec in specs:
-        release = spec.get("release", spec) if spec["source"] == "onefix" else spec
+        release = source(spec["source"]).release(spec)
         if release.get("source") == "pypi":
             folder = Path(cache) / "pypi" / f"torch-{release['version']}"
             # a docker runtime's interpreter is only known inside its image: any tag of the version

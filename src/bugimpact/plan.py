@@ -8,7 +8,8 @@ from pathlib import Path
 
 from .artifacts.kinds import kind as runtime_kind
 from .artifacts.kinds import runtime_id
-from .experiment import ARMS, artifact_id, experiment_key, study_bugs
+from .artifacts.source_kinds import artifact_id, source
+from .experiment import ARMS, experiment_key, study_bugs
 from .harness.registry import FAULTS, model_error
 from .io import InputError
 from .sheet import validate
@@ -41,7 +42,7 @@ class Plan:
         self.kind = runtime_kind(self.runtime)
         arms = [a for b in self.bugs.values() for a in b["arms"].values()]
         recipe_sha, self.toolchain = "", None  # the toolchain image, where a step uses docker
-        if self.kind.needs_toolchain or any(a["source"] == "docker" for a in arms):
+        if self.kind.needs_toolchain or any(source(a["source"]).built for a in arms):
             from .artifacts.docker import recipe, toolchain_name
             recipe_sha = recipe(config["artifacts"]["docker"])[1]
             self.toolchain = toolchain_name(config["artifacts"]["docker"])
@@ -53,7 +54,7 @@ class Plan:
                 self._check_arm(bug, arm, arm_spec)
                 ident = artifact_id(arm_spec, recipe_sha, target)
                 base = {k: v for k, v in arm_spec.items() if k != "fault"}
-                if arm_spec["source"] in ("pypi", "onefix"):
+                if source(arm_spec["source"]).fits_interpreter:
                     base["python"] = self.interpreter  # the wheel must fit the runtime's Python
                 self._register(ident, base, recipe_sha)
                 arm_spec["artifact"] = ident
@@ -102,7 +103,7 @@ class Plan:
         else:
             return None
         ident = artifact_id(release, recipe_sha, target)
-        if release["source"] in ("pypi", "onefix"):
+        if source(release["source"]).fits_interpreter:
             release["python"] = self.interpreter
         self._register(ident, release, recipe_sha)
         return ident
@@ -148,7 +149,7 @@ class Plan:
         if not self.config["reach"]["enabled"] or self.bugs[bug].get("kind") == "control":
             return False
         if skip == "auto":
-            return any(a["source"] == "docker" for a in self.bugs[bug]["arms"].values())
+            return any(source(a["source"]).built for a in self.bugs[bug]["arms"].values())
         return bool(skip)
 
     def reach_gating_jsons(self):
@@ -172,8 +173,7 @@ class Plan:
             raise InputError("config.yaml", f"bug {bug}, arm {arm}: unknown fault "
                              f"{spec['fault']!r}; the harness knows {', '.join(FAULTS)}",
                              field=f"bugs.{bug}.{arm}.fault")
-        need = {"docker": "commit", "pypi": "version", "wheel": "wheel", "onefix": "release"}.get(
-            spec["source"])
+        need = source(spec["source"]).needs
         if need and not spec.get(need):
             field = ("artifacts.onefix.release" if need == "release"
                      else f"bugs.{bug}.{arm}.{need}")

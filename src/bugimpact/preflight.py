@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .artifacts.source_kinds import source as source_kind
 from .io import InputError
 
 
@@ -262,7 +263,7 @@ def _releases(plan):
     """The torch releases the arms install (pypi versions and one-fix releases), oldest first."""
     return sorted({a.get("version") or a.get("release", {}).get("version")
                    for b in plan.bugs.values() for a in b["arms"].values()
-                   if a["source"] in ("pypi", "onefix")} - {None}, key=_version)
+                   if source_kind(a["source"]).fits_interpreter} - {None}, key=_version)
 
 
 def _gpus(config, plan, recorded):
@@ -283,7 +284,7 @@ def _gpus(config, plan, recorded):
     arms = [spec for b in plan.bugs.values() for spec in b["arms"].values()]
     caps = sorted({cap for _, cap, _ in gpus if cap is not None})
     names = ", ".join(f"{n} (sm_{int(c * 10) if c else '?'}, driver {d})" for n, c, d in gpus)
-    if any(a["source"] == "docker" for a in arms):
+    if any(source_kind(a["source"]).built for a in arms):
         from .artifacts.docker import build_env, preset
         cfg = config["artifacts"]["docker"]
         era = preset(cfg)

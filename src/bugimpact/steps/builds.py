@@ -19,6 +19,7 @@ def toolchain(docker_cfg, out, log_path):
              record["python"]["version"])
     return record
 
+
 def docker_build(docker_cfg, spec, toolchain_json, out, log_path):
     """Step 4: build the wheel at a commit in the toolchain image; a failure is a result."""
     from ..artifacts.docker import build_wheel
@@ -29,6 +30,7 @@ def docker_build(docker_cfg, spec, toolchain_json, out, log_path):
     write_json(out, manifest)
     log.info("build of %s: %s", spec["commit"][:12], manifest["status"])
     return manifest
+
 
 def build_status(bug, arm, artifact_manifest, out, reach_json=None):
     if artifact_manifest is None:  # stopped by reach before any artifact was asked for
@@ -43,10 +45,12 @@ def build_status(bug, arm, artifact_manifest, out, reach_json=None):
               "build_seconds": manifest.get("build_seconds", ""), "log_tail": manifest.get("log_tail", "")}
     write_json(out, status)
 
+
 def build_summary(statuses, out):
     rows = [read_json(p) for p in statuses]
     write_csv(out, rows, ("bug", "arm", "artifact", "status", "failure_class", "build_seconds",
                           "log_tail"))
+
 
 def artifact_sources(config):
     """Where the artifact step gets wheels and fixes from: how it fetches, never what (the artifact
@@ -57,6 +61,7 @@ def artifact_sources(config):
             "fix_api": config["artifacts"]["onefix"]["api"], "api_url": config["mine"]["api_url"],
             "repo": config["repo"]}
 
+
 def artifact(sources, spec, out, toolchain_json=None):
     """A manifest for a non-docker artifact (the docker builds have their own step); ``sources``
     is ``artifact_sources``, ``toolchain_json`` the docker runtime's toolchain record.
@@ -65,13 +70,11 @@ def artifact(sources, spec, out, toolchain_json=None):
     that cannot be isolated on a release) is a result: status failed, its class and the reason. The
     bug becomes incomplete and the rest of the study goes on."""
     from ..artifacts.onefix import Refused
+    from ..artifacts.source_kinds import source
     from ..artifacts.sources import ChecksumMismatch, write_manifest
     started = time.time()
     try:
-        if spec["source"] == "onefix":
-            manifest = _onefix_artifact(sources, spec, Path(out).parent)
-        else:
-            manifest = _release_artifact(sources, spec, toolchain_json)
+        manifest = source(spec["source"]).make(sources, spec, Path(out).parent, toolchain_json)
     except InputError:
         raise
     except Refused as exc:
@@ -90,60 +93,10 @@ def artifact(sources, spec, out, toolchain_json=None):
     write_manifest(out, manifest)
     return manifest
 
-def _target_interpreter(spec, toolchain_json):
-    """The interpreter a release wheel must fit: the venv's (probed when the plan was made), or
-    the docker runtime image's (probed by the toolchain job)."""
-    if spec.get("python"):
-        return spec["python"]
-    if not toolchain_json:
-        raise ValueError("a docker runtime's wheel needs the toolchain's record")
-    return read_json(toolchain_json)["python"]
-
-def _release_artifact(sources, spec, toolchain_json=None):
-    from ..artifacts import sources as wheels
-    started = time.time()
-    if spec["source"] == "installed":
-        return wheels.installed_manifest()
-    if spec["source"] == "pypi":
-        python = _target_interpreter(spec, toolchain_json)
-        wheel = wheels.pypi_wheel(spec["version"], sources["wheel_cache"], python,
-                                  sources["pip_index_url"])
-        manifest = wheels.wheel_manifest("pypi", wheel, started)
-        manifest.update(version_requested=spec["version"], python=python)
-        return manifest
-    if spec["source"] == "wheel":
-        wheel = wheels.user_wheel(spec["wheel"], spec.get("sha256", ""), sources["wheel_cache"])
-        return wheels.wheel_manifest("wheel", wheel, started)
-    raise ValueError(f"artifact source {spec['source']!r} is built by the docker step")
-
-def _onefix_artifact(sources, spec, folder):
-    """A release wheel plus this arm's overlay of the fix's Python files."""
-    import hashlib
-
-    from ..artifacts import onefix
-    from ..artifacts.diffs import fix_diff
-    release = dict(spec["release"], python=spec.get("python"))
-    base = _release_artifact(sources, release)
-    try:
-        diff_text, origin = fix_diff(sources, spec)
-    except onefix.Refused:
-        if str(spec.get("onefix", "")).startswith("no:"):  # the resolver read the real diff
-            raise onefix.Refused(f"{spec['onefix'][4:]}, which a release wheel cannot take (the "
-                                 f"sheet's onefix, read from the fix's diff)") from None
-        raise
-    patch_text, kinds = onefix.isolate(diff_text, wheel_files=onefix.wheel_files(base["wheel"]))
-    fix_in_release, direction, overlay = onefix.make_overlay(
-        base["wheel"], patch_text, kinds["python"], spec["arm"], folder)
-    return {**base, "source": "onefix", "arm": spec["arm"], "release": release,
-            "diff_origin": origin, "diff_sha256": hashlib.sha256(diff_text.encode()).hexdigest(),
-            "patch": str((folder / "fix.diff").resolve()),
-            "patch_sha256": hashlib.sha256(patch_text.encode()).hexdigest(),
-            "files_changed": kinds["python"], "files_not_shipped": kinds["not_shipped"],
-            "fix_in_release": fix_in_release, "apply": direction,
-            "overlay_dir": str((folder / "overlay").resolve()), "overlay": overlay}
 
 RUNTIME_SETTINGS = {"interpreter": None, "requirements": (), "gpus": "", "toolchain_json": None,
                     "installer": "uv", "cache": "data/cache/uv"}
+
 
 def runtime(kind, artifact_manifest, out, settings=None):
     """The runtime that trains on one artifact; one that cannot be made is a recorded failure.
@@ -169,6 +122,7 @@ def runtime(kind, artifact_manifest, out, settings=None):
     result["artifact"] = manifest
     runtimes.write_runtime(out, result)
     return result
+
 
 def arms(bug, runtime_jsons, out, reach_json=None, gated=""):
     """Whether a bug's two arms can run, read from their runtimes once both are made: a refused or

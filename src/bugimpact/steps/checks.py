@@ -30,6 +30,7 @@ def preflight(config, out=None, nvidia_smi=None, builds_only=False, reach_jsons=
         write_text(out, text)
     return results
 
+
 def failures_at_end(summary_csv, builds_csv):
     """Lines for the terminal when the workflow ends: every artifact that could not be made and
     every bug with failed runs; empty when nothing failed."""

@@ -26,6 +26,7 @@ def mine(cfg, repo, out_bugs, out_counts):
     log.info("%d bug-fix entries mined", len(rows))
     return rows, counts
 
+
 def resolvers_from_config(cfg, api_url, repo):
     """The resolvers ``cfg`` (the config's ``resolve``) names, in order."""
     from ..mine.github import GitHubClient
@@ -44,6 +45,7 @@ def resolvers_from_config(cfg, api_url, repo):
             out.append(ApiResolver(GitHubClient(base_url=api_url), repo))
     return out
 
+
 def resolve(cfg, api_url, repo, bugs_csv, out_commits):
     """Step 2 (``cfg``: the config's ``resolve``)."""
     from ..resolve import resolve_bugs, write_commits
@@ -57,6 +59,7 @@ def resolve(cfg, api_url, repo, bugs_csv, out_commits):
     log.info("%d of %d bugs resolved; the rest are listed with their reason", done, len(rows))
     return rows
 
+
 def merge_sheet(sheet_path, bugs_csv, commits_csv, out_merge):
     """Merge mining and resolution into the sheet (a side effect: the sheet is a person's, never an
     output), and report what changed."""
@@ -68,6 +71,7 @@ def merge_sheet(sheet_path, bugs_csv, commits_csv, out_merge):
     write_json(out_merge, {"sheet": str(sheet_path), **summary})
     log.info("sheet %s: %s", sheet_path, summary)
     return summary
+
 
 def funnel(sheet_path, out_funnel):
     """The funnel, from the sheet as it is now: an edit to the sheet refreshes it."""

@@ -18,6 +18,7 @@ def sequential_options(design, stats_cfg):
     return {"design": built, "min_effect": stats_cfg["min_effect"],
             "futility_power": design["sequential"]["futility_power"]}
 
+
 def bug_stats(stats_cfg, design, bug, records, out_csv, out_json, tags="", arms_json=None,
               decisions=()):
     """One bug's statistics; ``design``: the config's train ``runs``, ``seed_policy`` and
@@ -29,10 +30,12 @@ def bug_stats(stats_cfg, design, bug, records, out_csv, out_json, tags="", arms_
                    read_json(arms_json) if arms_json else None,
                    early=next((read_json(p) for p in decisions if "/early/" in str(p)), None))
 
+
 def study_design(train_cfg, family=1):
     """What the statistics need to know of how runs were made; ``family``: the bugs of the study
     (controls included), among which a group-sequential design shares the study's alpha."""
     return {**{k: train_cfg[k] for k in ("runs", "seed_policy", "sequential")}, "family": family}
+
 
 def stage(stats_cfg, design, bug, pairs, records, out):
     """One interim look (``design``: ``study_design``), asked for only when the looks before it
@@ -60,12 +63,14 @@ def stage(stats_cfg, design, bug, pairs, records, out):
     log.info("%s after %d pairs: %s (%s)", bug, pairs, decision["decision"], decision["reason"])
     return decision
 
+
 def study_stats(study, stats_cfg, bugs, bug_jsons, funnel_csv, out_pvalues, out_verdicts,
                 out_summary):
     from ..stats.tables import study_tables
     funnel_rows = read_csv(funnel_csv)[1] if funnel_csv and Path(funnel_csv).exists() else []
     return study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, out_verdicts,
                         out_summary)
+
 
 def bug_done(bug, stats_json, out):
     """The bug's verdict and its reason, one line (what ``bugimpact run --bug`` ends with)."""
@@ -75,16 +80,19 @@ def bug_done(bug, stats_json, out):
     write_text(out, line + "\n")
     log.info("%s", line)
 
+
 def bug_figure(bug_json, out):
     from ..stats.figures import bug_figure as draw
     data = read_json(bug_json)
     draw(data["info"]["bug"], data["rows"][0]["verdict"] if data["rows"] else "",
          data["info"]["values"], out)
 
+
 def std_figure(bug_jsons, out):
     from ..stats.figures import std_figure as draw
     from ..stats.tables import std_values
     draw(std_values(bug_jsons), out)
+
 
 def study_setup(config):
     """The report's one-line description of the study's setup."""
@@ -93,6 +101,7 @@ def study_setup(config):
             f"seed policy {t['seed_policy']}, {t['threads']} thread(s), device {t['device']}; "
             f"alpha {config['stats']['alpha']}, {config['stats']['correction']} correction over "
             f"the tested bugs x metrics.")
+
 
 def report(study, setup, tables, figures, out, stats_cfg=None):
     """The study's HTML page (``tables``: verdicts, pvalues, summary and builds CSVs;

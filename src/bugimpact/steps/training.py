@@ -12,9 +12,11 @@ def prepare_data(data_cfg, challenge, out_npz, out_meta):
     from ..datasets import prepare
     return prepare(challenge, out_npz, out_meta, data_cfg["cifar10"], data_cfg["mnist"])
 
+
 def seeds(study_seed, policy, bug, out):
     from ..experiment import write_seeds
     write_seeds(out, study_seed, bug, policy)
+
 
 def train_run(train_cfg, target, files, out, log_path):
     """Step 5: one run (``target``: a ``train.RunTarget``). ``train_cfg`` (the config's ``train``)
@@ -25,6 +27,7 @@ def train_run(train_cfg, target, files, out, log_path):
     spec = build_spec(train_cfg, target, archived_seeds(files["seeds"], train_cfg, target.bug),
                       files["data"], read_json(files["meta"]))
     return train_one(spec, out, log_path, read_json(files["runtime"]), RunOptions.of(train_cfg))
+
 
 def archived_seeds(path, train_cfg, bug):
     """The bug's archived seeds. The arms gate archives them before any run is asked for; a run
@@ -37,6 +40,7 @@ def archived_seeds(path, train_cfg, bug):
         log.warning("%s: the seeds archive was missing; archived again from the study seed", bug)
     check_seeds(Path(path), bug)
     return read_json(path)
+
 
 def early(runs, bug, records, out, repeats=()):
     """The early decision, made from the first ``runs`` pairs (and the repeats): it only asks

@@ -1,0 +1,144 @@
+"""Artifact sources: where an arm's framework comes from, each in one class behind one interface.
+
+A source says which field an arm needs, the artifact's id (keyed by what it is, never by the bug
+that uses it), whether its wheel must fit the runtime's interpreter, whether it is built from a
+commit (by the docker step), and how its manifest is made. The plan, the artifact step and gc ask
+the source; adding one (a nightly, a conda package) is one class here, registered in ``SOURCES``,
+and its name in the schema's arm ``source``."""
+import hashlib
+import json
+import time
+
+from ..io import InputError, read_json
+
+
+class Source:
+    name = ""
+    needs = ""  # the arm field that says which one (a version, a commit, a wheel)
+    fits_interpreter = False  # a release wheel, chosen for the runtime's Python
+    built = False  # built from a commit by the docker step, with the toolchain image
+
+    def identity(self, arm, recipe_sha, target):
+        raise NotImplementedError
+
+    def release(self, arm):
+        """The released package this arm is, or is made from (gc keeps its cached wheel)."""
+        return arm
+
+    def make(self, sources, spec, folder, toolchain_json=None):
+        """The artifact's manifest (``sources``: ``steps.artifact_sources``)."""
+        raise NotImplementedError(f"artifact source {self.name!r} is built by the docker step")
+
+
+class Installed(Source):
+    name = "installed"
+
+    def identity(self, arm, recipe_sha, target):
+        return "installed"
+
+    def make(self, sources, spec, folder, toolchain_json=None):
+        from .sources import installed_manifest
+        return installed_manifest()
+
+
+class PyPI(Source):
+    name, needs, fits_interpreter = "pypi", "version", True
+
+    def identity(self, arm, recipe_sha, target):
+        return f"pypi-{arm['version']}-{target}" if target else f"pypi-{arm['version']}"
+
+    def make(self, sources, spec, folder, toolchain_json=None):
+        from .sources import pypi_wheel, wheel_manifest
+        started = time.time()
+        python = _target_interpreter(spec, toolchain_json)
+        wheel = pypi_wheel(spec["version"], sources["wheel_cache"], python, sources["pip_index_url"])
+        manifest = wheel_manifest("pypi", wheel, started)
+        manifest.update(version_requested=spec["version"], python=python)
+        return manifest
+
+
+class Wheel(Source):
+    name, needs = "wheel", "wheel"
+
+    def identity(self, arm, recipe_sha, target):
+        ident = arm.get("sha256") or hashlib.sha256(arm["wheel"].encode()).hexdigest()
+        return f"wheel-{ident[:16]}"
+
+    def make(self, sources, spec, folder, toolchain_json=None):
+        from .sources import user_wheel, wheel_manifest
+        started = time.time()
+        wheel = user_wheel(spec["wheel"], spec.get("sha256", ""), sources["wheel_cache"])
+        return wheel_manifest("wheel", wheel, started)
+
+
+class Docker(Source):
+    name, needs, built = "docker", "commit", True
+
+    def identity(self, arm, recipe_sha, target):
+        return f"docker-{arm['commit'][:12]}-{recipe_sha}"
+
+
+class OneFix(Source):
+    """A release wheel plus one arm's overlay of the fix's Python files (no build)."""
+    name, needs, fits_interpreter = "onefix", "release", True
+
+    def identity(self, arm, recipe_sha, target):
+        from ..harness.data import sha256_file
+        diff = ({"patch": sha256_file(arm["patch"])} if arm.get("patch")
+                else {"commits": [arm.get("buggy_sha"), arm.get("corrected_sha")]})
+        what = json.dumps([artifact_id(arm["release"], recipe_sha, target), diff], sort_keys=True)
+        return f"onefix-{arm['arm']}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
+
+    def release(self, arm):
+        return arm.get("release", arm)
+
+    def make(self, sources, spec, folder, toolchain_json=None):
+        from . import onefix
+        from .diffs import fix_diff
+        release = dict(spec["release"], python=spec.get("python"))
+        base = source(release["source"]).make(sources, release, folder)
+        try:
+            diff_text, origin = fix_diff(sources, spec)
+        except onefix.Refused:
+            if str(spec.get("onefix", "")).startswith("no:"):  # the resolver read the real diff
+                raise onefix.Refused(f"{spec['onefix'][4:]}, which a release wheel cannot take (the "
+                                     f"sheet's onefix, read from the fix's diff)") from None
+            raise
+        patch_text, kinds = onefix.isolate(diff_text, wheel_files=onefix.wheel_files(base["wheel"]))
+        fix_in_release, direction, overlay = onefix.make_overlay(
+            base["wheel"], patch_text, kinds["python"], spec["arm"], folder)
+        return {**base, "source": "onefix", "arm": spec["arm"], "release": release,
+                "diff_origin": origin, "diff_sha256": hashlib.sha256(diff_text.encode()).hexdigest(),
+                "patch": str((folder / "fix.diff").resolve()),
+                "patch_sha256": hashlib.sha256(patch_text.encode()).hexdigest(),
+                "files_changed": kinds["python"], "files_not_shipped": kinds["not_shipped"],
+                "fix_in_release": fix_in_release, "apply": direction,
+                "overlay_dir": str((folder / "overlay").resolve()), "overlay": overlay}
+
+
+SOURCES = {s.name: s() for s in (Installed, PyPI, Wheel, Docker, OneFix)}
+
+
+def source(name):
+    try:
+        return SOURCES[name]
+    except KeyError:
+        raise InputError("config.yaml", f"unknown artifact source {name!r}; known: "
+                         f"{', '.join(SOURCES)}", field="source") from None
+
+
+def artifact_id(arm, recipe_sha="", target=""):
+    """Artifacts are keyed by what they are, never by the bug that uses them: docker builds by
+    commit plus the hash of the build recipe; release wheels by version and the wheel tags of the
+    runtime's interpreter (``target``); one-fix artifacts by their release, their diff and the arm."""
+    return source(arm["source"]).identity(arm, recipe_sha, target)
+
+
+def _target_interpreter(spec, toolchain_json):
+    """The interpreter a release wheel must fit: the venv's (probed when the plan was made), or
+    the docker runtime image's (probed by the toolchain job)."""
+    if spec.get("python"):
+        return spec["python"]
+    if not toolchain_json:
+        raise ValueError("a docker runtime's wheel needs the toolchain's record")
+    return read_json(toolchain_json)["python"]
