@@ -4,6 +4,7 @@
 #   results/<study>/mined/, resolved/           steps 1-2: mined release-note entries, commits per PR
 #   data/filter/<framework>.csv                 step 3: the sheet a person edits (merged, never replaced)
 #   results/artifacts/<artifact>/manifest.json  step 4: framework builds, keyed by commit or version
+#   results/experiments/<key>.json              step 5: the experiment every run of <key> reads
 #   results/runs/<bug>/<key>/<arm>/<run>.json   step 5: one record per run, keyed by the experiment
 #   results/<study>/stats/, figures/, bugs/, report.html   step 6 (each study its own)
 import sys

@@ -120,6 +120,7 @@ def arms_inputs(wildcards):
     inputs = {"reach": PLAN.reach_json(bug)} if PLAN.reach_json(bug) else {}
     if not reach_gated(bug):
         inputs["seeds"] = seeds_json(wildcards)  # archived before any run is asked for
+        inputs["experiment"] = PLAN.experiment_json(bug)  # the file every run of the key reads
         inputs.update({arm: PLAN.runtime_json(bug, arm) for arm in ARMS})
     return inputs
 

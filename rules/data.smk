@@ -14,6 +14,19 @@ rule prepare_data:
 
 # Seeds are archived before the first run of a bug and read by every run; they depend only on the
 # study seed, the policy and the bug id, so changing the run count never changes them.
+# An experiment key, one file: what every run of the key computes with (a run checks that the file
+# hashes to the key in its path, so no record can disagree with where it lies).
+rule experiment:
+    output:
+        "results/experiments/{key}.json",
+    params:
+        spec=lambda wc: PLAN.experiments[wc.key],
+    log:
+        "logs/experiments/{key}.log",
+    script:
+        "../scripts/experiment.py"
+
+
 rule seeds:
     output:
         "results/seeds/{bug}/{key}.json",

@@ -26,6 +26,8 @@ rule train:
     params:
         arm=arm_json,
         train=untracked(config["train"]),
+        # read from results/experiments/{key}.json (made before the gate): made here if missing
+        experiment=lambda wildcards, output: PLAN.experiments[wildcards.key],
     resources:
         gpu=1 if config["train"]["device"] == "cuda" else 0,
     log:

@@ -237,6 +237,28 @@ def test_harness_parses_as_python36_and_imports_only_numpy_and_torch():
     assert not [n for n in ast.walk(init) if isinstance(n, (ast.Import, ast.ImportFrom))]
 
 
+def test_an_experiment_file_that_is_not_its_key_stops_the_run(tmp_path):
+    """A run reads what it computes from results/experiments/<key>.json and checks the file
+    against the key in its own path: an edited file (15 epochs typed as 99) is refused, naming
+    the file, and the true one is read back as written."""
+    from bugimpact.experiment import experiment_file, read_experiment
+    from bugimpact.io import InputError, write_json
+    train = {"model": "smallcnn", "challenge": "digits", "epochs": 15, "seed_policy": "paired",
+             "study_seed": 1, "threads": 1}
+    found = experiment_file(train, "venv-py3.7.16-abcd1234")
+    path = tmp_path / f"{found['key']}.json"
+    write_json(path, found)
+    assert read_experiment(path, found["key"]) == found["attributes"]
+    assert found["key"] == experiment_key(train, "venv-py3.7.16-abcd1234")
+    edited = dict(found, attributes=dict(found["attributes"], epochs=99))
+    write_json(path, edited)
+    with pytest.raises(InputError, match=f"{path}.*not the experiment {found['key']}"):
+        read_experiment(path, found["key"])
+    write_json(path, found)
+    with pytest.raises(InputError, match="not the experiment"):  # a file under another key
+        read_experiment(path, found["key"].replace("-e15-", "-e99-"))
+
+
 def test_python36_syntax_check_catches_newer_syntax():
     with pytest.raises(SyntaxError):
         ast.parse("if (x := 1): pass", feature_version=(3, 6))

@@ -29,7 +29,7 @@ def test_lint_is_clean_but_for_the_declined_conda_advice():
     lints = [line.strip() for line in (out.stdout + out.stderr).splitlines()
              if line.strip().startswith("* ")]
     assert set(lints) == {"* Specify a conda environment or container for each rule.:"}
-    assert len(lints) == 26  # one per rule, nothing else
+    assert len(lints) == 27  # one per rule, nothing else
 
 
 def test_default_config_dry_run(tmp_path):
@@ -226,6 +226,12 @@ def test_study_outputs_and_verdicts(study):
     # the record of a real run, as the harness wrote it inside the runtime
     record = next((work / "results" / "runs" / "fault-momentum").glob("*/buggy/0.json"))
     assert '"status": "ok"' in record.read_text()
+    # what it computed is its experiment's file, the one its path names
+    key = record.parent.parent.name
+    found = json.loads((work / "results" / "experiments" / f"{key}.json").read_text())
+    spec = json.loads(record.read_text())["spec"]
+    assert found["key"] == key and spec["experiment_key"] == key
+    assert {k: spec[k] for k in found["attributes"]} == found["attributes"]
     assert list((work / "results" / "seeds" / "aa").glob("*.json"))
     # Snakemake's own report, with the captions, works too
     snakemake(work, "--configfile", FAST, "--report", "results/calibration/snakemake-report.html")

@@ -41,6 +41,26 @@ def experiment_key(train, runtime_id=None):
     return f"{model}-{attrs['challenge']}-e{attrs['epochs']}-{attrs['seed_policy']}-{digest}"
 
 
+def experiment_file(train, runtime_id):
+    """An experiment as one value: its key, the attributes a run computes with, and its runtime
+    (written once to ``results/experiments/<key>.json``, which every run of the key reads)."""
+    return {"key": experiment_key(train, runtime_id), "attributes": experiment(train),
+            "runtime": runtime_id}
+
+
+def read_experiment(path, key):
+    """The attributes of experiment ``key`` from its file; a file that is not that experiment
+    (edited, or from another version) stops the run: a record never disagrees with its path."""
+    from .io import InputError, read_json
+    found = read_json(path)
+    attrs = found.get("attributes") if isinstance(found, dict) else None
+    if not isinstance(attrs, dict) or found.get("key") != key or experiment_key(
+            attrs, found.get("runtime")) != key:
+        raise InputError(path, f"not the experiment {key}: its attributes hash to another key; "
+                         "delete it and run again (it is made from the config)")
+    return attrs
+
+
 def derive_seeds(study_seed, bug, policy, count=MAX_RUNS):
     """Seeds from the study seed and the bug id: reproducible, and the same whatever the run count.
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from .artifacts.kinds import kind as runtime_kind
 from .artifacts.kinds import runtime_id
 from .artifacts.source_kinds import artifact_id, source
-from .experiment import ARMS, experiment_key, study_bugs
+from .experiment import ARMS, experiment_file, experiment_key, study_bugs
 from .harness.registry import FAULTS, model_error
 from .io import InputError
 from .sheet import validate
@@ -59,9 +59,13 @@ class Plan:
                 self._register(ident, base, recipe_sha)
                 arm_spec["artifact"] = ident
         # a bug's key names its arms' runtimes: a bug whose runtime did not change keeps its runs
-        self.keys = {bug: experiment_key(config["train"], "+".join(sorted(
-            {self.runtime_ids[spec["arms"][arm]["artifact"]] for arm in ARMS})))
-            for bug, spec in self.bugs.items()}
+        runtimes = {bug: "+".join(sorted({self.runtime_ids[spec["arms"][arm]["artifact"]]
+                                          for arm in ARMS})) for bug, spec in self.bugs.items()}
+        self.experiments = {}  # key -> the experiment (experiment_file), one file per key
+        for runtime in runtimes.values():
+            found = experiment_file(config["train"], runtime)
+            self.experiments[found["key"]] = found
+        self.keys = {bug: experiment_key(config["train"], runtimes[bug]) for bug in self.bugs}
         for bug in self.bugs:
             check_seeds(Path(self.seeds_json(bug)), bug)
         self.reach_artifacts = {bug: self._reach_artifact(bug, recipe_sha, target) for bug in self.bugs}
@@ -254,6 +258,9 @@ class Plan:
         """A bug's seeds, per experiment key (which holds the study seed and the policy they are
         derived from: two studies with other seeds never share a file)."""
         return f"results/seeds/{bug}/{self.keys[bug]}.json"
+
+    def experiment_json(self, bug):
+        return f"results/experiments/{self.keys[bug]}.json"
 
     def arms_gate(self, bug):
         return f"results/arms/{bug}/{self.keys[bug]}.json"

@@ -12,7 +12,6 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from .experiment import experiment
 from .harness.registry import sealed
 from .io import write_json
 
@@ -44,8 +43,9 @@ class RunOptions:
                    timeout=train_cfg["timeout_s"], fork_server=train_cfg["fork_server"])
 
 
-def build_spec(train_cfg, target, seeds, data_npz, data_meta):
-    spec = experiment(train_cfg)
+def build_spec(attributes, target, seeds, data_npz, data_meta):
+    """The harness's spec: the experiment's attributes (from its file), the run and its data."""
+    spec = dict(attributes)
     spec.update({"bug": target.bug, "arm": target.arm, "run": target.run,
                  "seed": seeds["seeds"][target.run], "fault": target.arm_spec.get("fault", ""),
                  "artifact": target.arm_spec["artifact"], "experiment_key": target.key,

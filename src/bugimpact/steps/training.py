@@ -13,18 +13,28 @@ def prepare_data(data_cfg, challenge, out_npz, out_meta):
     return prepare(challenge, out_npz, out_meta, data_cfg["cifar10"], data_cfg["mnist"])
 
 
+def experiment(spec, out):
+    """The experiment of a key, one file (``spec``: ``Plan.experiments[key]``)."""
+    write_json(out, spec)
+
+
 def seeds(study_seed, policy, bug, out):
     from ..experiment import write_seeds
     write_seeds(out, study_seed, bug, policy)
 
 
-def train_run(train_cfg, target, files, out, log_path):
-    """Step 5: one run (``target``: a ``train.RunTarget``). ``train_cfg`` (the config's ``train``)
-    gives the experiment, which is also in the target's key, and how runs are attempted (retries,
-    timeout, GPUs, the fork server); ``files``: the run's ``seeds``, ``data``, ``meta`` and
+def train_run(train_cfg, target, files, out, log_path, experiment_spec=None):
+    """Step 5: one run (``target``: a ``train.RunTarget``). What it computes comes from its
+    experiment's file (``files["experiment"]``, checked against the key in the run's path; made
+    from ``experiment_spec`` when missing); ``train_cfg`` says how runs are attempted (retries,
+    timeout, GPUs, the fork server). ``files``: also the run's ``seeds``, ``data``, ``meta`` and
     ``runtime`` files."""
+    from ..experiment import read_experiment
     from ..train import RunOptions, build_spec, train_one
-    spec = build_spec(train_cfg, target, archived_seeds(files["seeds"], train_cfg, target.bug),
+    if not Path(files["experiment"]).exists() and experiment_spec:
+        write_json(files["experiment"], experiment_spec)  # as the arms gate would have
+    attributes = read_experiment(files["experiment"], target.key)
+    spec = build_spec(attributes, target, archived_seeds(files["seeds"], train_cfg, target.bug),
                       files["data"], read_json(files["meta"]))
     return train_one(spec, out, log_path, read_json(files["runtime"]), RunOptions.of(train_cfg))
 
