@@ -58,14 +58,7 @@ class Plan:
                     base["python"] = self.interpreter  # the wheel must fit the runtime's Python
                 self._register(ident, base, recipe_sha)
                 arm_spec["artifact"] = ident
-        # a bug's key names its arms' runtimes: a bug whose runtime did not change keeps its runs
-        runtimes = {bug: "+".join(sorted({self.runtime_ids[spec["arms"][arm]["artifact"]]
-                                          for arm in ARMS})) for bug, spec in self.bugs.items()}
-        self.experiments = {}  # key -> the experiment (experiment_file), one file per key
-        for runtime in runtimes.values():
-            found = experiment_file(config["train"], runtime)
-            self.experiments[found["key"]] = found
-        self.keys = {bug: experiment_key(config["train"], runtimes[bug]) for bug in self.bugs}
+        self.keys, self.experiments = self._experiments()
         for bug in self.bugs:
             check_seeds(Path(self.seeds_json(bug)), bug)
         self.reach_artifacts = {bug: self._reach_artifact(bug, recipe_sha, target) for bug in self.bugs}
@@ -82,6 +75,17 @@ class Plan:
             if seq["stages"] != sorted(set(seq["stages"])):
                 raise InputError("config.yaml", f"stages must increase: {seq['stages']}",
                                  field="train.sequential.stages")
+
+    def _experiments(self):
+        """Each bug's experiment key, and the experiment of each key (``experiment_file``, one
+        file per key). A bug's key names its arms' runtimes: a bug whose runtime did not change
+        keeps its runs."""
+        keys, experiments = {}, {}
+        for bug, spec in self.bugs.items():
+            runtime = "+".join(sorted({self.runtime_ids[spec["arms"][arm]["artifact"]] for arm in ARMS}))
+            found = experiment_file(self.config["train"], runtime)
+            keys[bug], experiments[found["key"]] = found["key"], found
+        return keys, experiments
 
     def _reach_artifact(self, bug, recipe_sha, target):
         """The release a sheet bug's reach trace runs on (registered as an artifact), or None:
