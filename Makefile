@@ -12,7 +12,8 @@ study:  ## the default study end to end: offline, CPU, a few minutes
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host
 	$(PY) -m snakemake --cores $(CORES)
 
-test:   ## lint (ruff), then every test, the Docker ones included
+test:   ## lint (ruff, snakefmt), then every test, the Docker ones included
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
 	$(PY) -m ruff check src tests bench scripts
+	$(VENV)/bin/snakefmt --check Snakefile rules/
 	$(PY) -m pytest -ra

@@ -6,10 +6,10 @@ rule preflight:
         reach=PLAN.reach_gating_jsons(),
     output:
         f"{OUT}/preflight.txt",
-    params:
-        config=config,  # it checks the whole plan
     log:
         "logs/preflight.log",
+    params:
+        config=config,  # it checks the whole plan
     script:
         "../scripts/preflight.py"
 
@@ -19,12 +19,12 @@ rule preflight:
 rule toolchain:
     output:
         "results/toolchains/{toolchain}.json",
-    params:
-        docker=untracked(config["artifacts"]["docker"]),  # what matters is hashed into {toolchain}
     log:
         "logs/toolchains/{toolchain}.log",
     benchmark:
         "benchmarks/toolchains/{toolchain}.tsv"
+    params:
+        docker=untracked(config["artifacts"]["docker"]),  # what matters is hashed into {toolchain}
     script:
         "../scripts/toolchain.py"
 
@@ -34,15 +34,15 @@ rule artifact:
         toolchain=runtime_image_input,
     output:
         "results/artifacts/{artifact}/manifest.json",
+    log:
+        "logs/artifacts/{artifact}.log",
+    benchmark:
+        "benchmarks/artifacts/{artifact}.tsv"
     wildcard_constraints:
         artifact=r"installed|pypi-[^/]+|wheel-[0-9a-f]+|onefix-[^/]+",
     params:
         spec=lambda wc: PLAN.artifact_spec(wc.artifact),
         sources=untracked(artifact_sources(config)),  # where from, not what: that is {artifact}
-    log:
-        "logs/artifacts/{artifact}.log",
-    benchmark:
-        "benchmarks/artifacts/{artifact}.tsv"
     script:
         "../scripts/artifact.py"
 
@@ -55,6 +55,10 @@ rule runtime:
         toolchain=runtime_image_input,
     output:
         "results/runtimes/{runtime}/{artifact}/runtime.json",
+    log:
+        "logs/runtimes/{runtime}/{artifact}.log",
+    benchmark:
+        "benchmarks/runtimes/{runtime}/{artifact}.tsv"
     params:
         kind=lambda wc: wc.runtime.split("-", 1)[0],  # per artifact: see Plan.kind_of
         interpreter=PLAN.interpreter,
@@ -62,10 +66,6 @@ rule runtime:
         gpus=untracked(config["runtime"]["gpus"]),
         installer=untracked(config["runtime"]["installer"]),  # how, not what: the same files
         cache=untracked(config["runtime"]["cache"]),
-    log:
-        "logs/runtimes/{runtime}/{artifact}.log",
-    benchmark:
-        "benchmarks/runtimes/{runtime}/{artifact}.tsv"
     script:
         "../scripts/runtime.py"
 
@@ -78,15 +78,15 @@ rule docker_build:
         toolchain=toolchain_input,
     output:
         "results/artifacts/{artifact}/manifest.json",
+    log:
+        "logs/artifacts/{artifact}.log",
+    benchmark:
+        "benchmarks/artifacts/{artifact}.tsv"
     wildcard_constraints:
         artifact=r"docker-[0-9a-f]+-[0-9a-f]+",
     params:
         spec=lambda wc: PLAN.artifact_spec(wc.artifact),
         docker=untracked(config["artifacts"]["docker"]),  # the recipe is hashed into {artifact}
-    log:
-        "logs/artifacts/{artifact}.log",
-    benchmark:
-        "benchmarks/artifacts/{artifact}.tsv"
     script:
         "../scripts/docker_build.py"
 

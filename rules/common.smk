@@ -87,6 +87,7 @@ def made_decision(bug):
         if kind == "early":
             return read_json(checkpoints.early_decision.get(bug=bug, key=PLAN.keys[bug]).output[0])
         return read_json(checkpoints.stage_decision.get(bug=bug, key=PLAN.keys[bug], pairs=pairs).output[0])
+
     return read
 
 
@@ -120,7 +121,8 @@ def arms_inputs(wildcards):
     inputs = {"reach": PLAN.reach_json(bug)} if PLAN.reach_json(bug) else {}
     if not reach_gated(bug):
         inputs["seeds"] = seeds_json(wildcards)  # archived before any run is asked for
-        inputs["experiment"] = PLAN.experiment_json(bug)  # the file every run of the key reads
+        # the file every run of the key reads
+        inputs["experiment"] = PLAN.experiment_json(bug)
         inputs.update({arm: PLAN.runtime_json(bug, arm) for arm in ARMS})
     return inputs
 
@@ -128,7 +130,9 @@ def arms_inputs(wildcards):
 def build_status_inputs(wildcards):
     if reach_gated(wildcards.bug):
         return {"reach": PLAN.reach_json(wildcards.bug)}
-    return {"manifest": f"results/artifacts/{PLAN.arm(wildcards.bug, wildcards.arm)['artifact']}/manifest.json"}
+    return {
+        "manifest": f"results/artifacts/{PLAN.arm(wildcards.bug, wildcards.arm)['artifact']}/manifest.json"
+    }
 
 
 def arm_json(wildcards):
@@ -138,7 +142,8 @@ def arm_json(wildcards):
 def raw_data(wildcards):
     """The official files a challenge is prepared from (digits ships with scikit-learn)."""
     return {"cifar10": [config["data"]["cifar10"]], "mnist": [config["data"]["mnist"]]}.get(
-        wildcards.challenge, [])
+        wildcards.challenge, []
+    )
 
 
 def artifact_manifest(wildcards):

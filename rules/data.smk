@@ -4,36 +4,36 @@ rule prepare_data:
     output:
         npz="results/data/{challenge}.npz",
         meta="results/data/{challenge}.json",
-    params:
-        data=config["data"],
     log:
         "logs/data/{challenge}.log",
+    params:
+        data=config["data"],
     script:
         "../scripts/prepare_data.py"
 
 
-# Seeds are archived before the first run of a bug and read by every run; they depend only on the
-# study seed, the policy and the bug id, so changing the run count never changes them.
 # An experiment key, one file: what every run of the key computes with (a run checks that the file
 # hashes to the key in its path, so no record can disagree with where it lies).
 rule experiment:
     output:
         "results/experiments/{key}.json",
-    params:
-        spec=lambda wc: PLAN.experiments[wc.key],
     log:
         "logs/experiments/{key}.log",
+    params:
+        spec=lambda wc: PLAN.experiments[wc.key],
     script:
         "../scripts/experiment.py"
 
 
+# Seeds are archived before the first run of a bug and read by every run; they depend only on the
+# study seed, the policy and the bug id, so changing the run count never changes them.
 rule seeds:
     output:
         "results/seeds/{bug}/{key}.json",
+    log:
+        "logs/seeds/{bug}/{key}.log",
     params:
         study_seed=config["train"]["study_seed"],
         policy=config["train"]["seed_policy"],
-    log:
-        "logs/seeds/{bug}/{key}.log",
     script:
         "../scripts/seeds.py"

@@ -4,10 +4,10 @@ rule mine:
     output:
         bugs=f"{OUT}/mined/bugs.csv",
         counts=f"{OUT}/mined/releases.csv",
+    log:
+        "logs/mine.log",
     params:
         mine=config["mine"],
         repo=config["repo"],
-    log:
-        "logs/mine.log",
     script:
         "../scripts/mine.py"

@@ -9,13 +9,13 @@ rule reach_trace:
         meta=f"results/data/{config['train']['challenge']}.json",
     output:
         "results/reach/traces/{key}/{artifact}.json",
-    params:
-        train=untracked(config["train"]),  # the experiment is {key}
-        steps=config["reach"]["steps"],
     log:
         "logs/reach/traces/{key}/{artifact}.log",
     benchmark:
         "benchmarks/reach/traces/{key}/{artifact}.tsv"
+    params:
+        train=untracked(config["train"]),  # the experiment is {key}
+        steps=config["reach"]["steps"],
     script:
         "../scripts/reach_trace.py"
 
@@ -25,13 +25,13 @@ checkpoint reach:
         trace=lambda wc: PLAN.reach_trace(wc.bug) or [],
     output:
         "results/reach/{bug}/{key}.json",
-    params:
-        spec=lambda wc: PLAN.bugs[wc.bug],
-        sources=untracked(artifact_sources(config)),  # where diffs come from, not what they are
-        reach=config["reach"],
     log:
         "logs/reach/{bug}/{key}.log",
     benchmark:
         "benchmarks/reach/{bug}/{key}.tsv"
+    params:
+        spec=lambda wc: PLAN.bugs[wc.bug],
+        sources=untracked(artifact_sources(config)),  # where diffs come from, not what they are
+        reach=config["reach"],
     script:
         "../scripts/reach.py"

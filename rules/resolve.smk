@@ -4,11 +4,11 @@ rule resolve:
         known=[config["resolve"]["known"]] if config["resolve"]["known"] else [],
     output:
         commits=f"{OUT}/resolved/commits.csv",
+    log:
+        "logs/resolve.log",
     params:
         resolve=config["resolve"],
         api_url=config["mine"]["api_url"],
         repo=config["repo"],
-    log:
-        "logs/resolve.log",
     script:
         "../scripts/resolve.py"

@@ -7,10 +7,10 @@ rule sheet_merge:
         commits=f"{OUT}/resolved/commits.csv",
     output:
         merge=f"{OUT}/filter/{FRAMEWORK}.merge.json",
-    params:
-        sheet=config["sheet"],
     log:
         "logs/sheet_merge.log",
+    params:
+        sheet=config["sheet"],
     script:
         "../scripts/sheet_merge.py"
 
@@ -23,9 +23,9 @@ rule funnel:
         merge=f"{OUT}/filter/{FRAMEWORK}.merge.json",
     output:
         funnel=f"{OUT}/filter/funnel.csv",
-    params:
-        sheet=config["sheet"],
     log:
         "logs/funnel.log",
+    params:
+        sheet=config["sheet"],
     script:
         "../scripts/funnel.py"

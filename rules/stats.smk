@@ -4,12 +4,12 @@ rule bug_stats:
     output:
         csv=f"{OUT}/stats/{{bug}}.csv",
         json=f"{OUT}/stats/{{bug}}.json",
+    log:
+        "logs/stats/{bug}.log",
     params:
         stats=config["stats"],
         design=study_design(config["train"], len(PLAN.bugs)),
         tags=lambda wc: PLAN.bugs[wc.bug].get("tags", ""),
-    log:
-        "logs/stats/{bug}.log",
     script:
         "../scripts/bug_stats.py"
 
@@ -22,12 +22,12 @@ rule study_stats:
         pvalues=report(f"{OUT}/stats/pvalues.csv", caption="../report/pvalues.rst", category="Tables"),
         verdicts=report(f"{OUT}/stats/verdicts.csv", caption="../report/verdicts.rst", category="Tables"),
         summary=report(f"{OUT}/stats/summary.csv", caption="../report/summary.rst", category="Tables"),
+    log:
+        "logs/stats/study.log",
     params:
         study=config["study"],
         stats=config["stats"],
         bugs={b: {k: s.get(k, "") for k in ("kind", "label", "tags")} for b, s in PLAN.bugs.items()},
-    log:
-        "logs/stats/study.log",
     script:
         "../scripts/study_stats.py"
 
@@ -64,12 +64,12 @@ rule report:
         builds=f"{OUT}/builds/summary.csv",
     output:
         f"{OUT}/report.html",
+    log:
+        "logs/report.log",
     params:
         study=config["study"],
         setup=study_setup(config),
         stats=config["stats"],  # what the captions name (the correction)
-    log:
-        "logs/report.log",
     script:
         "../scripts/report.py"
 
@@ -82,9 +82,9 @@ rule bug:
         lambda wc: PLAN.bug_inputs(wc.bug),
     output:
         f"{OUT}/bugs/{{bug}}.txt",
-    params:
-        stats=lambda wc: f"{OUT}/stats/{wc.bug}.json",
     log:
         "logs/bugs/{bug}.log",
+    params:
+        stats=lambda wc: f"{OUT}/stats/{wc.bug}.json",
     script:
         "../scripts/bug_done.py"

@@ -7,10 +7,10 @@ checkpoint arms:
         unpack(arms_inputs),
     output:
         "results/arms/{bug}/{key}.json",
-    params:
-        gated=lambda wc: reach_gated(wc.bug) or "",
     log:
         "logs/arms/{bug}/{key}.log",
+    params:
+        gated=lambda wc: reach_gated(wc.bug) or "",
     script:
         "../scripts/arms.py"
 
@@ -23,17 +23,17 @@ rule train:
         unpack(train_inputs),
     output:
         "results/runs/{bug}/{key}/{arm}/{run}.json",
+    log:
+        "logs/train/{bug}/{key}/{arm}/{run}.log",
+    benchmark:
+        "benchmarks/train/{bug}/{key}/{arm}/{run}.tsv"
+    resources:
+        gpu=1 if config["train"]["device"] == "cuda" else 0,
     params:
         arm=arm_json,
         train=untracked(config["train"]),
         # read from results/experiments/{key}.json (made before the gate): made here if missing
         experiment=lambda wildcards, output: PLAN.experiments[wildcards.key],
-    resources:
-        gpu=1 if config["train"]["device"] == "cuda" else 0,
-    log:
-        "logs/train/{bug}/{key}/{arm}/{run}.log",
-    benchmark:
-        "benchmarks/train/{bug}/{key}/{arm}/{run}.tsv"
     script:
         "../scripts/train.py"
 
@@ -58,10 +58,10 @@ checkpoint early_decision:
         repeats=lambda wc: PLAN.repeat_records(wc.bug),
     output:
         "results/early/{bug}/{key}.json",
-    params:
-        runs=PLAN.early_runs(),
     log:
         "logs/early/{bug}/{key}.log",
+    params:
+        runs=PLAN.early_runs(),
     script:
         "../scripts/early.py"
 
@@ -73,10 +73,10 @@ checkpoint stage_decision:
         records=lambda wc: PLAN.records(wc.bug, int(wc.pairs)),
     output:
         "results/stages/{bug}/{key}/{pairs}.json",
+    log:
+        "logs/stages/{bug}/{key}/{pairs}.log",
     params:
         stats=config["stats"],
         design=study_design(config["train"], len(PLAN.bugs)),
-    log:
-        "logs/stages/{bug}/{key}/{pairs}.log",
     script:
         "../scripts/stage.py"
