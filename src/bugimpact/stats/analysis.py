@@ -183,21 +183,10 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
 
     ``sequential``: {design, min_effect, futility_power} when the group-sequential design is on; the
     first metric is then the one monitored and tested, the others are reported only."""
-    arms = by_arm(records)
-    ok = {arm: {i: r for i, r in arms[arm].items() if r["status"] == "ok"} for arm in ARMS}
-    failed = _grouped([(arm, i, failure_text(r))
-                       for arm in ARMS for i, r in sorted(arms[arm].items()) if r["status"] == "failed"])
-    for arm in ARMS:  # a NaN metric is a failed measurement: reported, never fed to a test
-        for i, r in sorted(ok[arm].items()):
-            bad = [m for m in metrics if not finite(r["metrics"].get(m))]
-            if bad:
-                failed.append(f"{arm} run {i}: {', '.join(bad)} is not a number "
-                              f"({r['metrics'].get(bad[0])!r}): a failed measurement")
-                del ok[arm][i]
+    arms, ok, failed = _usable_runs(records, metrics)
     skipped = sum(1 for arm in ARMS for r in arms[arm].values() if r["status"] == "skipped")
     common = sorted(set(ok["buggy"]) & set(ok["corrected"]))
     divergence = [first_divergence(ok["buggy"][i], ok["corrected"][i]) for i in common]
-    identical_pairs = sum(1 for d in divergence if d is None)
     first_div = min((d for d in divergence if d is not None), default=None)
     within_identical = all(
         len(ok[arm]) >= 2 and len({tuple(fingerprint_sequence(r)) for r in ok[arm].values()}) == 1
@@ -214,67 +203,89 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
             look["runs_saved"] = 2 * (sequential["design"].stages[-1] - look["pairs"])
             look["estimate_shrink"] = _stop_shrink(sequential["design"], look)
     bug_info = {
-        "bug": bug, "pairs": len(common), "identical_pairs": identical_pairs,
+        "bug": bug, "pairs": len(common), "identical_pairs": sum(1 for d in divergence if d is None),
         "first_divergence_epoch": "" if first_div is None else first_div,
         "failed": "; ".join(failed), "skipped": skipped, "seed_policy": seed_policy,
         "n_ok": {arm: len(ok[arm]) for arm in ARMS}, "within_identical": within_identical,
         "required_runs": required_runs, "values": {}, "scope": scope(ok, common),
-        "sequential": look,
+        "sequential": look, "paired_values": {},
     }
     rows = []
     for metric in metrics:
         values = {arm: [ok[arm][i]["metrics"][metric] for i in sorted(ok[arm])] for arm in ARMS}
         bug_info["values"][metric] = values
-        row = {"bug": bug, "metric": metric,
-               "n_buggy": len(values["buggy"]), "n_corrected": len(values["corrected"])}
-        for arm in ARMS:
-            for stat, value in _describe(values[arm]).items():
-                row[f"{stat}_{arm}"] = value
         by_run = exact[metric]
-        xb, xc = ([by_run[arm][i] for i in sorted(ok[arm])] for arm in ARMS)
-        mwu = mann_whitney(xb, xc)
-        row.update(mwu_u=mwu.statistic, mwu_p=mwu.p_value, mwu_method=mwu.method, mwu_min_p=mwu.min_p)
-        pb = [by_run["buggy"][i] for i in common]
-        pc = [by_run["corrected"][i] for i in common]
-        bug_info.setdefault("paired_values", {})[metric] = [[float(v) for v in pb],
-                                                            [float(v) for v in pc]]  # seed order
-        row["values_compared"] = "exact counts" if is_exact(pb + pc or xb + xc) else "floats"
-        if paired:
-            wil = wilcoxon(pb, pc)
-            row.update(wilcoxon_stat=wil.statistic, wilcoxon_p=wil.p_value,
-                       wilcoxon_method=wil.method, primary_test="wilcoxon signed-rank",
-                       primary_p=wil.p_value)
-            if sequential:  # the monitored metric's stagewise p; the others are reported only
-                first = metric == metrics[0] and look is not None
-                row.update(primary_test=(f"group-sequential wilcoxon ({sequential['design'].shape}, "
-                                         f"stage {look['stage']} of {look['stages']})") if first
-                           else "reported only (sequential design)",
-                           primary_p=look["p"] if first else math.nan)
-        else:
-            row.update(wilcoxon_stat=math.nan, wilcoxon_p=math.nan,
-                       wilcoxon_method="not paired", primary_test="mann-whitney u",
-                       primary_p=mwu.p_value)
-        a12 = vargha_delaney_a12(xb, xc)
-        row.update(a12=a12, cliffs_delta=2 * a12 - 1)
-        # the effect the primary test is about: the paired shift for paired seeds
-        if paired:
-            effect = hodges_lehmann(pb, pc, paired=True, level=1 - alpha)
-            spread = float(np.std(np.subtract(np.asarray(pb, float), np.asarray(pc, float)), ddof=1))
-            d = detectable_d(len(common), None, alpha, power) / RANK_EFFICIENCY
-        else:
-            effect = hodges_lehmann(xb, xc, paired=False, level=1 - alpha)
-            n1, n2 = len(values["buggy"]), len(values["corrected"])
-            enough = n1 > 1 and n2 > 1
-            spread = math.sqrt(((n1 - 1) * row["std_buggy"] ** 2 + (n2 - 1) * row["std_corrected"] ** 2)
-                               / (n1 + n2 - 2)) if enough else math.nan
-            d = detectable_d(n1, n2, alpha, power) / RANK_EFFICIENCY if enough else math.nan
-        row.update(effect=effect[0], effect_low=effect[1], effect_high=effect[2],
-                   effect_level=effect[3],
-                   effect_method="Hodges-Lehmann " + ("paired shift" if paired else "shift"),
-                   mde_d=d, mde=d * spread if not math.isnan(spread) else math.nan, mde_alpha=alpha)
+        pairs = ([by_run["buggy"][i] for i in common], [by_run["corrected"][i] for i in common])
+        bug_info["paired_values"][metric] = [[float(v) for v in side] for side in pairs]  # seed order
+        row = _metric_row(bug, metric, values, [[by_run[arm][i] for i in sorted(ok[arm])] for arm in ARMS],
+                          pairs if paired else None, alpha, power)
+        if paired and sequential:  # the monitored metric's stagewise p; the others are reported only
+            first = metric == metrics[0] and look is not None
+            row.update(primary_test=(f"group-sequential wilcoxon ({sequential['design'].shape}, "
+                                     f"stage {look['stage']} of {look['stages']})") if first
+                       else "reported only (sequential design)",
+                       primary_p=look["p"] if first else math.nan)
         row["exact_diff"] = (row["mean_buggy"] - row["mean_corrected"]) if within_identical else math.nan
         rows.append(row)
     return rows, bug_info
+
+
+def _usable_runs(records, metrics):
+    """The records by arm, the finished ones whose metrics are all numbers, and why the others
+    are not used: a failed run, or a metric that is not a number (a failed measurement, reported
+    and never fed to a test)."""
+    arms = by_arm(records)
+    ok = {arm: {i: r for i, r in arms[arm].items() if r["status"] == "ok"} for arm in ARMS}
+    failed = _grouped([(arm, i, failure_text(r))
+                       for arm in ARMS for i, r in sorted(arms[arm].items()) if r["status"] == "failed"])
+    for arm in ARMS:
+        for i, r in sorted(ok[arm].items()):
+            bad = [m for m in metrics if not finite(r["metrics"].get(m))]
+            if bad:
+                failed.append(f"{arm} run {i}: {', '.join(bad)} is not a number "
+                              f"({r['metrics'].get(bad[0])!r}): a failed measurement")
+                del ok[arm][i]
+    return arms, ok, failed
+
+
+def _metric_row(bug, metric, values, exact, pairs, alpha, power):
+    """One metric's tests and effect. ``values``: each arm's metrics (floats, for the description);
+    ``exact``: the same runs as the tests compare them; ``pairs``: (buggy, corrected) by seed when
+    the runs are paired, else None. The effect is the one the primary test is about: the paired
+    shift for paired seeds, with the MDE at ``alpha`` and ``power``."""
+    row = {"bug": bug, "metric": metric, "n_buggy": len(values["buggy"]),
+           "n_corrected": len(values["corrected"])}
+    for arm in ARMS:
+        for stat, value in _describe(values[arm]).items():
+            row[f"{stat}_{arm}"] = value
+    xb, xc = exact
+    mwu = mann_whitney(xb, xc)
+    row.update(mwu_u=mwu.statistic, mwu_p=mwu.p_value, mwu_method=mwu.method, mwu_min_p=mwu.min_p)
+    row["values_compared"] = "exact counts" if is_exact((pairs[0] + pairs[1]) if pairs and pairs[0]
+                                                        else xb + xc) else "floats"
+    a12 = vargha_delaney_a12(xb, xc)
+    row.update(a12=a12, cliffs_delta=2 * a12 - 1)
+    if pairs:
+        pb, pc = pairs
+        wil = wilcoxon(pb, pc)
+        row.update(wilcoxon_stat=wil.statistic, wilcoxon_p=wil.p_value, wilcoxon_method=wil.method,
+                   primary_test="wilcoxon signed-rank", primary_p=wil.p_value)
+        effect = hodges_lehmann(pb, pc, paired=True, level=1 - alpha)
+        spread = float(np.std(np.subtract(np.asarray(pb, float), np.asarray(pc, float)), ddof=1))
+        d = detectable_d(len(pb), None, alpha, power) / RANK_EFFICIENCY
+    else:
+        row.update(wilcoxon_stat=math.nan, wilcoxon_p=math.nan, wilcoxon_method="not paired",
+                   primary_test="mann-whitney u", primary_p=mwu.p_value)
+        effect = hodges_lehmann(xb, xc, paired=False, level=1 - alpha)
+        n1, n2 = len(values["buggy"]), len(values["corrected"])
+        enough = n1 > 1 and n2 > 1
+        spread = math.sqrt(((n1 - 1) * row["std_buggy"] ** 2 + (n2 - 1) * row["std_corrected"] ** 2)
+                           / (n1 + n2 - 2)) if enough else math.nan
+        d = detectable_d(n1, n2, alpha, power) / RANK_EFFICIENCY if enough else math.nan
+    row.update(effect=effect[0], effect_low=effect[1], effect_high=effect[2], effect_level=effect[3],
+               effect_method="Hodges-Lehmann " + ("paired shift" if pairs else "shift"),
+               mde_d=d, mde=d * spread if not math.isnan(spread) else math.nan, mde_alpha=alpha)
+    return row
 
 
 def _stop_shrink(design, look):
