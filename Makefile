@@ -15,5 +15,5 @@ study:  ## the default study end to end: offline, CPU, a few minutes
 test:   ## lint (ruff, snakefmt), then every test, the Docker ones included
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
 	$(PY) -m ruff check src tests bench scripts
-	$(VENV)/bin/snakefmt --check Snakefile rules/
+	$(PY) -m snakefmt --check Snakefile rules/
 	$(PY) -m pytest -ra
