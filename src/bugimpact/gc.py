@@ -64,39 +64,42 @@ def release_wheel_dirs(specs, cache):
             yield folder / wheel_tags(spec["python"])["key"] if spec.get("python") else folder
 
 
-def _files(path):
-    return [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()]
+def _stats(path):
+    """The stat of every regular file under ``path`` (or of ``path``, a file)."""
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()]
+    return [f.stat() for f in files]
+
+
+def _links_within(paths):
+    """How many of the files under ``paths`` are each inode ((device, inode) -> count)."""
+    links = {}
+    for path in paths:
+        for st in _stats(path):
+            links[(st.st_dev, st.st_ino)] = links.get((st.st_dev, st.st_ino), 0) + 1
+    return links
 
 
 def _freed(paths):
     """Bytes that removing each of ``paths`` frees: a file hard-linked from elsewhere (a venv's
-    file in uv's cache) frees nothing, and a file linked from several of them counts once."""
-    links, first = {}, {}
+    file in uv's cache) frees nothing, and a file linked from several of them counts once, with
+    the first path that holds it."""
+    links, freed, counted = _links_within(paths), {path: 0 for path in paths}, set()
     for path in paths:
-        for f in _files(path):
-            st = f.stat()
+        for st in _stats(path):
             key = (st.st_dev, st.st_ino)
-            links[key] = links.get(key, 0) + 1
-            first.setdefault(key, (path, st.st_size, st.st_nlink))
-    freed = {path: 0 for path in paths}
-    for key, (path, size, nlink) in first.items():
-        if links[key] >= nlink:
-            freed[path] += size
+            if key not in counted and links[key] >= st.st_nlink:
+                freed[path] += st.st_size
+            counted.add(key)
     return freed
 
 
 def _unlinked_cache_entries(caches, removed):
     """uv cache entries (one unpacked package each) that no venv links to once ``removed`` is
     gone: every file's links lie in the entry itself or in what is removed."""
-    elsewhere = {}
-    for path in removed:
-        for f in _files(path):
-            st = f.stat()
-            elsewhere[(st.st_dev, st.st_ino)] = elsewhere.get((st.st_dev, st.st_ino), 0) + 1
+    elsewhere = _links_within(removed)
     for cache in sorted(caches):
         for entry in sorted(Path(cache).glob("archive-v*/*/")):
-            stats = [f.stat() for f in _files(entry)]
-            if all(st.st_nlink <= 1 + elsewhere.get((st.st_dev, st.st_ino), 0) for st in stats):
+            if all(st.st_nlink <= 1 + elsewhere.get((st.st_dev, st.st_ino), 0) for st in _stats(entry)):
                 yield entry
 
 
@@ -142,7 +145,7 @@ def garbage(configs, results="results"):
     found += [("uv cache entry", entry) for entry in _unlinked_cache_entries(
         keep["uv_caches"], [path for kind, path in found if kind == "runtime"])]
     # a file linked from a venv and uv's cache is counted with the cache entry: it is the package
-    freed = _freed(sorted((path for _, path in found), key=lambda p: p.parent.name[:8] != "archive-"))
+    freed = _freed([path for kind, path in sorted(found, key=lambda item: item[0] != "uv cache entry")])
     out = [(kind, str(path), freed[path]) for kind, path in found]
     images_in_use = {read_json(p).get("image") for p in kept_runtimes if p.exists()}
     images_in_use |= {read_json(p)["tag"] for p in (res / "toolchains").glob("*.json")

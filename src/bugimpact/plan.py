@@ -117,14 +117,8 @@ class Plan:
         return ident
 
     def kind_of(self, spec):
-        """The runtime an artifact runs in: the configured kind, except that the installed torch
-        runs on the venv's interpreter itself (a venv over the same site-packages adds nothing),
-        so switching a study to venv for its one-fix rows keeps the runs of its installed-torch
-        controls. Not with extra requirements: those are installed into the venv."""
-        if self.runtime == "venv" and spec["source"] == "installed" \
-                and not self.config["runtime"]["requirements"]:
-            return "local"
-        return self.runtime
+        """The runtime kind an artifact runs in (``RuntimeKind.runs_in``)."""
+        return self.kind.runs_in(spec["source"], self.config["runtime"])
 
     def _register(self, ident, spec, recipe_sha):
         self.artifacts.setdefault(ident, spec)

@@ -22,6 +22,10 @@ class RuntimeKind:
         """Why this kind cannot run an artifact of ``source``, or "" when it can."""
         return ""
 
+    def runs_in(self, source, runtime_cfg):
+        """The kind an artifact of ``source`` actually runs in, in a study of this kind."""
+        return self.name
+
     def interpreter(self, runtime_cfg, recipe_sha):
         """The interpreter release wheels must fit (probed) and their wheel-tag target."""
         from . import interpreters
@@ -70,6 +74,12 @@ class Venv(RuntimeKind):
     name = "venv"
     forks = True
     chooses_python = True
+
+    def runs_in(self, source, runtime_cfg):
+        """The installed torch runs on the venv's interpreter itself (a venv over the same
+        site-packages adds nothing), so switching a study to venv for its one-fix rows keeps the
+        runs of its installed-torch controls. Not with extra requirements: those go into a venv."""
+        return "local" if source == "installed" and not runtime_cfg["requirements"] else self.name
 
     def interpreter(self, runtime_cfg, recipe_sha):
         from . import interpreters

@@ -19,8 +19,8 @@ from .common import SRC
 from .sources import PROBE, pip_setting
 
 
-def _probe(python, env=None):
-    out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, env=env)
+def _probe(python):
+    out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{python}: torch does not import: {out.stderr.strip()[-800:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -32,7 +32,7 @@ def train_run(train_cfg, target, files, out, log_path, experiment_spec=None):
     from ..experiment import read_experiment
     from ..train import RunOptions, build_spec, train_one
     if not Path(files["experiment"]).exists() and experiment_spec:
-        write_json(files["experiment"], experiment_spec)  # as the arms gate would have
+        write_json(files["experiment"], experiment_spec)  # as its rule would have, before the gate
     attributes = read_experiment(files["experiment"], target.key)
     spec = build_spec(attributes, target, archived_seeds(files["seeds"], train_cfg, target.bug),
                       files["data"], read_json(files["meta"]))
