@@ -60,7 +60,7 @@ rule runtime:
     benchmark:
         "benchmarks/runtimes/{runtime}/{artifact}.tsv"
     params:
-        kind=lambda wc: wc.runtime.split("-", 1)[0],  # per artifact: see Plan.kind_of
+        kind=lambda wc: PLAN.kind_of(PLAN.artifacts[wc.artifact]),  # per artifact
         interpreter=PLAN.interpreter,
         requirements=config["runtime"]["requirements"],
         gpus=untracked(config["runtime"]["gpus"]),
