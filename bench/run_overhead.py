@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from bugimpact.artifacts.runtimes import launch, prepare_local  # noqa: E402
+from bugimpact.artifacts.launch import RunOptions, launch  # noqa: E402
+from bugimpact.artifacts.runtimes import prepare_local  # noqa: E402
 from bugimpact.datasets import prepare  # noqa: E402
 
 
@@ -33,12 +34,12 @@ def main():
                 "momentum": 0.9, "lr_schedule": "cosine", "threads": 1, "test_fraction": 0.25}
         results = {False: [], True: []}
         with open(tmp / "log", "a") as log:
-            launch(runtime, dict(spec, run=0), tmp / "warm.json", log, fork_server=True)  # starts it
+            launch(runtime, dict(spec, run=0), tmp / "warm.json", log, RunOptions(fork_server=True))  # starts it
             for i in range(args.rounds):
                 for fork in (False, True):
                     out = tmp / f"{fork}-{i}.json"
                     start = time.time()
-                    assert launch(runtime, dict(spec, run=i, seed=i), out, log, fork_server=fork) == 0
+                    assert launch(runtime, dict(spec, run=i, seed=i), out, log, RunOptions(fork_server=fork)) == 0
                     wall = time.time() - start
                     run = sum(e["wall_s"] for e in json.loads(out.read_text())["epochs"])
                     results[fork].append((wall - run, run))

@@ -13,7 +13,9 @@ os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, dict(os.environ)
 from bugimpact.config import SHEET_SCHEMA, check_paths, validate_config
 from bugimpact.experiment import ARMS
 from bugimpact.plan import Plan
+from bugimpact.artifacts.runtimes import gpu_slots
 from bugimpact.steps import artifact_sources, study_design, study_setup
+from bugimpact.steps.training import JOB_SETTINGS
 
 config.update(validate_config(dict(config), source="config (config.yaml and --config)"))
 check_paths(config, source="config (config.yaml and --config)")
@@ -26,8 +28,15 @@ if not any(re.fullmatch(r"--dry-?run|-[A-Za-z]*n[A-Za-z]*", arg) for arg in sys.
     write_empty(config["sheet"])
 PLAN = Plan(config, SHEET_SCHEMA)
 OUT = PLAN.out  # this study's own outputs: results/<study>/
+GPU_JOBS = config["train"]["device"] == "cuda"  # the train and reach_trace jobs each need a GPU
+TRAIN_SHIM = str(Path(workflow.basedir) / "scripts" / "train.py")
 for bug, why in sorted(PLAN.cannot_run.items()):
     print(f"bugimpact: {bug} is accepted in {config['sheet']} but not run: {why}", file=sys.stderr)
+# How many cuda jobs run at once here: one per GPU slot (train.runs_per_gpu on each GPU the runs
+# may use), unless --resources gpu=N says so. Snakemake has no option for a resource known only on
+# the machine; a cluster's executor gives each job a GPU of its own instead.
+if GPU_JOBS and workflow.local_exec and "gpu" not in workflow.global_resources:
+    workflow.register_resource("gpu", gpu_slots(config["train"]))
 FRAMEWORK = config["framework"]
 BUGS = sorted(PLAN.bugs) or ["__none__"]
 KEYS = PLAN.experiment_keys() or ["__none__"]

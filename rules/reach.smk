@@ -13,6 +13,8 @@ rule reach_trace:
         "logs/reach/traces/{key}/{artifact}.log",
     benchmark:
         "benchmarks/reach/traces/{key}/{artifact}.tsv"
+    resources:
+        gpu=int(GPU_JOBS),  # traced on the study's device: its kernels are what the runs execute
     params:
         train=untracked(config["train"]),  # the experiment is {key}
         steps=config["reach"]["steps"],

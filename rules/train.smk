@@ -17,7 +17,8 @@ checkpoint arms:
 
 # One job per run. The experiment is in the path ({key}) and in the arm; the rest of `train` says how
 # a run is attempted (retries, timeout, GPUs, fork server), so it is untracked: changing it, or the
-# run count, retrains nothing. Resources only schedule: gpu=1 asks the executor for a GPU.
+# run count, retrains nothing. Resources only schedule: gpu=1 asks for a GPU slot (rules/common.smk).
+# A shell command, not a script: see scripts/train.py.
 rule train:
     input:
         unpack(train_inputs),
@@ -28,14 +29,18 @@ rule train:
     benchmark:
         "benchmarks/train/{bug}/{key}/{arm}/{run}.tsv"
     resources:
-        gpu=1 if config["train"]["device"] == "cuda" else 0,
+        gpu=int(GPU_JOBS),
     params:
         arm=arm_json,
-        train=untracked(config["train"]),
+        train=untracked(json.dumps({k: config["train"][k] for k in JOB_SETTINGS})),
         # read from results/experiments/{key}.json (made before the gate): made here if missing
-        experiment=lambda wildcards, output: PLAN.experiments[wildcards.key],
-    script:
-        "../scripts/train.py"
+        experiment=lambda wildcards, output: json.dumps(PLAN.experiments[wildcards.key]),
+        python=untracked(sys.executable),
+    shell:
+        "{params.python:q} {TRAIN_SHIM:q} --bug {wildcards.bug:q} --key {wildcards.key:q}"
+        " --arm {wildcards.arm} --run {wildcards.run} --arm-spec {params.arm:q}"
+        " --train {params.train:q} --experiment {params.experiment:q} --data {input.data:q}"
+        " --meta {input.meta:q} --runtime {input.runtime:q} --out {output:q} --log {log:q}"
 
 
 # A measured repeat for the early decision: the same arm and seed run a second time. On CUDA a

@@ -1,15 +1,24 @@
-"""Snakemake shim: step 5, one run of one arm of one bug."""
+"""Shim: step 5, one run of one arm of one bug, called by the train rule's shell command.
+
+The one rule that runs thousands of times is a command, not a ``script:``: its job costs a Python
+start and this package's imports, without Snakemake's script preamble (0.07 s of CPU a job, three
+points of a small run's fixed cost). Its arguments are the rule's wildcards, params, input, output
+and log, as a script's ``snakemake`` object would hold them."""
+import argparse
 import json
 
-from bugimpact import steps
+from bugimpact.steps.script import run_logged_step
+from bugimpact.steps.training import train_run
 from bugimpact.train import RunTarget
 
-w = snakemake.wildcards
-steps.run_script(snakemake, steps.train_run, train_cfg=snakemake.params.train,
-                 target=RunTarget(bug=w.bug, arm=w.arm, arm_spec=json.loads(snakemake.params.arm),
-                                  run=int(w.run), key=w.key),
-                 files={"seeds": f"results/seeds/{w.bug}/{w.key}.json", "data": snakemake.input.data,
-                        "meta": snakemake.input.meta, "runtime": snakemake.input.runtime,
-                        "experiment": f"results/experiments/{w.key}.json"},
-                 out=snakemake.output[0], log_path=snakemake.log[0],
-                 experiment_spec=snakemake.params.experiment)
+parser = argparse.ArgumentParser(description=__doc__)
+for name in ("bug", "key", "arm", "run", "arm-spec", "train", "experiment", "data", "meta", "runtime",
+             "out", "log"):
+    parser.add_argument(f"--{name}", required=True)
+a = parser.parse_args()
+run_logged_step(a.log, train_run, train_cfg=json.loads(a.train),
+                target=RunTarget(bug=a.bug, arm=a.arm, arm_spec=json.loads(a.arm_spec), run=int(a.run),
+                                 key=a.key),
+                files={"seeds": f"results/seeds/{a.bug}/{a.key}.json", "data": a.data, "meta": a.meta,
+                       "runtime": a.runtime, "experiment": f"results/experiments/{a.key}.json"},
+                out=a.out, log_path=a.log, experiment_spec=json.loads(a.experiment))

@@ -1,13 +1,15 @@
 """Artifact sources that need no build, the plan's checks, and GPU claiming by lock file."""
+import contextlib
 import hashlib
 from pathlib import Path
 import sys
+import time
 
 import pytest
 import yaml
 
 from bugimpact import steps
-from bugimpact.artifacts.runtimes import GpuLock, gpu_pool, harness_env, prepare_local
+from bugimpact.artifacts.runtimes import GpuLock, NoGpu, gpu_pool, gpu_slots, harness_env, prepare_local
 from bugimpact.config import SHEET_SCHEMA
 from bugimpact.artifacts.source_kinds import artifact_id
 from bugimpact.io import InputError
@@ -94,23 +96,49 @@ def test_plan_checks_arms_and_runtimes(tmp_path):
 
 def test_each_local_job_claims_a_free_gpu(tmp_path):
     pool = ("lock", ["0", "1"])
-    with GpuLock(pool, str(tmp_path)) as first, GpuLock(pool, str(tmp_path)) as second:
+    with GpuLock(pool, folder=str(tmp_path)) as first, GpuLock(pool, folder=str(tmp_path)) as second:
         assert {first.device, second.device} == {"0", "1"}
         assert harness_env(1, first.device)["CUDA_VISIBLE_DEVICES"] == first.device
         assert "claimed by a local lock" in first.how
-    with GpuLock(pool, str(tmp_path)) as again:  # released: device 0 is free again
+    with GpuLock(pool, folder=str(tmp_path)) as again:  # released: device 0 is free again
         assert again.device == "0"
-    with GpuLock(None, str(tmp_path)) as cpu:
+    with GpuLock(None, folder=str(tmp_path)) as cpu:
         assert cpu.device is None and cpu.how == "no GPU"
+
+
+def test_runs_share_a_gpu_in_slots_spread_over_every_gpu_first(tmp_path):
+    """runs_per_gpu slots on each GPU: the first runs go one to each GPU, then they share; a run
+    that finds every slot taken waits at most wait_s, then says who holds them."""
+    pool = ("lock", ["0", "1"])
+    with contextlib.ExitStack() as stack:
+        held = [stack.enter_context(GpuLock(pool, 2, folder=str(tmp_path), holder=f"run {i}"))
+                for i in range(4)]
+        assert [lock.device for lock in held] == ["0", "1", "0", "1"]
+        assert "slot 2 of 2" in held[2].how
+        started = time.time()
+        with pytest.raises(NoGpu, match=r"no GPU slot came free in 0.5 s; held by: GPU 0 slot 1: "
+                                        r"pid \d+ run 0; GPU 1 slot 1: pid \d+ run 1"):
+            GpuLock(pool, 2, wait_s=0.5, folder=str(tmp_path)).__enter__()
+        assert 0.5 <= time.time() - started < 3
+    with GpuLock(pool, 2, wait_s=0.5, folder=str(tmp_path)) as free:  # all given back
+        assert free.device == "0"
+
+
+def test_the_workflow_admits_a_cuda_job_per_gpu_slot(tmp_path):
+    train = {"gpus": 0, "runs_per_gpu": 3}
+    assert gpu_slots(train, {"CUDA_VISIBLE_DEVICES": "0,1"}) == 6
+    assert gpu_slots(dict(train, gpus=4), {}) == 12
+    # no GPU here: one GPU's worth, never an error at parse time (the run is refused at start)
+    assert gpu_slots(train, {}, (str(tmp_path / "absent"), "-L")) == 3
 
 
 def test_an_executor_assigned_gpu_is_used_as_given(tmp_path):
     """Under SLURM the job's CUDA_VISIBLE_DEVICES is the scheduler's choice: never GPU 0 by lock."""
     assert gpu_pool({"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "3"}, 8) == ("assigned", ["3"])
-    with GpuLock(("assigned", ["3"]), str(tmp_path)) as lock:
+    with GpuLock(("assigned", ["3"]), folder=str(tmp_path)) as lock:
         assert lock.device == "3" and "assigned by SLURM" in lock.how
         assert not list(tmp_path.iterdir())  # no lock file taken
-    with pytest.raises(RuntimeError, match="SLURM gave this job no GPU"):
+    with pytest.raises(NoGpu, match="SLURM gave this job no GPU"):
         gpu_pool({"SLURM_JOB_ID": "7"}, 8)
 
 
@@ -124,7 +152,7 @@ def test_the_local_gpu_pool(tmp_path):
     smi.chmod(0o755)
     assert gpu_pool({}, 0, (str(smi), "-L")) == ("lock", ["0", "1"])
     # device cuda with no GPU anywhere is an error, not a silent run without a lock
-    with pytest.raises(RuntimeError, match="no GPU was found"):
+    with pytest.raises(NoGpu, match="no GPU was found"):
         gpu_pool({}, 0, (str(tmp_path / "absent"), "-L"))
 
 

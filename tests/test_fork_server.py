@@ -17,6 +17,7 @@ from bugimpact.datasets import prepare
 from bugimpact.train import RunOptions, train_one
 
 TIMINGS = ("wall_s",)
+FORKED = RunOptions(fork_server=True)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def test_forked_runs_write_the_records_a_process_per_run_writes(setup, tmp_path)
         run = dict(spec, run=index, seed=seed)
         with open(tmp_path / "log", "a") as log:
             assert launch(runtime, run, tmp_path / f"own{index}.json", log) == 0
-            assert launch(runtime, run, tmp_path / f"fork{index}.json", log, fork_server=True) == 0
+            assert launch(runtime, run, tmp_path / f"fork{index}.json", log, FORKED) == 0
         # byte for byte, apart from the two wall-clock fields
         assert without_timings(tmp_path / f"own{index}.json") == \
             without_timings(tmp_path / f"fork{index}.json")
@@ -53,7 +54,7 @@ def test_forked_runs_write_the_records_a_process_per_run_writes(setup, tmp_path)
     plain = dict(spec, fault="", run=2)
     with open(tmp_path / "log", "a") as log:
         assert launch(runtime, plain, tmp_path / "own2.json", log) == 0
-        assert launch(runtime, plain, tmp_path / "fork2.json", log, fork_server=True) == 0
+        assert launch(runtime, plain, tmp_path / "fork2.json", log, FORKED) == 0
     assert without_timings(tmp_path / "own2.json") == without_timings(tmp_path / "fork2.json")
     assert "accuracy" in (tmp_path / "log").read_text()
 
@@ -61,6 +62,13 @@ def test_forked_runs_write_the_records_a_process_per_run_writes(setup, tmp_path)
 def _children(pid):
     tasks = Path(f"/proc/{pid}/task")
     return [int(c) for t in tasks.iterdir() for c in (t / "children").read_text().split()]
+
+
+def _state(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
 
 
 def _server_pid(runtime):
@@ -84,10 +92,12 @@ def test_a_killed_or_hanging_run_is_that_runs_failure_and_the_server_goes_on(set
     record = json.loads((tmp_path / "hang.json").read_text())
     assert status == "failed" and record["failure_class"] == "timeout"
     server = _server_pid(runtime)
+    # gone when the launcher returns (it gives back a GPU slot then), perhaps not yet reaped
+    assert server and not [c for c in _children(server) if _state(c) != "Z"]
     deadline = time.time() + 10  # the server reaps the killed child in its waiting thread
     while _children(server) and time.time() < deadline:
         time.sleep(0.1)
-    assert server and not _children(server)  # the child is gone, the server is not
+    assert not _children(server)  # the child is gone, the server is not
     # a crash from outside (the OOM killer's SIGKILL): that run fails, with the signal
     import threading
     def kill_the_run():

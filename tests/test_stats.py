@@ -12,7 +12,8 @@ from bugimpact.stats.analysis import (RANK_EFFICIENCY, analyse_bug, early_decisi
                                       verdict)
 from bugimpact.stats.effects import (_power, adjust, benjamini_hochberg, detectable_d, hodges_lehmann,
                                      holm, vargha_delaney_a12)
-from bugimpact.stats.rank_tests import mann_whitney, wilcoxon
+from bugimpact.stats.rank_tests import doubled_midranks, mann_whitney, wilcoxon
+from bugimpact.stats.sequential import signed_rank_z
 from bugimpact.stats.tables import _apply, family_pvalues
 
 
@@ -478,6 +479,28 @@ def test_ties_on_the_metrics_own_grid_are_exact_from_the_counts():
     floats = [dict(r, counts=None) for r in counted]
     rows, _ = analyse_bug("b", floats, ["accuracy"], 12, "paired")
     assert rows[0]["values_compared"] == "floats" and rows[0]["wilcoxon_p"] == 0.123046875
+
+
+def test_exact_rationals_go_through_every_rank_function_as_their_floats_do():
+    """Every function that ranks, differences or orders metrics takes exact Fractions (the metrics
+    from their counts) with any NumPy and SciPy: none hands them to a numpy ufunc, whose object
+    loops changed under SciPy 1.18 (rankdata returned objects, np.rint had no loop for them). On
+    values whose floats keep every tie the two give the same answers; the ranks equal scipy's."""
+    rng = np.random.RandomState(7)
+    for size in (9, 30, 60):  # exact and normal-approximation branches
+        b = [Fraction(int(k), 64) for k in rng.randint(40, 60, size)]
+        c = [Fraction(int(k), 64) for k in rng.randint(38, 58, size)]
+        fb, fc = [float(v) for v in b], [float(v) for v in c]  # k/64: exact in binary, same ties
+        for exact, approx in ((wilcoxon(b, c), wilcoxon(fb, fc)), (mann_whitney(b, c), mann_whitney(fb, fc))):
+            assert (exact.statistic, exact.p_value, exact.method) == (approx.statistic, approx.p_value,
+                                                                      approx.method)
+        assert vargha_delaney_a12(b, c) == vargha_delaney_a12(fb, fc)
+        for paired in (True, False):
+            assert hodges_lehmann(b, c, paired) == hodges_lehmann(fb, fc, paired)
+        assert signed_rank_z(b, c) == signed_rank_z(fb, fc)
+        doubled, ties = doubled_midranks(b + c)
+        assert [r / 2 for r in doubled] == list(st.rankdata(fb + fc))
+        assert sorted(ties) == sorted(np.unique(fb + fc, return_counts=True)[1].tolist())
 
 
 def test_hodges_lehmann_is_the_walsh_median_with_ties_and_zeros_too():

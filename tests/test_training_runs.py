@@ -201,7 +201,7 @@ def test_matrix_pooling_equals_adaptive_average_pooling_on_cpu(size, out):
 def test_vggx_trains_deterministically_with_either_pooling(tmp_path):
     """Two real VGG-X runs on small CIFAR-shaped data: identical with the matrix pool; and the
     paper's adaptive pool gives the same training within float tolerance on CPU."""
-    from bugimpact.harness.data import sha256_file
+    from bugimpact.harness.files import sha256_file
     rng = np.random.RandomState(0)
     npz = tmp_path / "tiny.npz"
     np.savez(npz, x_train=rng.randint(0, 255, (64, 3, 32, 32)).astype(np.uint8),
@@ -297,3 +297,26 @@ def test_a_hanging_run_is_killed_and_recorded_as_a_timeout(tmp_path):
     assert "timed out after 2s" in record["log_tail"]
     left = subprocess.run(["pgrep", "-f", "sleep 654.321"], capture_output=True, text=True)
     assert left.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("augment", [False, True])
+def test_batches_gathered_on_the_device_are_the_host_batches_bit_for_bit(digits, augment):
+    """The training set is moved to the run's device once and each batch gathered there by the
+    epoch's permutation: the same batches, the same bytes and the same draws from the order's
+    generator as indexing on the host (augmented batches are still made on the host). On a GPU:
+    tests/test_gpu.py."""
+    import torch
+    from bugimpact.harness import data
+    from bugimpact.harness.run import device_batches
+    dataset = data.load(str(digits[0]), digits[1]["sha256"], 0.25)
+    x, y = dataset["x_train"], dataset["y_train"]
+    on_device = (torch.from_numpy(x), torch.from_numpy(y))
+    host_rng, device_rng = np.random.RandomState(3), np.random.RandomState(3)
+    for _ in range(2):  # two epochs: each its own permutation
+        host = list(data.batches(x, y, 32, host_rng, augment))
+        gathered = list(device_batches(on_device, (x, y), 32, device_rng, augment))
+        assert len(host) == len(gathered) == -(-len(y) // 32)
+        for (hx, hy), (dx, dy) in zip(host, gathered):
+            assert dx.is_contiguous() and np.ascontiguousarray(hx).tobytes() == dx.numpy().tobytes()
+            assert hy.tobytes() == dy.numpy().tobytes()
+    assert host_rng.randint(1 << 30) == device_rng.randint(1 << 30)  # the same draws were made

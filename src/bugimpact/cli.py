@@ -75,6 +75,14 @@ def _parser():
                                     "made from schemas/config.schema.yaml")
     p.add_argument("--out", help="write it here (default: print it)")
 
+    p = command("check-gpu", help="before hours of GPU runs: the study's model on this GPU, two "
+                                  "runs with one seed (bit-identical?), an epoch against its FLOP "
+                                  "floor, runs per GPU-hour at 1, 2 and 4 runs per GPU, and the "
+                                  "train.runs_per_gpu it recommends")
+    p.add_argument("--epochs", type=int, default=1, help="epochs per measured run (default 1)")
+    p.add_argument("--shares", type=int, nargs="+", default=[1, 2, 4],
+                   help="runs at once on the GPU to measure (default 1 2 4)")
+
     p = command("reach-trace", help="trace a few training steps of the study's workload in "
                                     "an interpreter (operators dispatched, torch lines run)")
     p.add_argument("--python", required=True, help="an interpreter with torch and numpy")
@@ -247,6 +255,17 @@ def _run_bug(bug, config_path, cores, extra):
     return code
 
 
+def _check_gpu(args):
+    from . import gpucheck
+    try:
+        result = gpucheck.check(_config(args), epochs=args.epochs, shares=sorted(set(args.shares)))
+    except gpucheck.NoGpuHere as exc:
+        print(f"bugimpact check-gpu: {exc}", file=sys.stderr)
+        return 1
+    print(gpucheck.text(result))
+    return 0
+
+
 def _need_folder(path, flag):
     """A results folder that is not there (run from the wrong folder) is an error, not "0"."""
     from pathlib import Path
@@ -283,7 +302,7 @@ def _reach(args):
 COMMANDS = {"run": _run, "status": _status, "steps": _steps, "validate-config": _validate_config,
             "validate-sheet": _validate_sheet, "preflight": _preflight, "verify": _verify, "gc": _gc,
             "config-docs": _config_docs, "reach": _reach, "reach-trace": _reach,
-            "retry-failed": _retry_failed}
+            "retry-failed": _retry_failed, "check-gpu": _check_gpu}
 
 
 if __name__ == "__main__":

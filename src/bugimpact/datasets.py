@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .harness.data import file_digest, sha256_file  # noqa: F401 (sha256_file: re-exported)
+from .harness.files import file_digest, sha256_file  # noqa: F401 (sha256_file: re-exported)
 from .io import InputError, atomic_open, write_json
 
 CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"

@@ -10,8 +10,8 @@ that the early decision or a group-sequential stop makes unneeded are never aske
 """
 import os
 from dataclasses import dataclass
-from typing import Optional
 
+from .artifacts.launch import RunOptions, launch
 from .harness.registry import sealed
 from .io import write_json
 
@@ -25,22 +25,6 @@ class RunTarget:
     arm_spec: dict
     run: int
     key: str
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How a run is attempted, never what it computes (none of it is in the experiment key but
-    ``threads``, which the launcher also needs to set the process's thread variables)."""
-    retries: int = 0
-    threads: int = 1
-    gpus: int = 0
-    timeout: Optional[float] = None
-    fork_server: bool = False
-
-    @classmethod
-    def of(cls, train_cfg):
-        return cls(retries=train_cfg["retries"], threads=train_cfg["threads"], gpus=train_cfg["gpus"],
-                   timeout=train_cfg["timeout_s"], fork_server=train_cfg["fork_server"])
 
 
 def build_spec(attributes, target, seeds, data_npz, data_meta):
@@ -63,9 +47,9 @@ def _tail(path, limit=4000):
         return ""
 
 
-def train_one(spec, out, log_path, runtime, options=RunOptions()):
+def train_one(spec, out, log_path, runtime, options=None):
     from .artifacts.common import RunTimeout
-    from .artifacts.launch import launch
+    options = options or RunOptions()
     if runtime.get("status") == "failed":
         write_json(out, sealed({"status": "failed", "spec": spec, "exit_codes": None,
                                 "log_tail": runtime.get("reason", "runtime unavailable")}))
@@ -76,8 +60,7 @@ def train_one(spec, out, log_path, runtime, options=RunOptions()):
             log.write(f"attempt {attempt + 1}: {runtime['kind']} runtime, seed {spec['seed']}\n")
             log.flush()
             try:
-                code = launch(runtime, spec, out, log, threads=options.threads, gpus=options.gpus,
-                              timeout=options.timeout, fork_server=options.fork_server)
+                code = launch(runtime, spec, out, log, options)
             except RunTimeout as exc:
                 log.write(f"\n{exc}: the run and its processes were killed\n")
                 code, failure_class = "timeout", "timeout"

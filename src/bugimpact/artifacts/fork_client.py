@@ -102,10 +102,7 @@ def run_forked(runtime, spec, out, log_handle, env, device, timeout):
         try:
             line = handle.readline()
         except (socket.timeout, KeyboardInterrupt, SystemExit) as exc:
-            try:
-                os.killpg(pid, 9)
-            except ProcessLookupError:
-                pass
+            _kill_and_wait(pid)  # gone before its GPU slot is given back or its record written
             if isinstance(exc, socket.timeout):
                 raise RunTimeout(f"timed out after {timeout}s") from None
             raise

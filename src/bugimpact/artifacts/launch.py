@@ -1,8 +1,10 @@
-"""One run of the harness in its runtime: on a GPU claimed for it, forked from a server where the
-runtime's kind allows it, killed with everything it started when it hangs."""
+"""One run of the harness in its runtime: on a GPU slot claimed for it, forked from a server where
+the runtime's kind allows it, killed with everything it started when it hangs."""
 import json
 import os
 import subprocess
+from dataclasses import dataclass
+from typing import Optional
 
 from .common import RunTimeout
 from .fork_client import ServerUnavailable, run_forked
@@ -10,37 +12,59 @@ from .kinds import kind as runtime_kind
 from .runtimes import GpuLock, gpu_pool, harness_env
 
 
-def launch(runtime, spec, out, log_handle, threads=1, gpus=0, timeout=None, fork_server=False):
-    """Run the harness once; returns its exit code, or raises ``RunTimeout`` after ``timeout``
-    seconds, when the whole process group (and a docker run's container) has been killed. A hang
-    is one of the bugs this tool studies: it must not block the study. Progress goes to the log.
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is attempted, never what it computes (none of it is in the experiment key but
+    ``threads``, which the launcher also needs to set the process's thread variables)."""
+    retries: int = 0
+    threads: int = 1
+    gpus: int = 0
+    runs_per_gpu: int = 1
+    timeout: Optional[float] = None
+    fork_server: bool = False
 
-    ``fork_server`` (local and venv runtimes): the run is a child forked from a server that has
-    imported torch once (``harness/server.py``) instead of a new process. Not in a SLURM job: there
-    a job is one run, perhaps confined to its own GPU, and a server shared with other jobs could
-    outlive its job or see another job's GPU."""
+    @classmethod
+    def of(cls, train_cfg):
+        return cls(retries=train_cfg["retries"], threads=train_cfg["threads"], gpus=train_cfg["gpus"],
+                   runs_per_gpu=train_cfg["runs_per_gpu"], timeout=train_cfg["timeout_s"],
+                   fork_server=train_cfg["fork_server"])
+
+
+def launch(runtime, spec, out, log_handle, options=None):
+    """Run the harness once; returns its exit code, or raises ``RunTimeout`` after
+    ``options.timeout`` seconds, once the whole process group (and a docker run's container) is
+    gone: only then is its GPU slot given back. A hang is one of the bugs this tool studies: it
+    must not block the study. Progress goes to the log. A cuda run waits for a GPU slot at most
+    as long as a run may take (``NoGpu`` then).
+
+    ``options.fork_server`` (local and venv runtimes): the run is a child forked from a server
+    that has imported torch once (``harness/server.py``) instead of a new process. Not in a SLURM
+    job: there a job is one run, perhaps confined to its own GPU, and a server shared with other
+    jobs could outlive its job or see another job's GPU."""
+    options = options or RunOptions()
     kind = runtime_kind(runtime["kind"])
-    pool = gpu_pool(os.environ, gpus) if spec.get("device") == "cuda" else None
-    with GpuLock(pool) as lock:
+    pool = gpu_pool(os.environ, options.gpus) if spec.get("device") == "cuda" else None
+    holder = f"{spec.get('bug')} {spec.get('arm')} run {spec.get('run')}"
+    with GpuLock(pool, options.runs_per_gpu, options.timeout, holder=holder) as lock:
         log_handle.write(f"device {spec.get('device', 'cpu')}: {lock.how}\n")
         log_handle.flush()
-        if fork_server and kind.forks and not os.environ.get("SLURM_JOB_ID"):
+        if options.fork_server and kind.forks and not os.environ.get("SLURM_JOB_ID"):
             try:
-                return run_forked(runtime, spec, out, log_handle, harness_env(threads),
-                                  lock.device, timeout)
+                return run_forked(runtime, spec, out, log_handle, harness_env(options.threads),
+                                  lock.device, options.timeout)
             except ServerUnavailable as exc:
                 log_handle.write(f"{exc}: this run goes in a process of its own\n")
                 log_handle.flush()
-        env = harness_env(threads, lock.device)
+        env = harness_env(options.threads, lock.device)
         cmd, env = kind.command(runtime, out, env, spec["data"])
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, text=True, env=env, stdout=log_handle,
                                 stderr=log_handle, start_new_session=True)
         try:
-            proc.communicate(json.dumps(spec), timeout=timeout)
+            proc.communicate(json.dumps(spec), timeout=options.timeout)
         except BaseException as exc:
             _kill(proc, kind, out)
             if isinstance(exc, subprocess.TimeoutExpired):
-                raise RunTimeout(f"timed out after {timeout}s") from None
+                raise RunTimeout(f"timed out after {options.timeout}s") from None
             raise
     return proc.returncode
 

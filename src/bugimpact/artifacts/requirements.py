@@ -12,7 +12,7 @@ def requirements_identity(requirements):
     for req in requirements:
         path = Path(req)
         if path.is_file():
-            from ..harness.data import sha256_file
+            from ..harness.files import sha256_file
             out.append({"path": req, "sha256": sha256_file(path)})
         elif path.is_dir():
             digest = hashlib.sha256()

@@ -141,6 +141,11 @@ def write_runtime(path, runtime):
     write_json(path, runtime)
 
 
+class NoGpu(RuntimeError):
+    """A cuda run found no GPU to run on (none listed, none assigned, or none free in time): the
+    job fails with this message and leaves no record, so the run is made once a GPU is there."""
+
+
 def gpu_pool(env, configured=0, nvidia_smi=("nvidia-smi", "-L")):
     """The GPUs a cuda run may use, and who chooses among them.
 
@@ -148,55 +153,101 @@ def gpu_pool(env, configured=0, nvidia_smi=("nvidia-smi", "-L")):
     for a job that asked for them); the run uses them as given, no lock. ``("lock", [ids])``:
     nothing assigns GPUs (a local Snakemake run): the GPUs the user left visible
     (CUDA_VISIBLE_DEVICES), else ``train.gpus`` of them, else every GPU ``nvidia-smi -L`` lists;
-    each run claims one free GPU by a lock file."""
+    each run claims a free slot of one of them by a lock file."""
     visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     if env.get("SLURM_JOB_ID"):
         if not visible:
-            raise RuntimeError("train.device is cuda, but SLURM gave this job no GPU "
-                               "(CUDA_VISIBLE_DEVICES is unset): the train rules ask for gpu=1; "
-                               "check that the partition has GPUs (gres) and the profile's partition")
+            raise NoGpu("train.device is cuda, but SLURM gave this job no GPU "
+                        "(CUDA_VISIBLE_DEVICES is unset): the train and reach_trace rules ask for "
+                        "gpu=1; check that the partition has GPUs (gres) and the profile's partition")
         return "assigned", visible
     if visible:
         return "lock", visible
     if configured:
         return "lock", [str(i) for i in range(configured)]
+    found = list_gpus(nvidia_smi)
+    if not found:
+        raise NoGpu("train.device is cuda, but no GPU was found (nvidia-smi -L lists none): "
+                    "set train.gpus, or train.device: cpu")
+    return "lock", [str(i) for i in range(len(found))]
+
+
+def list_gpus(nvidia_smi=("nvidia-smi", "-L")):
+    """The GPU lines ``nvidia-smi -L`` prints (none where it is missing or fails)."""
     try:
         listed = subprocess.run(list(nvidia_smi), capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
-        listed = ""
-    found = [str(i) for i, line in enumerate(s for s in listed.splitlines() if s.startswith("GPU "))]
-    if not found:
-        raise RuntimeError("train.device is cuda, but no GPU was found (nvidia-smi -L lists none): "
-                           "set train.gpus, or train.device: cpu")
-    return "lock", found
+        return []
+    return [line for line in listed.splitlines() if line.startswith("GPU ")]
+
+
+def gpu_slots(train_cfg, env=None, nvidia_smi=("nvidia-smi", "-L")):
+    """How many cuda runs this machine takes at once: its GPUs (as a run would find them) times
+    ``train.runs_per_gpu``; a machine without a GPU counts as one (its runs are refused at start)."""
+    try:
+        _, devices = gpu_pool(os.environ if env is None else env, train_cfg["gpus"], nvidia_smi)
+    except NoGpu:
+        devices = [None]
+    return len(devices) * train_cfg["runs_per_gpu"]
 
 
 class GpuLock:
-    """A GPU for one run: the executor's assignment as given, or a free one of the local pool
-    claimed by a lock file (Snakemake does not hand local jobs a GPU id). ``device`` is what the
-    run's CUDA_VISIBLE_DEVICES becomes (None: leave it as it is); ``how`` says which applied."""
+    """A GPU for one run: the executor's assignment as given, or a free slot of the local pool
+    claimed by a lock file (Snakemake does not hand local jobs a GPU id). Each GPU has
+    ``runs_per_gpu`` slots (``train.runs_per_gpu``): small runs leave most of a GPU idle, and
+    runs sharing one compute the same bits. Slots are taken breadth first, so runs spread over
+    every GPU before any GPU takes a second. ``device`` is what the run's CUDA_VISIBLE_DEVICES
+    becomes (None: leave it as it is); ``how`` says which applied.
 
-    def __init__(self, pool, folder="/tmp"):
+    The workflow admits as many cuda jobs as there are slots (the ``gpu`` resource, Snakefile), so
+    a run waits only for slots held outside it (another study, ``bugimpact check-gpu``): at most
+    ``wait_s``, then ``NoGpu`` names the holders."""
+
+    def __init__(self, pool, runs_per_gpu=1, wait_s=None, folder="/tmp", holder=""):
         self.mode, self.devices = pool if pool else (None, [])
-        self.folder, self.handle = folder, None
+        self.slots = [(device, slot) for slot in range(runs_per_gpu) for device in self.devices]
+        self.folder, self.handle, self.wait_s, self.holder = folder, None, wait_s, holder
         # An assignment is passed on explicitly: a forked run inherits the server's environment.
         self.device = ",".join(self.devices) if self.mode == "assigned" else None
         self.how = "no GPU" if not pool else f"GPU(s) {self.device} assigned by SLURM"
 
+    def _path(self, device, slot):
+        return os.path.join(self.folder, f"bugimpact-gpu-{device}.{slot}.lock")
+
     def __enter__(self):
+        started = time.time()
         while self.mode == "lock":
-            for device in self.devices:
-                handle = open(os.path.join(self.folder, f"bugimpact-gpu-{device}.lock"), "w")
+            for device, slot in self.slots:
+                handle = open(self._path(device, slot), "a+")
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:
                     handle.close()
                     continue
+                handle.truncate(0)
+                handle.write(f"pid {os.getpid()} {self.holder}\n")
+                handle.flush()
                 self.handle, self.device = handle, device
-                self.how = f"GPU {device} of {','.join(self.devices)}, claimed by a local lock"
+                sharing = f", slot {slot + 1} of {len(self.slots) // len(self.devices)}"
+                self.how = (f"GPU {device} of {','.join(self.devices)}"
+                            f"{sharing if len(self.slots) > len(self.devices) else ''}, "
+                            "claimed by a local lock")
                 return self
-            time.sleep(1.0)
+            if self.wait_s is not None and time.time() - started >= self.wait_s:
+                raise NoGpu(f"no GPU slot came free in {self.wait_s:g} s; held by: "
+                            f"{'; '.join(self._holders())}")
+            time.sleep(0.2)
         return self
+
+    def _holders(self):
+        out = []
+        for device, slot in self.slots:
+            try:
+                with open(self._path(device, slot)) as handle:
+                    out.append(f"GPU {device} slot {slot + 1}: {handle.read().strip() or '?'}")
+            except OSError:
+                pass
+        return out
 
     def __exit__(self, *exc):
         if self.handle is not None:

@@ -83,7 +83,7 @@ class OneFix(Source):
     name, needs, fits_interpreter = "onefix", "release", True
 
     def identity(self, arm, recipe_sha, target):
-        from ..harness.data import sha256_file
+        from ..harness.files import sha256_file
         diff = ({"patch": sha256_file(arm["patch"])} if arm.get("patch")
                 else {"commits": [arm.get("buggy_sha"), arm.get("corrected_sha")]})
         what = json.dumps([artifact_id(arm["release"], recipe_sha, target), diff], sort_keys=True)

@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ..harness.data import sha256_file
+from ..harness.files import sha256_file
 from ..io import InputError, write_json
 from ..progress import copy_logged, run_logged
 

@@ -1,24 +1,11 @@
 """Canonical datasets: a checked ``.npz``, a seeded split, train-split normalisation, seeded order."""
-import hashlib
-
 import numpy as np
+
+from .files import sha256_file
 
 
 class DataError(Exception):
     pass
-
-
-def file_digest(path, algorithm="sha256"):
-    """Hex digest of a file, read in blocks. The host side uses this one too."""
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def sha256_file(path):
-    return file_digest(path, "sha256")
 
 
 SPLIT_SEED = 0

@@ -51,16 +51,34 @@ def state_fingerprint(model):
     return digest.hexdigest()
 
 
-def predict(model, x, batch_size, device):
-    """Test-set outputs (log-probabilities) and predicted classes."""
+def predict(model, x, batch_size):
+    """Test-set outputs (log-probabilities) and predicted classes, from the test set where it
+    lives (``x``: a tensor on the run's device); one copy to the host per evaluation."""
     model.eval()
     out = []
     with torch.no_grad():
         for start in range(0, len(x), batch_size):
-            xb = torch.from_numpy(x[start:start + batch_size]).to(device)
-            out.append(model(xb).float().cpu().numpy())
-    logits = np.concatenate(out)
+            out.append(model(x[start:start + batch_size]).float())
+    logits = torch.cat(out).cpu().numpy()
     return logits, logits.argmax(axis=1).astype(np.int64)
+
+
+def device_batches(on_device, on_host, batch_size, rng, augment=False):
+    """Training batches in the order ``data.batches`` gives them (the same draws from ``rng``), as
+    tensors on the run's device. The training set (x, y) was moved there once (``on_device``;
+    ``on_host``: the same arrays) and each batch is gathered there by the epoch's permutation: no
+    copy from the host per step. A gather copies values, so a batch holds the very bits the
+    host's indexing gives. Augmented batches are drawn and cropped on the host (their draws
+    follow each batch's), then moved."""
+    device = on_device[0].device
+    if augment:
+        for xb, yb in data.batches(on_host[0], on_host[1], batch_size, rng, True):
+            yield torch.from_numpy(np.ascontiguousarray(xb)).to(device), torch.from_numpy(yb).to(device)
+        return
+    order = torch.from_numpy(rng.permutation(len(on_host[1]))).to(device)
+    for start in range(0, len(order), batch_size):
+        index = order[start:start + batch_size]
+        yield on_device[0].index_select(0, index), on_device[1].index_select(0, index)
 
 
 def learning_rate(spec, epoch):
@@ -102,6 +120,8 @@ def train(spec):
     x_test, y_test = dataset["x_test"], dataset["y_test"]
     if max_steps:
         x_test, y_test = x_test[:spec.get("test_batch_size", 1000)], y_test[:spec.get("test_batch_size", 1000)]
+    on_device = (torch.from_numpy(x_train).to(device), torch.from_numpy(y_train).to(device))  # once
+    test_set = torch.from_numpy(x_test).to(device)
     steps = 0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -110,27 +130,32 @@ def train(spec):
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(spec, epoch)
             model.train()
-            total, seen = 0.0, 0
-            losses = hashlib.sha256()
-            for xb, yb in data.batches(x_train, y_train, spec.get("batch_size", 64), order_rng,
-                                       bool(spec.get("augment"))):
-                xb = torch.from_numpy(np.ascontiguousarray(xb)).to(device)
-                yb = torch.from_numpy(yb).to(device)
+            batch_losses, sizes = [], []
+            for xb, yb in device_batches(on_device, (x_train, y_train), spec.get("batch_size", 64),
+                                         order_rng, bool(spec.get("augment"))):
                 optimizer.zero_grad()
                 loss = F.nll_loss(model(xb), yb)
                 loss.backward()
                 faults.adjust_gradients(fault, model)
                 optimizer.step()
-                value = loss.item()
-                if not math.isfinite(value):
-                    raise Diverged("loss %r at epoch %d, step %d" % (value, epoch, steps + 1))
-                losses.update(np.float64(value).tobytes())  # every batch's loss, bit for bit
-                total += float(value) * len(yb)
-                seen += len(yb)
+                batch_losses.append(loss.detach())  # read once per epoch: no sync per step
+                sizes.append(len(yb))
                 steps += 1
                 if steps == max_steps:
                     break
-            logits, predictions = predict(model, x_test, spec.get("test_batch_size", 1000), device)
+            values = torch.stack(batch_losses).cpu().numpy().astype(np.float64)  # loss.item()'s
+            finite = np.isfinite(values)
+            if not finite.all():
+                bad = int(np.argmin(finite))
+                raise Diverged("loss %r at epoch %d, step %d"
+                               % (float(values[bad]), epoch, steps - len(values) + bad + 1))
+            losses = hashlib.sha256()
+            total = 0.0
+            for value, size in zip(values, sizes):
+                losses.update(value.tobytes())  # every batch's loss, bit for bit
+                total += float(value) * size
+            seen = sum(sizes)
+            logits, predictions = predict(model, test_set, spec.get("test_batch_size", 1000))
             accuracy = float(np.mean(predictions == y_test))
             wall = time.time() - start
             check_finite(model, "after epoch %d" % epoch)

@@ -49,13 +49,16 @@ def _die_with_parent():
         pass
 
 
-def _child(conn, listener, request, server):
+def _child(conn, listener, request, server, exited):
     """In the forked child: a session of its own (the host kills the run by process group), the
-    run's log on stdout and stderr, the run's environment, then the run; never returns."""
+    run's log on stdout and stderr, the run's environment, then the run; never returns. It keeps
+    the write end of the ``exited`` pipe open until it exits (not across an exec: os.pipe's ends
+    are not inheritable)."""
     code = 1
     try:
         os.close(listener.fileno())  # the raw fds: the objects are shared with the parent's state
         os.close(conn.fileno())
+        os.close(exited)
         os.setsid()
         _die_with_parent()
         if os.getppid() != server:  # the server died before the signal was asked for
@@ -77,9 +80,10 @@ def _child(conn, listener, request, server):
         os._exit(code)
 
 
-def _wait(handle, conn, pid, active):
+def _wait(handle, conn, pid, active, exited):
     """In a thread: tell the client the child's pid, wait for the child, report its exit; kill
-    the child's process group if the client goes away first."""
+    the child's process group if the client goes away first. The ``exited`` pipe becomes
+    readable the moment the child exits, so its end is reported at once, not at the next poll."""
     try:
         handle.write((json.dumps({"pid": pid}) + "\n").encode())
         handle.flush()
@@ -87,8 +91,8 @@ def _wait(handle, conn, pid, active):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 break
-            ready, _, _ = select.select([conn], [], [], 0.2)
-            if ready and not conn.recv(1):  # the client closed: nobody will take the record
+            ready, _, _ = select.select([conn, exited], [], [], 0.2)
+            if conn in ready and not conn.recv(1):  # the client closed: nobody will take the record
                 _kill_group(pid)
                 _, status = os.waitpid(pid, 0)
                 break
@@ -100,6 +104,7 @@ def _wait(handle, conn, pid, active):
     finally:
         with active["lock"]:
             active["count"] -= 1
+        os.close(exited)
         handle.close()
         conn.close()
 
@@ -136,12 +141,15 @@ def serve(path, idle):
                 conn.close()
                 continue
             # Fork here, in the main thread: the waiting threads hold no lock a child could need.
+            exited, child_end = os.pipe()
             pid = os.fork()
             if pid == 0:
-                _child(conn, listener, request, server)
+                _child(conn, listener, request, server, exited)
+            os.close(child_end)
             with active["lock"]:
                 active["count"] += 1
-            threading.Thread(target=_wait, args=(handle, conn, pid, active), daemon=True).start()
+            threading.Thread(target=_wait, args=(handle, conn, pid, active, exited),
+                             daemon=True).start()
     finally:
         listener.close()
         try:

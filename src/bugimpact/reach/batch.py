@@ -34,7 +34,7 @@ def trace_in(python, train_cfg, out, steps=3, data=None, challenge=None, timeout
     """Run a reach trace with ``python`` (any interpreter with torch and numpy), launched as the
     workflow launches a local run; ``data``: a prepared .npz, else shaped random data of the
     challenge. Returns the seconds it took."""
-    from ..artifacts.launch import launch
+    from ..artifacts.launch import RunOptions, launch
     from ..datasets import sha256_file
     with tempfile.TemporaryDirectory() as tmp:
         if data is None:
@@ -44,7 +44,7 @@ def trace_in(python, train_cfg, out, steps=3, data=None, challenge=None, timeout
         started = time.time()
         with open(log_path, "w") as log:
             code = launch({"kind": "local", "python": python}, spec, out, log,
-                          threads=train_cfg.get("threads", 1), timeout=timeout)
+                          RunOptions(threads=train_cfg.get("threads", 1), timeout=timeout))
         if code != 0:
             raise RuntimeError(f"{python}: the trace failed (exit {code}): "
                                f"{log_path.read_text()[-800:]}")

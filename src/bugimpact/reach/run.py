@@ -1,4 +1,5 @@
 """The workflow's reach steps: trace a workload on a release, and judge each fix against it."""
+import dataclasses
 import logging
 import pickle
 import time
@@ -29,19 +30,24 @@ def trace(train_cfg, steps, runtime_json, data_npz, data_meta, key, artifact, ou
     """One reach trace of the study's workload in a runtime; a trace that cannot run is recorded
     (the bugs it serves become ``unknown``, never ``not reached``)."""
     from ..artifacts.common import RunTimeout
-    from ..artifacts.launch import launch
+    from ..artifacts.launch import RunOptions, launch
+    from ..artifacts.runtimes import NoGpu
     from ..train import _tail
     runtime = read_json(runtime_json)
     spec = trace_spec(train_cfg, steps, data_npz, read_json(data_meta)["sha256"], artifact, key)
     if runtime.get("status") == "failed":
         write_json(out, {"status": "failed", "reason": f"runtime: {runtime.get('reason', '?')}"})
         return
+    # one trace per workload and release: a process of its own (the fork server pays off over runs)
+    options = dataclasses.replace(RunOptions.of(train_cfg), fork_server=False)
     with open(log_path, "a") as handle:
         try:
-            code = launch(runtime, spec, out, handle, threads=train_cfg["threads"],
-                          gpus=train_cfg["gpus"], timeout=train_cfg["timeout_s"])
+            code = launch(runtime, spec, out, handle, options)
         except RunTimeout as exc:
             code = f"timeout ({exc})"
+        except NoGpu as exc:
+            code = f"no GPU ({exc})"
+            handle.write(f"{exc}\n")
     if code != 0 or not Path(out).exists():
         write_json(out, {"status": "failed", "reason": f"trace exit {code}: {_tail(log_path, 600)}"})
 

@@ -172,9 +172,7 @@ def sequential_look(design, pb, pc, alpha, min_effect=0.0, futility_power=None):
 
     def interval(x, y):
         return hodges_lehmann(x, y, paired=True, level=1 - alpha)[1:3]
-    kind = object if is_exact(list(pb) + list(pc)) else float  # exact rationals stay exact
-    return run_design(design, np.asarray(pb, kind), np.asarray(pc, kind), min_effect, interval,
-                      futility_power)
+    return run_design(design, list(pb), list(pc), min_effect, interval, futility_power)
 
 
 def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, power=0.8,

@@ -1,5 +1,6 @@
 """Effect sizes, Hodges-Lehmann estimates with their intervals, minimum detectable effects and
 multiplicity corrections."""
+import bisect
 import math
 
 import numpy as np
@@ -13,11 +14,11 @@ from .rank_tests import (EXACT_LIMIT, _mwu_counts, as_floats, paired_differences
 def vargha_delaney_a12(x, y):
     """P(X > Y) + P(X = Y) / 2: 0.5 is no effect; Cliff's delta is 2 * A12 - 1."""
     x, y = snap(x), snap(y)
-    if not len(x) or not len(y):
+    if not x or not y:
         return float("nan")
-    greater = (x[:, None] > y[None, :]).sum()
-    equal = (x[:, None] == y[None, :]).sum()
-    return float((greater + 0.5 * equal) / (len(x) * len(y)))
+    ys = sorted(y)
+    doubled = sum(bisect.bisect_left(ys, v) + bisect.bisect_right(ys, v) for v in x)  # 2 * (> + =/2)
+    return doubled / (2 * len(x) * len(y))
 
 
 def _lower_quantile(counts, p):
@@ -48,11 +49,10 @@ def hodges_lehmann(x, y, paired, level=0.95):
         n = len(d)
         if n == 0:
             return (math.nan,) * 4
-        walsh = (d[:, None] + d[None, :])[np.triu_indices(n)] / 2
-        diffs = as_floats(snap(walsh))
+        diffs = as_floats(snap([(d[i] + d[j]) / 2 for i in range(n) for j in range(i, n)]))
         top = n * (n + 1) // 2
         if n < EXACT_LIMIT:
-            counts = signed_rank_counts(np.arange(2, 2 * n + 1, 2))[::2]  # W+ = 0..top
+            counts = signed_rank_counts(range(2, 2 * n + 1, 2))[::2]  # W+ = 0..top
             qu = max(_lower_quantile(counts, alpha / 2), 1)
             achieved = 1 - 2 * sum(counts[:qu]) / 2 ** n
         else:
@@ -64,7 +64,7 @@ def hodges_lehmann(x, y, paired, level=0.95):
         m, n = len(x), len(y)
         if not m or not n:
             return (math.nan,) * 4
-        diffs = as_floats(snap((x[:, None] - y[None, :]).ravel()))
+        diffs = as_floats(snap([a - b for a in x for b in y]))
         top = m * n
         if max(m, n) < EXACT_LIMIT:
             counts = _mwu_counts(m, n)

@@ -18,28 +18,53 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy.stats import norm, rankdata
+from scipy.stats import norm
 
 EXACT_LIMIT = 50
 DECIMALS = 12  # RESOLUTION = 1e-12
 
 
 def snap(values):
-    """Values on a 1e-12 grid (adding 0.0 turns -0.0 into 0.0); exact rationals (``exact``: metrics
-    from their counts) are kept as they are, so their ties and differences are exact."""
+    """The values as a list, on a 1e-12 grid (adding 0.0 turns -0.0 into 0.0); exact rationals
+    (``exact``: metrics from their counts) are kept as they are, so their ties and differences are
+    exact. Everything after this works on Python lists: numpy's ufuncs have no loop for Fractions
+    (an object array's ``rint`` or ``abs`` depends on what the NumPy and SciPy of the day return)."""
+    values = list(values.ravel()) if isinstance(values, np.ndarray) else list(values)
     if is_exact(values):
-        return np.asarray(values, dtype=object)
-    return np.round(np.asarray(values, float), DECIMALS) + 0.0
+        return values
+    return (np.round(np.asarray(values, float), DECIMALS) + 0.0).tolist()
 
 
 def is_exact(values):
-    values = list(np.asarray(values, dtype=object).ravel()) if not isinstance(values, list) else values
+    values = list(values.ravel()) if isinstance(values, np.ndarray) else list(values)
     return bool(values) and all(isinstance(v, Fraction) for v in values)
 
 
 def as_floats(values):
     """Sorted floats of (snapped or exact) values: for medians and order statistics."""
-    return np.sort(np.asarray([float(v) for v in np.asarray(values, dtype=object).ravel()], float))
+    return np.sort(np.asarray([float(v) for v in values], float))
+
+
+def doubled_midranks(values):
+    """Each value's rank among ``values`` times two (ties get their mean rank, so twice it is an
+    integer), and the sizes of the tie groups: exact for any totally ordered values."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    doubled, ties = [0] * len(values), []
+    first = 0
+    while first < len(order):
+        last = first
+        while last + 1 < len(order) and values[order[last + 1]] == values[order[first]]:
+            last += 1
+        for position in order[first:last + 1]:
+            doubled[position] = first + last + 2  # ranks first+1 .. last+1, twice their mean
+        ties.append(last - first + 1)
+        first = last + 1
+    return doubled, ties
+
+
+def tie_correction(ties):
+    """The sum of t^3 - t over the tie groups (0 without ties)."""
+    return sum(t ** 3 - t for t in ties)
 
 
 @dataclass
@@ -68,19 +93,17 @@ def mann_whitney(x, y, exact_limit=EXACT_LIMIT):
     m, n = len(x), len(y)
     if m == 0 or n == 0:
         return TestResult(float("nan"), float("nan"), "undefined (an arm has no runs)", float("nan"))
-    ranks = rankdata(np.concatenate([x, y]))
-    u1 = float(ranks[:m].sum() - m * (m + 1) / 2)
+    doubled, ties = doubled_midranks(x + y)
+    u1 = sum(doubled[:m]) / 2 - m * (m + 1) / 2
     u_big = max(u1, m * n - u1)
     total = math.comb(m + n, m)
     min_p = min(1.0, 2.0 / total)
-    _, counts = np.unique(ranks, return_counts=True)
-    ties = bool((counts > 1).any())
-    if not ties and max(m, n) < exact_limit:
+    if max(ties) == 1 and max(m, n) < exact_limit:
         dist = _mwu_counts(m, n)
         upper = sum(dist[int(u_big):])
         return TestResult(u1, min(1.0, 2.0 * upper / total), "exact", min_p)
     big_n = m + n
-    tie_term = float((counts ** 3 - counts).sum()) / (big_n * (big_n - 1))
+    tie_term = tie_correction(ties) / (big_n * (big_n - 1))
     sigma = math.sqrt(m * n / 12.0 * ((big_n + 1) - tie_term))
     if sigma == 0:
         return TestResult(u1, 1.0, "degenerate (all values tied)", min_p)
@@ -92,10 +115,9 @@ def mann_whitney(x, y, exact_limit=EXACT_LIMIT):
 def signed_rank_counts(doubled_ranks):
     """Sign assignments giving each doubled W+ (W+ * 2, an integer even with midranks):
     prod over ranks r of (1 + q^(2r)), conditional on the ranks as they are (ties included)."""
-    top = int(sum(doubled_ranks))
+    top = sum(doubled_ranks)
     poly = [1] + [0] * top
     for r in doubled_ranks:
-        r = int(r)
         for k in range(top, r - 1, -1):
             poly[k] += poly[k - r]
     return poly
@@ -103,30 +125,33 @@ def signed_rank_counts(doubled_ranks):
 
 def paired_differences(x, y):
     """x - y on the snapped grid, zeros kept (callers drop them where the method says so)."""
-    return snap(snap(x) - snap(y))
+    return snap([a - b for a, b in zip(snap(x), snap(y))])
+
+
+def signed_ranks(x, y):
+    """The nonzero paired differences' signs and the doubled midranks of their sizes (pairs with
+    a zero difference dropped: Wilcoxon's method), and the tie groups of those ranks."""
+    d = [v for v in paired_differences(x, y) if v != 0]
+    doubled, ties = doubled_midranks([abs(v) for v in d])
+    return [v > 0 for v in d], doubled, ties
 
 
 def wilcoxon(x, y, exact_limit=EXACT_LIMIT):
     """Paired differences x - y; pairs with a zero difference are dropped."""
-    d = paired_differences(x, y)
-    d = d[d != 0]
-    n = len(d)
+    positive, doubled, ties = signed_ranks(x, y)
+    n = len(doubled)
     if n == 0:
         return TestResult(float("nan"), float("nan"), "degenerate (every pair identical)", float("nan"))
-    ranks = rankdata(np.abs(d))
-    r_plus = float(ranks[d > 0].sum())
-    r_minus = float(ranks[d < 0].sum())
-    t = min(r_plus, r_minus)
+    doubled_plus = sum(r for r, up in zip(doubled, positive) if up)
+    doubled_t = min(doubled_plus, sum(doubled) - doubled_plus)
+    t = doubled_t / 2
     min_p = min(1.0, 2.0 / 2 ** n)
-    _, counts = np.unique(ranks, return_counts=True)
-    ties = bool((counts > 1).any())
     if n < exact_limit:
-        dist = signed_rank_counts(np.rint(2 * ranks))
-        lower = sum(dist[: int(round(2 * t)) + 1])
-        method = "exact conditional (tied ranks)" if ties else "exact"
+        lower = sum(signed_rank_counts(doubled)[: doubled_t + 1])
+        method = "exact conditional (tied ranks)" if max(ties) > 1 else "exact"
         return TestResult(t, min(1.0, 2.0 * lower / 2 ** n), method, min_p)
     mean = n * (n + 1) / 4.0
-    var = n * (n + 1) * (2 * n + 1) / 24.0 - float((counts ** 3 - counts).sum()) / 48.0
+    var = n * (n + 1) * (2 * n + 1) / 24.0 - tie_correction(ties) / 48.0
     if var <= 0:
         return TestResult(t, 1.0, "degenerate (all differences tied)", min_p)
     z = (t - mean + 0.5) / math.sqrt(var)

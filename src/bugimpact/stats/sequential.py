@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 from scipy import optimize
-from scipy.stats import norm, rankdata
+from scipy.stats import norm
 
-from .rank_tests import paired_differences
+from .rank_tests import signed_ranks, tie_correction
 
 SPENDING = ("obrien-fleming", "pocock")
 FUTILITY_POWER = 0.2  # the default: 1 point of power for 7 of 50 pairs under no effect (README)
@@ -154,17 +154,15 @@ class Design:
 
 def signed_rank_z(x, y):
     """The Wilcoxon signed-rank z (zeros dropped, tie-corrected, no continuity correction)."""
-    d = paired_differences(x, y)
-    d = d[d != 0]
-    n = len(d)
+    positive, doubled, ties = signed_ranks(x, y)
+    n = len(doubled)
     if n == 0:
         return 0.0
-    ranks = rankdata(np.abs(d))
-    _, counts = np.unique(ranks, return_counts=True)
-    var = n * (n + 1) * (2 * n + 1) / 24.0 - float((counts ** 3 - counts).sum()) / 48.0
+    var = n * (n + 1) * (2 * n + 1) / 24.0 - tie_correction(ties) / 48.0
     if var <= 0:
         return 0.0
-    return float((ranks[d > 0].sum() - n * (n + 1) / 4.0) / math.sqrt(var))
+    r_plus = sum(r for r, up in zip(doubled, positive) if up) / 2
+    return float((r_plus - n * (n + 1) / 4.0) / math.sqrt(var))
 
 
 def decide(design, k, x, y, effect_interval=None, min_effect=0.0, futility_power=None):

@@ -7,14 +7,19 @@ log = logging.getLogger("bugimpact")
 
 
 def run_script(snakemake, func, **kwargs):
-    """Run a step under Snakemake with its log file receiving everything the step says."""
-    handler = logging.FileHandler(snakemake.log[0]) if snakemake.log else logging.StreamHandler()
+    """Run a step under Snakemake's ``script:`` with its log file receiving everything it says."""
+    return run_logged_step(snakemake.log[0] if snakemake.log else None, func, **kwargs)
+
+
+def run_logged_step(step_log, func, **kwargs):
+    """Run a step with ``step_log`` (None: standard error) receiving everything it says."""
+    handler = logging.FileHandler(step_log) if step_log else logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     handler.addFilter(RedactingFilter())  # no token reaches a log file, whoever logged it
     logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(logging.INFO)
     try:
-        func(**kwargs)
+        return func(**kwargs)
     except Exception:
         log.exception("step failed")
         raise

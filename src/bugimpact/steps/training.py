@@ -23,12 +23,18 @@ def seeds(study_seed, policy, bug, out):
     write_seeds(out, study_seed, bug, policy)
 
 
+# What a train job reads of the config's ``train``: how a run is attempted (``RunOptions``) and how
+# a lost seeds archive is made again. What a run computes comes from its experiment's file.
+JOB_SETTINGS = ("retries", "threads", "gpus", "runs_per_gpu", "timeout_s", "fork_server",
+                "study_seed", "seed_policy")
+
+
 def train_run(train_cfg, target, files, out, log_path, experiment_spec=None):
     """Step 5: one run (``target``: a ``train.RunTarget``). What it computes comes from its
     experiment's file (``files["experiment"]``, checked against the key in the run's path; made
-    from ``experiment_spec`` when missing); ``train_cfg`` says how runs are attempted (retries,
-    timeout, GPUs, the fork server). ``files``: also the run's ``seeds``, ``data``, ``meta`` and
-    ``runtime`` files."""
+    from ``experiment_spec`` when missing); ``train_cfg`` (``JOB_SETTINGS`` of it) says how runs
+    are attempted (retries, timeout, GPUs, the fork server). ``files``: also the run's ``seeds``,
+    ``data``, ``meta`` and ``runtime`` files."""
     from ..experiment import read_experiment
     from ..train import RunOptions, build_spec, train_one
     if not Path(files["experiment"]).exists() and experiment_spec:
