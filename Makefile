@@ -7,7 +7,7 @@ CORES ?= 2
 PY := $(CURDIR)/$(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: study test
+.PHONY: study test test-python
 study:  ## the default study end to end: offline, CPU, a few minutes
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host
 	$(PY) -m snakemake --cores $(CORES)
@@ -17,3 +17,8 @@ test:   ## lint (ruff, snakefmt), then every test, the Docker ones included
 	$(PY) -m ruff check src tests bench scripts
 	$(PY) -m snakefmt --check Snakefile rules/
 	$(PY) -m pytest -ra
+
+test-python:  ## on another Python (BASE_PYTHON, in its own VENV): host-side tests, the default study
+	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
+	$(PY) -m pytest -ra -m "not docker and not slow"
+	$(PY) bench/default_study.py --cores $(CORES) --check

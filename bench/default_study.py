@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# the controls' verdicts README shows for the shipped study (on any device)
+EXPECTED = {"aa": "not triggered", "fault-labelnoise": "impact", "fault-momentum": "impact"}
 sys.path.insert(0, str(ROOT / "tests"))
 from workflow import project_copy  # noqa: E402
 
@@ -55,6 +57,10 @@ def study(cores, device, pin=None):
         return wall, verdicts, job_costs(work)
 
 
+def verdicts_of(table):
+    return {row["bug"]: row["verdict"] for row in csv.DictReader(table.splitlines())}
+
+
 def report(label, wall, verdicts, costs):
     job = statistics.median(j for j, _ in costs)
     epochs = statistics.median(e for _, e in costs)
@@ -71,16 +77,22 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--gpu", action="store_true", help="also the cuda study, and the ratio")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 unless each control has the verdict README promises (CI)")
     args = parser.parse_args()
     cpu = study(2 if args.gpu else args.cores, "cpu", "0,1" if args.gpu else None)
     report(f"default study, cpu, {2 if args.gpu else args.cores} cores", *cpu)
+    if args.check and verdicts_of(cpu[1]) != EXPECTED:
+        print(f"expected {EXPECTED}, got {verdicts_of(cpu[1])}")
+        return 1
     if not args.gpu:
         print(f"ratio to the 10-minute target = {cpu[0] / 600:.2f}")
-        return
+        return 0
     gpu = study(args.cores, "cuda")
     report(f"default study, cuda, {args.cores} cores, {os.environ.get('CUDA_VISIBLE_DEVICES', 'every')} GPU(s)", *gpu)
     print(f"cuda study / cpu study on 2 cores = {gpu[0] / cpu[0]:.2f} (target at most 1)")
+    return 1 if args.check and verdicts_of(gpu[1]) != EXPECTED else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

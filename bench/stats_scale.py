@@ -18,6 +18,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
+from bugimpact.harness.registry import RECORD_SCHEMA, sealed  # noqa: E402
 from bugimpact.io import write_json  # noqa: E402
 from bugimpact.sheet import COLUMNS  # noqa: E402
 from bugimpact.stats.tables import bug_stats, study_tables  # noqa: E402
@@ -35,12 +36,12 @@ def make_records(folder, bug, runs, triggered, rng):
             shift = -0.004 if (triggered and arm == "buggy") else 0.0
             value = base + shift + (rng.normal(0, 0.002) if triggered else 0.0)
             fp = f"{arm if triggered else 'same'}-{i}"
-            rec = {"status": "ok", "spec": {"arm": arm, "run": i},
+            rec = {"status": "ok", "record_schema": RECORD_SCHEMA, "spec": {"arm": arm, "run": i},
                    "metrics": {m: value for m in STATS["metrics"]},
                    "fingerprints": {"init": fp, "epochs": [fp] * 30, "predictions": fp},
                    "nondeterministic_ops": [], "environment": {"determinism": {"cudnn_deterministic": True}}}
             path = folder / bug / arm / f"{i}.json"
-            write_json(path, rec)
+            write_json(path, sealed(rec))
             paths.append(path)
     return paths
 

@@ -36,8 +36,9 @@ rule train:
         # read from results/experiments/{key}.json (made before the gate): made here if missing
         experiment=lambda wildcards, output: json.dumps(PLAN.experiments[wildcards.key]),
         python=untracked(sys.executable),
+        shim=untracked(TRAIN_SHIM),
     shell:
-        "{params.python:q} {TRAIN_SHIM:q} --bug {wildcards.bug:q} --key {wildcards.key:q}"
+        "{params.python:q} {params.shim:q} --bug {wildcards.bug:q} --key {wildcards.key:q}"
         " --arm {wildcards.arm} --run {wildcards.run} --arm-spec {params.arm:q}"
         " --train {params.train:q} --experiment {params.experiment:q} --data {input.data:q}"
         " --meta {input.meta:q} --runtime {input.runtime:q} --out {output:q} --log {log:q}"

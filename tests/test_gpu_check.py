@@ -7,13 +7,13 @@ import sys
 import pytest
 
 from bugimpact import gpucheck
+from bugimpact.artifacts.runtimes import list_gpus
 from bugimpact.config import load_config
 from conftest import ROOT
 
 
 def test_without_a_gpu_it_says_so_in_one_line_and_fails(tmp_path):
-    if gpucheck.require_gpu.__defaults__ and subprocess.run(["sh", "-c", "nvidia-smi -L"],
-                                                            capture_output=True).returncode == 0:
+    if list_gpus():
         pytest.skip("this machine has a GPU")
     out = subprocess.run([sys.executable, "-m", "bugimpact.cli", "--config",
                           str(ROOT / "config.yaml"), "check-gpu"],
@@ -58,3 +58,5 @@ def test_the_recommendation_is_the_smallest_share_near_the_best():
     assert gpucheck.recommend(rows) == 2
     rows[2]["runs_per_gpu_hour"] = 390.0  # small runs: sharing pays
     assert gpucheck.recommend(rows) == 4
+    rows[2] = {"runs_per_gpu": 4, "error": "the share4-0 run failed (exit 1): CUDA out of memory"}
+    assert gpucheck.recommend(rows) == 2  # what did not fit is never recommended

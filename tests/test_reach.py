@@ -281,3 +281,23 @@ def test_the_reach_command_judges_a_sheet_of_fixes_from_snapshots(tmp_path, aten
     assert table["pr28784"]["verdict"] == "reached"
     assert table["pr36820"]["verdict"] == "not reached on cpu"
     assert table["pr99999"]["verdict"] == "unknown" and "no commits and no patch" in table["pr99999"]["detail"]
+
+
+def test_a_cuda_trace_that_gets_no_gpu_is_a_recorded_failed_trace(tmp_path, monkeypatch):
+    """Under SLURM a trace job with no GPU given (CUDA_VISIBLE_DEVICES unset) records a failed
+    trace, which makes its bugs unknown, instead of failing the job with a traceback."""
+    from bugimpact.config import validate_config
+    from bugimpact.io import read_json, write_json
+    from bugimpact.reach.run import trace
+    import yaml
+    config = validate_config(yaml.safe_load((ROOT / "config.yaml").read_text()))
+    meta = prepare("digits", tmp_path / "d.npz", tmp_path / "d.json")
+    assert meta["sha256"]
+    write_json(tmp_path / "runtime.json", {"kind": "local", "python": sys.executable})
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    trace(dict(config["train"], device="cuda"), 3, tmp_path / "runtime.json", tmp_path / "d.npz",
+          tmp_path / "d.json", "key", "installed", tmp_path / "trace.json", tmp_path / "trace.log")
+    record = read_json(tmp_path / "trace.json")
+    assert record["status"] == "failed"
+    assert record["reason"].startswith("trace exit no GPU (train.device is cuda, but SLURM gave this job no GPU")

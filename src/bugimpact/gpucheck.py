@@ -129,17 +129,21 @@ def floor(work):
 
 def sharing(work, folder, shares, study_epochs):
     """For each k: k runs at once (forked, as the workflow runs them), their epoch time and fixed
-    cost, and the study's runs per GPU-hour at that k."""
+    cost, and the study's runs per GPU-hour at that k; the first k whose runs fail ends it."""
     from .artifacts.launch import RunOptions
     _run(work, folder, "warm", 0, RunOptions(threads=work.spec["threads"], fork_server=True))
     rows = []  # (the fork server's start above is not a run's cost)
     for k in shares:
         options = RunOptions(threads=work.spec["threads"], fork_server=True, runs_per_gpu=k)
         started = time.time()
-        with concurrent.futures.ThreadPoolExecutor(k) as pool:  # a failed run raises here
-            records = list(pool.map(
-                lambda i, k=k, options=options: _run(work, folder, f"share{k}-{i}", 100 * k + i, options),
-                range(k)))
+        try:
+            with concurrent.futures.ThreadPoolExecutor(k) as pool:  # a failed run raises here
+                records = list(pool.map(
+                    lambda i, k=k, options=options: _run(work, folder, f"share{k}-{i}", 100 * k + i,
+                                                         options), range(k)))
+        except RuntimeError as exc:  # k runs do not fit (out of memory, say): nor will more
+            rows.append({"runs_per_gpu": k, "error": str(exc).splitlines()[0][:300]})
+            break
         wall = time.time() - started
         epoch = _epoch_seconds(records)
         fixed = max(0.0, wall - max(sum(e["wall_s"] for e in r["epochs"]) for r in records))
@@ -152,8 +156,9 @@ def sharing(work, folder, shares, study_epochs):
 def recommend(rows):
     """The smallest k within ``WITHIN_BEST`` of the best runs per GPU-hour: sharing more for
     less than that gain only costs memory."""
-    best = max(r["runs_per_gpu_hour"] for r in rows)
-    return min(r["runs_per_gpu"] for r in rows if r["runs_per_gpu_hour"] >= WITHIN_BEST * best)
+    measured = [r for r in rows if "error" not in r]
+    best = max(r["runs_per_gpu_hour"] for r in measured)
+    return min(r["runs_per_gpu"] for r in measured if r["runs_per_gpu_hour"] >= WITHIN_BEST * best)
 
 
 def check(config, device="cuda", epochs=1, shares=SHARES, out_dir="results/gpu-check"):
@@ -230,6 +235,9 @@ def text(result):
     lines.append("  runs/GPU  epoch (s)  fixed (s)  runs per GPU-hour  vs 1")
     base = result["sharing"][0]["runs_per_gpu_hour"]
     for row in result["sharing"]:
+        if "error" in row:
+            lines.append(f"  {row['runs_per_gpu']:8d}  failed: {row['error']}")
+            continue
         lines.append(f"  {row['runs_per_gpu']:8d}  {row['epoch_s']:9.2f}  {row['fixed_s']:9.2f}  "
                      f"{row['runs_per_gpu_hour']:17.1f}  {row['runs_per_gpu_hour'] / base:4.2f}x")
     lines.append(f"recommended: train.runs_per_gpu: {result['recommended_runs_per_gpu']} "

@@ -227,12 +227,9 @@ def disk_check(need_gb, free_gb, builds, per_build, folder):
 def require_gpu(nvidia_smi="nvidia-smi"):
     """Refuse ``train.device: cuda`` on a machine that shows no GPU (a local run; on a cluster
     the nodes have them, and the preflight's gpus check reads them there)."""
-    try:
-        out = subprocess.run([nvidia_smi, "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        out = ""
+    from .artifacts.runtimes import list_gpus
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if not any(line.startswith("GPU ") for line in out.splitlines()) or visible in ("", "-1"):
+    if not list_gpus((nvidia_smi, "-L")) or visible in ("", "-1"):
         raise InputError("config", "train.device is cuda, but this machine shows no GPU (nvidia-smi "
                          "-L lists none, or CUDA_VISIBLE_DEVICES hides them): run on a GPU machine, "
                          "submit through a cluster profile, or set train.device: cpu",
