@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import ROOT
 
-IGNORE = shutil.ignore_patterns("results", "logs", "benchmarks", ".snakemake", ".git", ".venv", "__pycache__",
+IGNORE = shutil.ignore_patterns("results", "logs", "benchmarks", ".snakemake", ".git", ".venv*", "__pycache__",
                                 "*.egg-info", ".pytest_cache", "cache")
 
 
