@@ -30,11 +30,26 @@ def test_what_pip_would_install_is_said_with_its_build_and_size(tmp_path):
     env = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_FIND_LINKS="",
                PIP_CONSTRAINT="")
     for folder, build, count in ((cpu, "CPU build", 1), (cuda, "CUDA 13.0 build", 3)):
+        # --ignore-installed: as in a new environment, whatever this one has (a CUDA torch's
+        # libraries, on another Python's CI run)
         items = torch_install.planned(sys.executable, "torch==9.1.0",
-                                      ["--no-index", "--find-links", str(folder)], env)
+                                      ["--no-index", "--ignore-installed", "--find-links", str(folder)], env)
         sizes = [torch_install.size_of(item["url"]) for item in items]
         assert sizes == [os.path.getsize(next(folder.glob(f"{i['name'].replace('-', '_')}-*.whl")))
                          for i in items]
         text = torch_install.describe(items, sizes)
         assert text.startswith(f"torch 9.1.0{'+cpu' if folder == cpu else ''} ({build}, {count} package")
         assert text.endswith(f"{torch_install._mb(sum(sizes))} to download)")
+
+
+def test_the_build_is_torchs_own_even_when_its_libraries_are_there_already():
+    """A CUDA torch whose NVIDIA libraries are installed already (a GPU image) is still said to
+    be the CUDA build: the build is read from torch's version and requirements."""
+    torch = {"name": "torch", "version": "2.13.0", "url": "",
+             "requires": ["nvidia-cuda-runtime==13.0.96; platform_system == 'Linux'", "filelock"]}
+    assert torch_install.describe([torch], [2_000_000_000]) == \
+        "torch 2.13.0 (CUDA 13.0 build, 1 package, 2.0 GB to download)"
+    local = dict(torch, version="2.5.1+cu121", requires=["filelock"])
+    assert torch_install.describe([local], [None]).startswith("torch 2.5.1+cu121 (CUDA 12.1 build,")
+    cpu = dict(torch, version="2.13.0+cpu", requires=["filelock", "sympy"])
+    assert torch_install.describe([cpu], [None]) == "torch 2.13.0+cpu (CPU build, 1 package, size unknown)"

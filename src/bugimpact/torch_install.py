@@ -70,7 +70,7 @@ def planned(python, requirement, pip_args, env=None):
         raise SystemExit(f"pip cannot install {requirement}: {out.stderr.strip()[-1500:]}")
     report = json.loads(out.stdout)
     return [{"name": re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(),
-             "version": item["metadata"]["version"],
+             "version": item["metadata"]["version"], "requires": item["metadata"].get("requires_dist", []),
              "url": item["download_info"]["url"]} for item in report["install"]]
 
 
@@ -88,15 +88,19 @@ def size_of(url, timeout=20.0):
 
 
 def describe(items, sizes):
-    """'torch 2.13.0+cpu (CPU build, 1 package, 192 MB)' from the planned items and their sizes."""
+    """'torch 2.13.0+cpu (CPU build, 1 package, 192 MB)' from the planned items and their sizes.
+    The build is torch's own: a ``+cuXYZ`` version, or NVIDIA CUDA libraries among its
+    requirements (PyPI's Linux build), whether or not they are installed already."""
     torch = next(item for item in items if item["name"] == "torch")
-    cuda = [item for item in items if item["name"].startswith(("nvidia-", "cuda-"))]
-    runtime = next((i["version"] for i in cuda if i["name"] == "nvidia-cuda-runtime"
-                    or i["name"].startswith("nvidia-cuda-runtime-")), None)
-    if "+cpu" in torch["version"] or not cuda:
-        build = "CPU build"
+    local = re.search(r"\+cu(\d+)(\d)$", torch["version"])
+    runtime = next((re.search(r"==\s*(\d+\.\d+)", r) for r in torch["requires"]
+                    if re.match(r"nvidia-cuda-runtime", r.replace("_", "-"))), None)
+    if local:
+        build = f"CUDA {local.group(1)}.{local.group(2)} build"
+    elif runtime or any(re.match(r"nvidia-|cuda-", r.replace("_", "-")) for r in torch["requires"]):
+        build = f"CUDA {runtime.group(1)} build" if runtime else "CUDA build"
     else:
-        build = f"CUDA {'.'.join(runtime.split('.')[:2]) if runtime else ''} build".replace("  ", " ")
+        build = "CPU build"
     known = [s for s in sizes if s is not None]
     size = (f"{_mb(sum(known))} to download" + ("" if len(known) == len(sizes) else " and more")
             if known else "size unknown")
