@@ -36,6 +36,13 @@ def docker_available():
     return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
 
 
+def untar(archive, dest):
+    """Extract one of our own fixtures as plain files (tarfile's "data" filter, which Python 3.14
+    makes the default; before 3.11.4 there is no filter to ask for)."""
+    import tarfile
+    archive.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+
+
 def git(repo, *args, env=None):
     full_env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
                     GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com", **(env or {}))

@@ -14,7 +14,7 @@ from bugimpact.reach.static import map_diff
 from bugimpact.reach.tables import DirTree, Tables, dispatch_targets, yaml_entries
 from bugimpact.reach.verdict import PythonFile, judge, python_reach
 
-from conftest import ROOT
+from conftest import ROOT, untar
 
 FIX = ROOT / "tests" / "fixtures" / "reach"
 ENV = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
@@ -24,7 +24,7 @@ ENV = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYTHONHASHSEED="0", OMP_NUM
 def aten_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("aten")
     with tarfile.open(FIX / "aten-2020-03-25.tar.xz") as archive:
-        archive.extractall(root)
+        untar(archive, root)
     return root
 
 

@@ -11,7 +11,7 @@ import yaml
 
 from bugimpact.io import read_csv
 
-from conftest import ROOT, git
+from conftest import ROOT, git, untar
 from workflow import project_copy, snakemake
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ def test_fixes_the_workload_cannot_reach_get_no_build_and_no_run(tmp_path):
     repo = tmp_path / "pytorch"
     repo.mkdir()
     with tarfile.open(FIX / "aten-2020-03-25.tar.xz") as archive:
-        archive.extractall(repo)
+        untar(archive, repo)
     git(repo, "init", "-q")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "ATen as of 2020-03-25")
