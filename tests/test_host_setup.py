@@ -1,6 +1,7 @@
 """bin/setup-host's torch: the build it takes on this machine, and what it says before installing
 (asked of real pip, over a local index of real wheels)."""
 import os
+import platform
 import sys
 
 from bugimpact import torch_install
@@ -45,10 +46,15 @@ def test_what_pip_would_install_is_said_with_its_build_and_size(tmp_path):
 def test_the_build_is_torchs_own_even_when_its_libraries_are_there_already():
     """A CUDA torch whose NVIDIA libraries are installed already (a GPU image) is still said to
     be the CUDA build: the build is read from torch's version and requirements."""
-    torch = {"name": "torch", "version": "2.13.0", "url": "",
-             "requires": ["nvidia-cuda-runtime==13.0.96; platform_system == 'Linux'", "filelock"]}
+    torch = {"name": "torch", "version": "2.13.0", "url": "",  # torch 2.13.0's own requirements
+             "requires": ["filelock", 'cuda-toolkit[cublas,cudart,cufft]==13.0.3; platform_system == "Linux"',
+                          'nvidia-cudnn-cu13==9.20.0.48; platform_system == "Linux"',
+                          'pyyaml; extra == "pyyaml"']}
+    expected = "CUDA 13.0 build" if platform.system() == "Linux" else "CPU build"
     assert torch_install.describe([torch], [2_000_000_000]) == \
-        "torch 2.13.0 (CUDA 13.0 build, 1 package, 2.0 GB to download)"
+        f"torch 2.13.0 ({expected}, 1 package, 2.0 GB to download)"
+    older = dict(torch, requires=["nvidia-cuda-runtime-cu12==12.1.105; platform_system == 'Linux'"])
+    assert torch_install.describe([older], [None]).startswith(f"torch 2.13.0 ({expected.replace('13.0', '12.1')},")
     local = dict(torch, version="2.5.1+cu121", requires=["filelock"])
     assert torch_install.describe([local], [None]).startswith("torch 2.5.1+cu121 (CUDA 12.1 build,")
     cpu = dict(torch, version="2.13.0+cpu", requires=["filelock", "sympy"])

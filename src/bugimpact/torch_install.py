@@ -17,6 +17,7 @@ sizes, so the message is what happens, not what was hoped.
 import argparse
 import json
 import os
+import platform
 import re
 import shutil
 import ssl
@@ -93,18 +94,30 @@ def describe(items, sizes):
     requirements (PyPI's Linux build), whether or not they are installed already."""
     torch = next(item for item in items if item["name"] == "torch")
     local = re.search(r"\+cu(\d+)(\d)$", torch["version"])
-    runtime = next((re.search(r"==\s*(\d+\.\d+)", r) for r in torch["requires"]
-                    if re.match(r"nvidia-cuda-runtime", r.replace("_", "-"))), None)
+    cuda = [r for r in map(_here, torch["requires"]) if r and re.match(r"(nvidia|cuda)[-_]", r)]
+    pinned = next((m.group(1) for m in (re.match(r"(?:cuda-toolkit|nvidia-cuda-runtime)[^=;]*==\s*"
+                                                 r"(\d+\.\d+)", r.replace("_", "-")) for r in cuda) if m),
+                  None)
     if local:
         build = f"CUDA {local.group(1)}.{local.group(2)} build"
-    elif runtime or any(re.match(r"nvidia-|cuda-", r.replace("_", "-")) for r in torch["requires"]):
-        build = f"CUDA {runtime.group(1)} build" if runtime else "CUDA build"
+    elif cuda:
+        build = f"CUDA {pinned} build" if pinned else "CUDA build"
     else:
         build = "CPU build"
     known = [s for s in sizes if s is not None]
     size = (f"{_mb(sum(known))} to download" + ("" if len(known) == len(sizes) else " and more")
             if known else "size unknown")
     return f"torch {torch['version']} ({build}, {len(items)} package{'s' * (len(items) != 1)}, {size})"
+
+
+def _here(requirement):
+    """The requirement without its marker, where the marker can hold on this platform (torch's
+    CUDA libraries are marked for Linux), else None."""
+    name, _, marker = requirement.partition(";")
+    if "extra ==" in marker:
+        return None
+    other = re.search(r"platform_system\s*==\s*[\"'](\w+)", marker)
+    return name.strip() if not other or other.group(1) == platform.system() else None
 
 
 def _mb(count):
