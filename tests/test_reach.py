@@ -12,7 +12,8 @@ from bugimpact.datasets import prepare
 from bugimpact.reach import cpp, patch
 from bugimpact.reach.static import map_diff
 from bugimpact.reach.tables import DirTree, Tables, dispatch_targets, yaml_entries
-from bugimpact.reach.verdict import PythonFile, judge, python_reach
+from bugimpact.reach.python_files import PythonFile, python_reach
+from bugimpact.reach.verdict import judge
 
 from conftest import ROOT, untar
 

@@ -5,20 +5,21 @@ released binary: if the release already contains the fix, the buggy arm is the r
 reverse-applied; if the release predates it, the corrected arm is the release with the diff applied.
 Which case holds is checked (the diff must apply in exactly one direction), never guessed.
 
-The artifact is the release wheel plus an overlay: the patched files, made here on the host with
-``git apply`` from the wheel's own copies, and copied over the installed package by the runtime.
-It is refused, with the reason recorded, when the diff touches compiled code or build inputs, or does
-not apply to the release's files.
+The artifact is the release wheel plus an overlay: the patched files, made here on the host from
+the wheel's own copies, and copied over the installed package by the runtime. Each change is placed
+by its changed lines, as reach places it (``reach.patch``): a release cut from a branch may have
+moved or edited the lines around a fix. It is refused, with the reason recorded, when the diff
+touches compiled code or build inputs, or when a changed line itself is not in the release's file,
+or is there in more than one place alike.
 """
 import hashlib
 import os
 import re
-import subprocess
-import tempfile
 import zipfile
 from pathlib import Path
 
-from ..io import write_text
+from ..io import atomic_open, write_text
+from ..reach import patch
 
 PACKAGE = "torch"
 # Anything that is compiled, generates code, or drives the build: a wheel cannot take it as a patch.
@@ -126,63 +127,130 @@ def _check_section(path, section):
             raise Refused(f"the diff names {name}, which leaves the package: refused")
 
 
-def _git_apply(folder, patch, *flags):
-    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(Path(folder).parent))
-    return subprocess.run(["git", "apply", *flags, str(patch)], cwd=folder, capture_output=True,
-                          text=True, env=env)
-
-
 def wheel_files(wheel):
     with zipfile.ZipFile(wheel) as archive:
         return set(archive.namelist())
 
 
-def _extract(wheel, paths, folder):
-    with zipfile.ZipFile(wheel) as archive:
-        names = set(archive.namelist())
-        for path in paths:
-            if path in names:
-                archive.extract(path, folder)
-
-
-def make_overlay(wheel, patch_text, files, arm, out_dir):
+def make_overlay(wheel, patch_text, arm, out_dir):
     """Decide the direction on the wheel's own files and write the arm's overlay.
 
-    Returns ``(fix_in_release, apply, overlay)``: ``apply`` is ``forward``, ``reverse`` or None (this
-    arm is the release itself); ``overlay`` maps package paths to their patched sha256 (None: the
-    patch deletes the file)."""
+    Each change of the diff is placed in the release's copy of its file (``reach.patch``: the
+    changed lines must be there, the context may have moved on), forwards (the release lacks the
+    fix) or in reverse (it has it); exactly one direction must place every change. The patched
+    files must give back the release's bytes when the fix is reversed on them again.
+
+    Returns ``(fix_in_release, apply, overlay, placement)``: ``apply`` is ``forward``, ``reverse``
+    or None (this arm is the release itself); ``overlay`` maps package paths to their patched
+    sha256 (None: the patch deletes the file); ``placement`` says where and how each change sat
+    in the release."""
     out_dir = Path(out_dir).resolve()
-    patch = out_dir / "fix.diff"
-    write_text(patch, patch_text)
-    with tempfile.TemporaryDirectory() as tmp:
-        _extract(wheel, files, tmp)
-        forward, reverse = _git_apply(tmp, patch, "--check"), _git_apply(tmp, patch, "--check", "-R")
-        if forward.returncode == 0 and reverse.returncode == 0:
-            raise Refused("the diff applies both forwards and in reverse to the release's files: "
-                          "cannot tell whether the release contains the fix")
-        if forward.returncode != 0 and reverse.returncode != 0:
-            raise Refused(f"the diff does not apply to the release's files, in either direction: "
-                          f"{forward.stderr.strip()[-400:]}")
-        fix_in_release = reverse.returncode == 0
-        release_arm = "corrected" if fix_in_release else "buggy"
-        if arm == release_arm:
-            return fix_in_release, None, {}
-        direction = "reverse" if fix_in_release else "forward"
-        done = _git_apply(tmp, patch, *(["-R"] if fix_in_release else []))
-        if done.returncode != 0:
-            raise Refused(f"git apply failed after its check passed: {done.stderr.strip()[-400:]}")
-        overlay_dir = out_dir / "overlay"
-        overlay = {}
-        for path in files:
-            source = Path(tmp) / path
-            if source.exists():
-                target = overlay_dir / path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(source.read_bytes())
-                overlay[path] = hashlib.sha256(source.read_bytes()).hexdigest()
-            else:
-                overlay[path] = None
-    return fix_in_release, direction, overlay
+    write_text(out_dir / "fix.diff", patch_text)
+    diffs = patch.parse(patch_text)
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        release = {path: archive.read(path) if path in names else None
+                   for fd in diffs for path in (fd.path, fd.old_path) if path}
+    done, why = {}, {}
+    for direction, side in (("forward", "old"), ("reverse", "new")):
+        try:
+            done[direction] = _patched(diffs, release, side)
+        except patch.NotPlaced as exc:
+            why[direction] = str(exc)
+    if len(done) == 2:
+        raise Refused("the diff applies both forwards and in reverse to the release's files: "
+                      "cannot tell whether the release contains the fix")
+    if not done:
+        raise Refused(f"the diff does not apply to the release's files, in either direction: "
+                      f"forwards, {why['forward']}; in reverse, {why['reverse']}")
+    direction = next(iter(done))
+    files, placement = done[direction]
+    fix_in_release = direction == "reverse"
+    if arm == ("corrected" if fix_in_release else "buggy"):
+        return fix_in_release, None, {}, placement
+    overlay = {}
+    for path, content in files.items():
+        if content is None:
+            overlay[path] = None
+            continue
+        with atomic_open(out_dir / "overlay" / path, "wb") as handle:
+            handle.write(content)
+        overlay[path] = hashlib.sha256(content).hexdigest()
+    return fix_in_release, direction, overlay, placement
+
+
+def _patched(diffs, release, side):
+    """Every file of the diff with its changes made (``side``: the form the release holds, old
+    for forwards), and where each change sat; raises ``patch.NotPlaced``."""
+    files, placement = {}, []
+    for fd in diffs:
+        if not fd.old_path or not fd.path:  # a file the fix adds or removes
+            files[fd.name] = _whole_file(fd, release[fd.name], side)
+            placement.append({"file": fd.name, "line": 1, "placed": "the whole file"})
+            continue
+        here, there = (fd.old_path, fd.path) if side == "old" else (fd.path, fd.old_path)
+        before = release[here]  # a renamed file is found under the name this side gives it
+        if before is None:
+            raise patch.NotPlaced(f"{here}: not in the release")
+        if here != there and release[there] is not None:
+            raise patch.NotPlaced(f"{there}: in the release already (the fix renames {here})")
+        try:
+            after, found = _replace(before, fd.hunks, side)
+        except patch.NotPlaced as exc:
+            raise patch.NotPlaced(f"{here}: {exc}") from None
+        if _undone(after, found, before) != before:
+            raise patch.NotPlaced(f"{here}: the change reversed on the patched file does not "
+                                  "give back the release's bytes")
+        if here != there:
+            files[here] = None
+            placement.append({"file": here, "line": 1, "placed": f"renamed to {there}"})
+        files[there] = after
+        placement += [{"file": here, "line": p.start + 1, "placed": p.describe()} for p in found]
+    return files, placement
+
+
+def _replace(content, hunks, side):
+    """A file's bytes with its changes made, the release's own line ends kept."""
+    raw = content.decode("utf-8").splitlines(keepends=True)
+    bare = [line.rstrip("\r\n") for line in raw]
+    eol = "\r\n" if raw and raw[0].endswith("\r\n") else "\n"
+    found = patch.place_all(hunks, bare, side)
+    out, at = [], 0
+    for p in found:
+        out += raw[at:p.start] + [line + eol for line in p.change.side(patch.other(p.side))]
+        at = p.start + p.length
+    out += raw[at:]
+    if raw and raw[-1] == bare[-1] and out and at == len(raw):  # it ended without a line end
+        out[-1] = out[-1][:-len(eol)]
+    return "".join(out).encode("utf-8"), found
+
+
+def _undone(after, found, before):
+    """The patched bytes with each change taken back at the place it was made: the release's
+    bytes, unless the patching lost or added anything on the way (a line end, a line)."""
+    raw, patched = before.decode("utf-8").splitlines(keepends=True), after.decode("utf-8")
+    lines = patched.splitlines(keepends=True)
+    out, at, shift = [], 0, 0
+    for p in found:
+        made = len(p.change.side(patch.other(p.side)))
+        out += lines[at:p.start + shift] + raw[p.start:p.start + p.length]
+        at, shift = p.start + shift + made, shift + made - p.length
+    return "".join(out + lines[at:]).encode("utf-8")
+
+
+def _whole_file(fd, before, side):
+    """A file the diff adds (or removes): the side without it must not have it, the side with it
+    must have exactly its lines."""
+    lines = [text for hunk in fd.hunks for tag, text in hunk.lines if tag != " "]
+    has_it = "new" if not fd.old_path else "old"
+    content = "".join(line + "\n" for line in lines).encode("utf-8")
+    if side == has_it:
+        if before is None or before.decode("utf-8", "replace").splitlines() != lines:
+            raise patch.NotPlaced(f"{fd.name}: not in the release as the diff has it")
+        return None
+    if before is not None:
+        raise patch.NotPlaced(f"{fd.name}: in the release already")
+    return content
 
 
 def install_overlay(manifest, site_packages):

@@ -105,14 +105,14 @@ class OneFix(Source):
                                      f"sheet's onefix, read from the fix's diff)") from None
             raise
         patch_text, kinds = onefix.isolate(diff_text, wheel_files=onefix.wheel_files(base["wheel"]))
-        fix_in_release, direction, overlay = onefix.make_overlay(
-            base["wheel"], patch_text, kinds["python"], spec["arm"], folder)
+        fix_in_release, direction, overlay, placement = onefix.make_overlay(
+            base["wheel"], patch_text, spec["arm"], folder)
         return {**base, "source": "onefix", "arm": spec["arm"], "release": release,
                 "diff_origin": origin, "diff_sha256": hashlib.sha256(diff_text.encode()).hexdigest(),
                 "patch": str((folder / "fix.diff").resolve()),
                 "patch_sha256": hashlib.sha256(patch_text.encode()).hexdigest(),
                 "files_changed": kinds["python"], "files_not_shipped": kinds["not_shipped"],
-                "fix_in_release": fix_in_release, "apply": direction,
+                "fix_in_release": fix_in_release, "apply": direction, "placement": placement,
                 "overlay_dir": str((folder / "overlay").resolve()), "overlay": overlay}
 
 

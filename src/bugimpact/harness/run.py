@@ -90,6 +90,45 @@ def learning_rate(spec, epoch):
     return lr
 
 
+def make_optimizer(spec, model, fault):
+    if spec.get("optimizer", "sgd") == "adam":
+        return torch.optim.Adam(model.parameters(), lr=spec["lr"])
+    return torch.optim.SGD(model.parameters(), lr=spec["lr"],
+                           momentum=faults.adjust_momentum(fault, spec.get("momentum", 0.0)))
+
+
+def train_epoch(model, optimizer, batches, fault, counts):
+    """One epoch's steps: ``counts`` is (epoch, steps before it, the step to stop at or 0).
+    Returns the digest of every batch's loss (the float ``loss.item()`` gives, bit for bit), the
+    epoch's mean loss and the steps made so far. The losses stay on the device until the epoch
+    ends: no step waits for the GPU."""
+    epoch, steps, max_steps = counts
+    model.train()
+    batch_losses, sizes = [], []
+    for xb, yb in batches:
+        optimizer.zero_grad()
+        loss = F.nll_loss(model(xb), yb)
+        loss.backward()
+        faults.adjust_gradients(fault, model)
+        optimizer.step()
+        batch_losses.append(loss.detach())
+        sizes.append(len(yb))
+        steps += 1
+        if steps == max_steps:
+            break
+    values = torch.stack(batch_losses).cpu().numpy().astype(np.float64)
+    finite = np.isfinite(values)
+    if not finite.all():
+        bad = int(np.argmin(finite))
+        raise Diverged("loss %r at epoch %d, step %d"
+                       % (float(values[bad]), epoch, steps - len(values) + bad + 1))
+    losses, total = hashlib.sha256(), 0.0
+    for value, size in zip(values, sizes):
+        losses.update(value.tobytes())
+        total += float(value) * size
+    return losses.hexdigest(), total / max(sum(sizes), 1), steps
+
+
 def train(spec):
     fault = spec.get("fault") or ""
     faults.check(fault)
@@ -106,20 +145,15 @@ def train(spec):
                          spec.get("pooling") or "deterministic")
     faults.adjust_model(fault, model)
     model.to(device)
-    if spec.get("optimizer", "sgd") == "adam":
-        optimizer = torch.optim.Adam(model.parameters(), lr=spec["lr"])
-    else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=spec["lr"],
-                                    momentum=faults.adjust_momentum(fault, spec.get("momentum", 0.0)))
+    optimizer = make_optimizer(spec, model, fault)
     # The data order has its own generator, so model code that draws random numbers cannot shift it.
     order_rng = np.random.RandomState((seed * 7919 + 17) % (2 ** 32))
     record = {"fingerprints": {"init": state_fingerprint(model), "epochs": [], "losses": []},
               "epochs": []}
     nondeterministic = []
     max_steps = int(spec.get("max_steps") or 0)  # a reach trace: a few steps, then one evaluation
-    x_test, y_test = dataset["x_test"], dataset["y_test"]
-    if max_steps:
-        x_test, y_test = x_test[:spec.get("test_batch_size", 1000)], y_test[:spec.get("test_batch_size", 1000)]
+    keep = spec.get("test_batch_size", 1000) if max_steps else None  # a trace evaluates one batch
+    x_test, y_test = dataset["x_test"][:keep], dataset["y_test"][:keep]
     on_device = (torch.from_numpy(x_train).to(device), torch.from_numpy(y_train).to(device))  # once
     test_set = torch.from_numpy(x_test).to(device)
     steps = 0
@@ -129,43 +163,21 @@ def train(spec):
             start = time.time()
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(spec, epoch)
-            model.train()
-            batch_losses, sizes = [], []
-            for xb, yb in device_batches(on_device, (x_train, y_train), spec.get("batch_size", 64),
-                                         order_rng, bool(spec.get("augment"))):
-                optimizer.zero_grad()
-                loss = F.nll_loss(model(xb), yb)
-                loss.backward()
-                faults.adjust_gradients(fault, model)
-                optimizer.step()
-                batch_losses.append(loss.detach())  # read once per epoch: no sync per step
-                sizes.append(len(yb))
-                steps += 1
-                if steps == max_steps:
-                    break
-            values = torch.stack(batch_losses).cpu().numpy().astype(np.float64)  # loss.item()'s
-            finite = np.isfinite(values)
-            if not finite.all():
-                bad = int(np.argmin(finite))
-                raise Diverged("loss %r at epoch %d, step %d"
-                               % (float(values[bad]), epoch, steps - len(values) + bad + 1))
-            losses = hashlib.sha256()
-            total = 0.0
-            for value, size in zip(values, sizes):
-                losses.update(value.tobytes())  # every batch's loss, bit for bit
-                total += float(value) * size
-            seen = sum(sizes)
+            batches = device_batches(on_device, (x_train, y_train), spec.get("batch_size", 64),
+                                     order_rng, bool(spec.get("augment")))
+            losses, mean_loss, steps = train_epoch(model, optimizer, batches, fault,
+                                                   (epoch, steps, max_steps))
             logits, predictions = predict(model, test_set, spec.get("test_batch_size", 1000))
             accuracy = float(np.mean(predictions == y_test))
             wall = time.time() - start
             check_finite(model, "after epoch %d" % epoch)
             fingerprint = state_fingerprint(model)
             record["fingerprints"]["epochs"].append(fingerprint)
-            record["fingerprints"]["losses"].append(losses.hexdigest())
-            record["epochs"].append({"epoch": epoch, "train_loss": total / max(seen, 1),
+            record["fingerprints"]["losses"].append(losses)
+            record["epochs"].append({"epoch": epoch, "train_loss": mean_loss,
                                      "test_accuracy": accuracy, "wall_s": wall})
             _log(spec, "epoch %d/%d loss %.4f test accuracy %.4f (%.2fs)"
-                 % (epoch, spec["epochs"], total / max(seen, 1), accuracy, wall))
+                 % (epoch, spec["epochs"], mean_loss, accuracy, wall))
         nondeterministic = sorted({str(w.message).splitlines()[0] for w in caught
                                    if "determinis" in str(w.message)})
     record["metrics"] = metrics.classification_metrics(y_test, predictions)

@@ -25,15 +25,6 @@ class Hunk:
         return [text for _, text in kept], [tag != " " for tag, _ in kept]
 
 
-def _insertion_index(lines, own):
-    index = 0
-    for tag, _ in lines:
-        if tag not in (" ", own):
-            return index
-        index += 1
-    return None
-
-
 @dataclass
 class FileDiff:
     path: str            # the new path ('' when the file is deleted)
@@ -74,42 +65,193 @@ def parse(text):
     return files
 
 
+@dataclass
+class Change:
+    """One run of changed lines of a hunk, with the context lines the diff shows around it."""
+    before: list     # context lines above it, the nearest last
+    old: list        # its lines on the old side (removed)
+    new: list        # its lines on the new side (added)
+    after: list      # context lines below it, the nearest first
+    old_line: int    # 1-based line of its first old-side line in the diff's own old file
+    new_line: int    # the same in the new file
+
+    def side(self, which):
+        return self.old if which == "old" else self.new
+
+    def line(self, which):
+        return self.old_line if which == "old" else self.new_line
+
+
+def changes(hunk):
+    """The hunk's changes in order: each maximal run of removed and added lines, with the context
+    between it and its neighbours."""
+    out, context, old_no, new_no = [], [], hunk.old_start, hunk.new_start
+    lines, i = hunk.lines, 0
+    while i < len(lines):
+        if lines[i][0] == " ":
+            context.append(lines[i][1])
+            old_no, new_no, i = old_no + 1, new_no + 1, i + 1
+            continue
+        if out:
+            out[-1].after = list(context)
+        change = Change(list(context), [], [], [], old_no, new_no)
+        while i < len(lines) and lines[i][0] != " ":
+            tag, text = lines[i]
+            if tag == "-":
+                change.old.append(text)
+                old_no += 1
+            else:
+                change.new.append(text)
+                new_no += 1
+            i += 1
+        out.append(change)
+        context = []
+    if out:
+        out[-1].after = list(context)
+    return out
+
+
+def other(side):
+    return "new" if side == "old" else "old"
+
+
+@dataclass
+class Placement:
+    """Where a change sits in a copy of its file: its ``side``'s lines begin at ``start`` (0-based;
+    for a side with no lines, the place they would go), with ``context`` of the diff's context
+    lines matching around them, ``shift`` lines from where the diff's line numbers put it."""
+    change: Change
+    side: str
+    start: int
+    context: int
+    shift: int
+
+    @property
+    def length(self):
+        return len(self.change.side(self.side))
+
+    def numbers(self, size):
+        """1-based line numbers of the change in the copy: its lines, or, where it has none on this
+        side (a pure insertion or deletion), the lines around the place."""
+        if self.length:
+            return [self.start + 1 + k for k in range(self.length)]
+        return [n for n in (self.start, self.start + 1) if 1 <= n <= size]
+
+    def describe(self):
+        """How it was placed, in words, for a manifest: exact, or shifted and with what context."""
+        total = len(self.change.before) + len(self.change.after)
+        how = "exact" if not self.shift and self.context == total else (
+            f"shifted {self.shift:+d} lines" if self.shift else "at its line")
+        if self.context < total:
+            how += f", {self.context} of {total} context lines matching"
+        return how
+
+
+class NotPlaced(Exception):
+    """A change whose lines are not in the copy, or are in it in more than one place alike."""
+
+
+def _matched(context, lines, at, step):
+    """How many context lines stand where the diff puts them, outward from ``at`` (``step`` -1:
+    ``context`` is above, nearest last; +1: below, nearest first). An edited line among them
+    costs itself, not the lines beyond it."""
+    ordered = context[::-1] if step < 0 else context
+    return sum(1 for k, text in enumerate(ordered)
+               if 0 <= at + k * step < len(lines) and lines[at + k * step] == text)
+
+
+def _stands(change, want, lines, i):
+    """Whether the other side's lines already stand at place ``i``, beside the context the diff
+    puts next to them (an insertion that is already made is no place for it)."""
+    k = len(want)
+    below = lines[i:i + k] == want and (not change.after or lines[i + k:i + k + 1] == change.after[:1])
+    above = i >= k and lines[i - k:i] == want and (
+        not change.before or (i > k and lines[i - k - 1] == change.before[-1]))
+    return below or above
+
+
+def place(change, lines, side, expected, floor=0):
+    """The change's ``side`` found in ``lines`` (a copy of the file, without line ends) at or after
+    ``floor``. Its own lines must be there, one after another; the diff's context decides among
+    places, as many of its lines as match outward from the change; among places with as much
+    context, the one nearest ``expected`` (0-based), as ``patch`` does. Refused (``NotPlaced``)
+    when its lines are not there, or when places tie with no context to tell them apart or at the
+    same distance. A change with no lines on this side (a pure insertion) is placed by its
+    context alone, all of it, and never where the other side's lines already stand."""
+    have, want = change.side(side), change.side(other(side))
+    n = len(have)
+    if n:
+        candidates = [i for i in range(floor, len(lines) - n + 1)
+                      if lines[i] == have[0] and lines[i:i + n] == have]
+    else:
+        candidates = [i for i in range(floor, len(lines) + 1) if not _stands(change, want, lines, i)]
+    scored = [(_matched(change.before, lines, i - 1, -1) + _matched(change.after, lines, i + n, 1), i)
+              for i in candidates]
+    if not n:  # an insertion has no lines of its own to be found by: all its context must stand
+        full = len(change.before) + len(change.after)
+        scored = [(c, i) for c, i in scored if c and c == full]
+    what = f"the change at line {change.line(side)}"
+    if not scored and not n:
+        raise NotPlaced(f"{what}: it adds lines only, and its context is not in the copy as the "
+                        "diff has it")
+    if not scored:
+        absent = next((t for t in have if t not in lines[floor:]), None)
+        raise NotPlaced(f"{what}: " + (f"its line {absent.strip()[:80]!r} is not in the copy"
+                                       if absent is not None else
+                                       "its lines are not in the copy one after another")
+                        + (" (after the change before it)" if floor else ""))
+    best = max(c for c, _ in scored)
+    tied = sorted((abs(i - expected), i) for c, i in scored if c == best)
+    if len(tied) > 1 and (best == 0 or tied[0][0] == tied[1][0]):
+        raise NotPlaced(f"{what}: its lines are in {len(tied)} places alike (lines "
+                        f"{', '.join(str(i + 1) for _, i in tied[:4])})")
+    start = tied[0][1]
+    return Placement(change, side, start, best, start - expected)
+
+
+def place_all(hunks, lines, side):
+    """Every change of a file's hunks placed in order in ``lines``, each after the one before it,
+    the expected place moving with the shift found so far; raises ``NotPlaced``."""
+    placements, floor, shift = [], 0, 0
+    for hunk in hunks:
+        for change in changes(hunk):
+            found = place(change, lines, side, change.line(side) - 1 + shift, floor)
+            placements.append(found)
+            floor, shift = found.start + found.length, found.shift
+    return placements
+
+
+def replaced(lines, placements):
+    """``lines`` with each placed change's lines replaced by its other side's."""
+    out, at = [], 0
+    for p in placements:
+        out += lines[at:p.start] + p.change.side(other(p.side))
+        at = p.start + p.length
+    return out + lines[at:]
+
+
+def evidence(placements):
+    """Lines of the copy that agree with the diff where these changes were placed."""
+    return sum(p.length + p.context for p in placements)
+
+
 def locate(hunk, lines):
     """Where the hunk's changed lines are in ``lines`` (a copy of the file, without newlines):
-    ``(side, line_numbers)``, side ``old`` or ``new`` being the form found there, or None.
-
-    The block is searched with all its context; where it occurs more than once (two identical
-    hunks), the place nearest the hunk's own line number wins. When context lines differ (the copy
-    moved on), the changed lines alone are tried, and must then occur once."""
+    ``(side, line_numbers)``, side ``old`` or ``new`` being the form found there, or None. The
+    copy may have moved on (lines shifted, context edited), as long as the changed lines
+    themselves are there (``place``). Where both forms can be placed, the one more of the copy's
+    lines agree with is taken; where as many agree with each, neither."""
     stripped = [line.rstrip() for line in lines]
-    for which in ("old", "new"):
-        texts, changed = hunk.side(which)
-        hits = _find_block([t.rstrip() for t in texts], stripped)
-        if hits:
-            start = (hunk.old_start if which == "old" else hunk.new_start) - 1
-            best = min(hits, key=lambda i: abs(i - start))
-            return which, _marks(best, changed, hunk, which)
-    for which in ("old", "new"):
-        texts, changed = hunk.side(which)
-        core = [t.rstrip() for t, c in zip(texts, changed) if c]
-        if len([t for t in core if t.strip()]) >= 2:  # a lone line matches too much
-            hits = _find_block(core, stripped)
-            if len(hits) == 1:
-                return which, [hits[0] + 1 + i for i in range(len(core))]
-    return None
-
-
-def _marks(offset, changed, hunk, which):
-    marks = [offset + 1 + i for i, c in enumerate(changed) if c]
-    if marks:
-        return marks
-    at = _insertion_index(hunk.lines, "-" if which == "old" else "+")
-    return [n for n in (offset + at, offset + at + 1) if n >= 1] if at is not None else []
-
-
-def _find_block(block, lines):
-    """The 0-based indexes where ``block`` occurs in ``lines``."""
-    if not block:
-        return []
-    n = len(block)
-    return [i for i in range(len(lines) - n + 1) if lines[i] == block[0] and lines[i:i + n] == block]
+    hunk = Hunk(hunk.old_start, hunk.new_start, [(t, x.rstrip()) for t, x in hunk.lines])
+    found = {}
+    for side in ("old", "new"):
+        try:
+            found[side] = place_all([hunk], stripped, side)
+        except NotPlaced:
+            continue
+    if len(found) == 2 and evidence(found["old"]) == evidence(found["new"]):
+        return None
+    if not found:
+        return None
+    side = max(found, key=lambda s: evidence(found[s]))
+    return side, [n for p in found[side] for n in p.numbers(len(stripped))]

@@ -12,7 +12,7 @@ from .tables import DirTree, GitTree, Tables
 from .verdict import judge
 
 log = logging.getLogger("bugimpact.reach")
-TABLES_VERSION = 2  # bump when what the tables hold changes: cached tables are then remade
+TABLES_VERSION = 3  # bump when what the tables hold changes: cached tables are then remade
 
 
 def trace_spec(train_cfg, steps, data_npz, data_sha256, artifact, key=""):
@@ -94,8 +94,12 @@ def cached_tables(tree, cache_dir):
 
 
 def map_fix(diff_text, sources, reach_cfg, arm, cache_dir):
-    """The static mapping of one fix's diff; the operator tables are read only for C++ changes."""
+    """The static mapping of one fix's diff; the operator tables are read only for C++ changes,
+    the fix's own files (where a clone has its commits) for where its Python lines run."""
     if not needs_tables(diff_text):
+        clone, buggy, corrected = sources.get("fix_clone"), arm.get("buggy_sha"), arm.get("corrected_sha")
+        if clone and buggy and corrected:
+            return map_diff(diff_text, None, GitTree(clone, buggy), GitTree(clone, corrected))
         return map_diff(diff_text, None)
     tables_tree, old_tree, new_tree = tree_for(sources, reach_cfg, arm, diff_text)
     return map_diff(diff_text, cached_tables(tables_tree, cache_dir), old_tree, new_tree)

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 
 from . import cpp, patch
-from .tables import AUTOGRAD_TEMPLATES, CPP_SUFFIXES, DERIVATIVES, NATIVE, NATIVE_YAML, REGISTER, yaml_entries
+from .tables import (AUTOGRAD_TEMPLATES, CPP_SUFFIXES, CWRAP, DERIVATIVES, NATIVE, NATIVE_YAML, REGISTER,
+                     TH, cwrap_entries, th_name, yaml_entries)
 
 NOT_SHIPPED = re.compile(r"^(test|docs|benchmarks|scripts|\.github|\.circleci|\.jenkins|\.ci|"
                          r"android|ios|binaries)/|^[^/]+\.(md|rst|txt)$|^\.[^/]+$|(^|/)README[^/]*$|"
@@ -42,6 +43,7 @@ PYTHON_PACKAGE = "torch/"
 @dataclass
 class Mapping:
     python: list = field(default_factory=list)       # (path, [Hunk])
+    scopes: dict = field(default_factory=dict)       # path -> {hunk index: [(where, function)]}
     ops: dict = field(default_factory=dict)          # operator -> why (a chain of functions)
     backward_ops: dict = field(default_factory=dict)  # operator -> why (its backward changed)
     cuda: list = field(default_factory=list)         # CUDA-only files
@@ -54,7 +56,8 @@ class Mapping:
     tables: str = ""
 
     def as_dict(self):
-        return {"python": [{"path": p, "hunks": len(h)} for p, h in self.python],
+        return {"python": [{"path": p, "hunks": len(h), "scopes": self.scopes.get(p, {})}
+                           for p, h in self.python],
                 "ops": self.ops, "backward_ops": self.backward_ops, "cuda": self.cuda,
                 "cuda_ops": self.cuda_ops, "cuda_unknown": self.cuda_unknown,
                 "not_shipped": self.not_shipped,
@@ -92,6 +95,8 @@ def map_diff(diff_text, tables, old_tree=None, new_tree=None):
         kind = kind_of(path)
         if kind == "python":
             mapping.python.append((path, fd.hunks))
+            if old_tree or new_tree:
+                mapping.scopes[path] = python_scopes(fd, old_tree, new_tree)
         elif kind == "not_shipped":
             mapping.not_shipped.append(path)
         elif kind == "frontend":
@@ -112,11 +117,37 @@ def map_diff(diff_text, tables, old_tree=None, new_tree=None):
             _formula_helpers(fd, tables, old_tree, new_tree, mapping)
         elif CUDA.search(path):
             mapping.cuda.append(path)
+        elif path == CWRAP:
+            _cwrap_change(fd, tables, old_tree, new_tree, mapping)
+        elif path.startswith(TH) and path.endswith(CPP_SUFFIXES + (".c",)):
+            _th_change(fd, tables, old_tree, new_tree, mapping)
         elif any(rx.search(path) for rx, _ in ENTERED_THROUGH):
             mapping.entered.append((path, next(pkg for rx, pkg in ENTERED_THROUGH if rx.search(path))))
         else:
             mapping.unknown.append(f"{path}: {_why_unbounded(path)}")
     return mapping
+
+
+def python_scopes(fd, old_tree, new_tree):
+    """{hunk index: [(where, function)]}: where each changed line of the fix runs in the fix's
+    own files (``PythonFile.scope``: a function's body or header, or module level), removed lines
+    in the buggy file and added lines in the corrected one. Where a copy that moved on since the
+    fix has lost the changed lines, these still say which function they were in."""
+    from .python_files import PythonFile
+    sources = {side: PythonFile(text) for side, tree, name in (("old", old_tree, fd.old_path),
+                                                               ("new", new_tree, fd.path))
+               if tree is not None and name and (text := tree.read(name)) is not None}
+    out = {}
+    for index, hunk in enumerate(fd.hunks):
+        scopes = set()
+        for change in patch.changes(hunk):
+            for side, source in sources.items():
+                start = change.line(side)
+                for n in range(start, start + len(change.side(side))):
+                    scopes.add(source.scope(n) or ("unparsable", None))
+        if scopes and len(sources) == 2:
+            out[index] = sorted(scopes, key=str)
+    return out
 
 
 def _why_unbounded(path):
@@ -230,6 +261,46 @@ def _native_change(fd, tables, old_tree, new_tree, mapping):
     if cuda:
         mapping.cuda_unknown += mapping.unknown[unknown_before:]
         del mapping.unknown[unknown_before:]
+
+
+def _th_change(fd, tables, old_tree, new_tree, mapping):
+    """A change to the legacy TH library: the TH functions it changes (``THTensor_(addmm)`` is
+    ``addmm``), their TH callers, the ``_th_`` functions Declarations.cwrap makes of them, and the
+    operators that call those (``Tables.th_ops``)."""
+    names, unbounded = set(), []
+    for _, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
+        funcs, src, code = cpp.functions(text), text.splitlines(), cpp.blank(text).splitlines()
+        for n in lines:
+            fn = cpp.enclosing(funcs, n)
+            if fn is not None:
+                names.add(th_name(src, fn))
+            elif n - 1 < len(src) and code[n - 1].strip() and not re.match(r"\s*#\s*include\b", src[n - 1]):
+                unbounded.append(n)
+    if unbounded:
+        mapping.unknown.append(f"{fd.name}: a change outside any function (line {min(unbounded)}: "
+                               "a declaration, macro or constant)")
+    if names:
+        _add_ops(mapping, *tables.th_ops(names), fd.name)
+
+
+def _cwrap_change(fd, tables, old_tree, new_tree, mapping):
+    """A change to a Declarations.cwrap entry: the ``_th_`` function it declares, and the
+    operators that call it."""
+    for hunk, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
+        entries = cwrap_entries(text)
+        hit = {e["cname"] for e in entries for n in lines if e["start"] <= n <= e["end"]}
+        if not hit:
+            mapping.unknown.append(f"{fd.name}: a change outside any entry (near line {hunk.new_start})")
+            continue
+        _add_ops(mapping, *tables.th_ops(hit), fd.name)
+
+
+def _add_ops(mapping, ops, why, loose, path):
+    for op in ops:
+        mapping.ops.setdefault(op, why[op])
+    for name in sorted(loose):
+        mapping.unknown.append(f"{name}() implements no operator and has no caller in ATen/native "
+                               f"or TH (called from outside the tables, if at all; changed in {path})")
 
 
 def _formula_helpers(fd, tables, old_tree, new_tree, mapping):

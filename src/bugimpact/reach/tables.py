@@ -15,6 +15,9 @@ from . import cpp
 from .cpp import IDENT
 
 NATIVE = "aten/src/ATen/native/"
+TH = "aten/src/TH/"  # the legacy CPU library (THC, its CUDA twin, is CUDA-only)
+CWRAP = "aten/src/ATen/Declarations.cwrap"  # TH functions (cname) -> the _th_ functions ATen calls
+TH_NAME = re.compile(r"\bTH\w*_\s*\(\s*(\w+)\s*\)\s*\(")  # THTensor_(addmm)( ...
 NATIVE_YAML = NATIVE + "native_functions.yaml"
 DERIVATIVES = "tools/autograd/derivatives.yaml"
 AUTOGRAD_TEMPLATES = "tools/autograd/templates/"
@@ -112,6 +115,33 @@ def yaml_entries(text, key):
     return entries
 
 
+def cwrap_entries(text):
+    """The ``[[ ... ]]`` entries of Declarations.cwrap: name, cname (the TH function; the name
+    when absent) and line span."""
+    entries, current = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip() == "[[":
+            current = {"name": "", "cname": "", "start": number, "end": number}
+        elif current is not None:
+            m = re.match(r"^\s*(name|cname):\s*(\w+)\s*$", line)
+            if m and not current[m.group(1)]:
+                current[m.group(1)] = m.group(2)
+            if line.strip() == "]]":
+                current["end"] = number
+                current["cname"] = current["cname"] or current["name"]
+                entries.append(current)
+                current = None
+    return entries
+
+
+def th_name(lines, fn):
+    """The name a TH function is defined under (``addmm`` for ``THTensor_(addmm)``), or its own
+    name where it is a plain function (``fn``: a ``cpp.Function`` of that file)."""
+    head = "\n".join(lines[max(0, fn.start - 1):fn.start + 2])
+    match = TH_NAME.search(head)
+    return match.group(1) if match and fn.name.endswith("_") else fn.name
+
+
 def dispatch_targets(entry_lines):
     """The C++ functions an operator entry dispatches to; its own name when it names none."""
     targets, in_dispatch = set(), False
@@ -169,6 +199,41 @@ class Tables:
         for entry in self.derivatives:
             for name in cpp.CALL.findall("\n".join(entry["lines"][1:])):
                 self.formula_users[name].add(entry["op"])
+        self.cwrap = cwrap_entries(tree.read(CWRAP) or "")
+        self.th_callers = defaultdict(set)     # TH function -> TH functions that call it
+        th = [p for p in tree.files(TH) if p.endswith((".c", ".cpp", ".h"))]
+        for text in (tree.read_many(th) if hasattr(tree, "read_many")
+                     else {p: tree.read(p) for p in th}).values():
+            for fn in cpp.functions(text or ""):
+                caller = th_name(text.splitlines(), fn)
+                body = "\n".join(text.splitlines()[fn.start - 1:fn.end])
+                for callee in set(TH_NAME.findall(body)) - {caller}:
+                    self.th_callers[callee].add(caller)
+
+    def th_ops(self, names):
+        """Operators that can run any of the TH functions ``names``: their TH callers' closure,
+        mapped by Declarations.cwrap (an entry's ``cname``) to the ``_th_`` functions ATen
+        calls, then as any function (``affected_ops``). Returns ``(ops, why, loose)``; ``loose``
+        names the TH functions that no entry and no TH function lead to."""
+        closure, queue = set(), list(names)
+        while queue:
+            name = queue.pop()
+            if name not in closure:
+                closure.add(name)
+                queue += [c for c in self.th_callers.get(name, ()) if c]
+        entries = {e["name"]: n for n in closure for e in self.cwrap if e["cname"] == n}
+        known = set(self.ops_of_function) | set(self.callers)
+        functions = [v for e in sorted(entries) for v in (e, e + "_out", e + "_") if v in known]
+        # what dispatches to a _th_ function, and what calls it directly (legacy::cpu::_th_addmm):
+        # a direct call bypasses the dispatcher, so its caller's operators run it too
+        changed = [(CWRAP, cpp.Function(v, 0, 0)) for v in functions] + [
+            (path, fn) for v in functions for path, fn in sorted(self.callers.get(v, ()),
+                                                                 key=lambda c: (c[0], c[1].start))]
+        ops, why, loose = self.affected_ops(changed) if changed else (set(), {}, set())
+        why = {op: f"{chain} (TH {', '.join(sorted(names))})" for op, chain in why.items()}
+        if not entries:
+            loose |= {f"{TH}: {n}" for n in sorted(names)}
+        return ops, why, loose
 
     def class_users(self, cls):
         """Every function of every file that names the class: a member can be reached through

@@ -1,0 +1,160 @@
+"""Reach bounds beyond placed hunks: the legacy TH library through Declarations.cwrap, a Python
+change the traced release no longer holds (placed by the fix's own files), and functions that run
+while modules load, before any trace starts."""
+import base64
+import textwrap
+import zlib
+
+from bugimpact.reach import patch
+from bugimpact.reach.static import map_diff, python_scopes
+from bugimpact.reach.tables import DirTree, Tables
+from bugimpact.reach.verdict import judge
+
+NATIVE = """\
+- func: addmm(Tensor self, Tensor mat1, Tensor mat2) -> Tensor
+  dispatch:
+    CPU: legacy::cpu::_th_addmm
+
+- func: histc(Tensor self, int bins=100) -> Tensor
+  dispatch:
+    CPU: legacy::cpu::_th_histc
+
+- func: linear(Tensor input, Tensor weight) -> Tensor
+"""
+LINEAR = """\
+namespace at { namespace native {
+Tensor linear(const Tensor& input, const Tensor& weight) {
+  return legacy::cpu::_th_addmm(input, input, weight);
+}
+}}
+"""
+CWRAP = """\
+[[
+  name: _th_addmm
+  cname: addmm
+  return: argument 0
+]]
+[[
+  name: _th_histc
+  cname: histc
+  return: argument 0
+]]
+"""
+TH = """\
+static void THTensor_(addmmImpl)(THTensor *r_, THTensor *t)
+{
+  int64_t n = r_->size(0);
+  r_->resize(n);
+}
+
+void THTensor_(addmm)(THTensor *r_, THTensor *t)
+{
+  THTensor_(addmmImpl)(r_, t);
+}
+
+void THTensor_(histc)(THTensor *hist, THTensor *tensor)
+{
+  int64_t bins = hist->size(0);
+}
+"""
+
+
+def tree(root, files):
+    for path, content in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(content)
+    return DirTree(root)
+
+
+def diff(path, old, new, at):
+    """A one-line change of ``path`` at line ``at`` (1-based), with one line of context."""
+    return (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+            f"@@ -{at - 1},3 +{at - 1},3 @@\n {old[at - 2]}\n-{old[at - 1]}\n+{new}\n {old[at]}\n")
+
+
+def test_a_th_change_maps_through_cwrap_to_the_operators_that_call_it(tmp_path):
+    tables = Tables(tree(tmp_path, {"aten/src/ATen/native/native_functions.yaml": NATIVE,
+                                    "aten/src/ATen/native/Linear.cpp": LINEAR,
+                                    "aten/src/ATen/Declarations.cwrap": CWRAP,
+                                    "aten/src/TH/generic/THTensorMath.cpp": TH}))
+    lines = TH.splitlines()
+    # a static helper: through THTensor_(addmm), the entry whose cname is addmm, _th_addmm, and
+    # both what dispatches to it (addmm) and what calls it (linear)
+    mapping = map_diff(diff("aten/src/TH/generic/THTensorMath.cpp", lines, "  r_->resize(n + 0);", 4),
+                       tables)
+    assert set(mapping.ops) == {"addmm", "linear"} and not mapping.unknown
+    assert "TH addmmImpl" in mapping.ops["addmm"]
+    mapping = map_diff(diff("aten/src/TH/generic/THTensorMath.cpp", lines, "  int64_t bins = 1;", 14),
+                       tables)
+    assert set(mapping.ops) == {"histc"}
+    cwrap = CWRAP.splitlines()
+    mapping = map_diff(diff("aten/src/ATen/Declarations.cwrap", cwrap, "  return: self", 9), tables)
+    assert set(mapping.ops) == {"histc"}
+    # a TH function no entry declares: unknown, never not reached
+    orphan = TH + "\nvoid THTensor_(orphan)(THTensor *t)\n{\n  t->zero();\n}\n"
+    tables = Tables(tree(tmp_path / "b", {"aten/src/ATen/native/native_functions.yaml": NATIVE,
+                                          "aten/src/ATen/Declarations.cwrap": CWRAP,
+                                          "aten/src/TH/generic/THTensorMath.cpp": orphan}))
+    mapping = map_diff(diff("aten/src/TH/generic/THTensorMath.cpp", orphan.splitlines(), "  t->one();",
+                            len(orphan.splitlines()) - 1), tables)
+    assert not mapping.ops and "orphan" in mapping.unknown[0]
+
+
+RELEASE = textwrap.dedent("""\
+    import torch
+    REGISTERED = None
+
+
+    def helper(x):
+        y = x + 1
+        return y
+
+
+    def used_while_loading():
+        return [1, 2]
+
+
+    REGISTERED = used_while_loading()
+
+
+    class Module:
+        def forward(self, x):
+            return helper(x)
+    """)
+
+
+def pack(text):
+    return base64.b64encode(zlib.compress(text.encode())).decode()
+
+
+def trace_of(ran):
+    return {"sources": {"torch/m.py": pack(RELEASE)}, "lines": {"torch/m.py": ran}, "ops": {},
+            "torch_version": "1.5.1", "device": "cpu"}
+
+
+def test_a_change_the_release_no_longer_holds_is_placed_by_the_fixs_own_files(tmp_path):
+    # the fix's own files: the changed line is in helper's body, in a form the release never had
+    buggy = RELEASE.replace("    y = x + 1", "    y = x + 2  # the fix's parent")
+    fixed = RELEASE.replace("    y = x + 1", "    y = x + 3  # the fix")
+    old_tree = tree(tmp_path / "old", {"torch/m.py": buggy})
+    new_tree = tree(tmp_path / "new", {"torch/m.py": fixed})
+    change = diff("torch/m.py", buggy.splitlines(), "    y = x + 3  # the fix", 6)
+    fd = patch.parse(change)[0]
+    assert patch.locate(fd.hunks[0], RELEASE.splitlines()) is None  # not in the traced copy
+    assert python_scopes(fd, old_tree, new_tree) == {0: [("body", "helper")]}
+    mapping = map_diff(change, None, old_tree, new_tree)
+    verdict = judge(mapping, trace_of([]))  # helper never ran
+    assert verdict["verdict"] == "not reached"
+    assert "are in functions that did not run, by the fix's own files" in verdict["not_reached"][0]
+    verdict = judge(mapping, trace_of([19, 6, 7]))  # forward ran, and helper with it
+    assert verdict["verdict"] == "unknown" and "its function helper ran" in verdict["unknown"][0]
+    # without the fix's files nothing says where the lines were: unknown, never not reached
+    assert judge(map_diff(change, None), trace_of([]))["verdict"] == "unknown"
+
+
+def test_a_function_called_while_modules_load_ran_before_the_trace(tmp_path):
+    lines = RELEASE.splitlines()
+    change = diff("torch/m.py", lines, "        return [1, 2, 3]", 11)
+    verdict = judge(map_diff(change, None), trace_of([]))  # placed, and no traced line ran it
+    assert verdict["verdict"] == "reached"
+    assert "used_while_loading, called while modules load, before the trace" in verdict["reached"][0]

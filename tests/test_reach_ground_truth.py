@@ -1,0 +1,68 @@
+"""Reach against ground truth: every Python-only fix of the shipped notes (the sheet's rows with
+``onefix`` yes) accepted and run as a one-fix study on its own release (real torch 1.4.0 and 1.5.1
+wheels), with reach on. A one-fix study runs the release with and without exactly the fix, so a
+fix that reach calls ``not reached`` must train bit-identically in both arms: ``not triggered``.
+The table it prints is docs/reach.md's agreement table."""
+import csv
+
+import pytest
+import yaml
+
+from bugimpact.io import read_csv
+from conftest import ROOT
+from workflow import project_copy, snakemake
+
+pytestmark = pytest.mark.slow
+WHEEL_CACHE = str(ROOT / "data" / "cache" / "wheels")  # one download, shared with the other tests
+
+
+def test_no_fix_reach_calls_not_reached_changes_training(tmp_path):
+    work = project_copy(tmp_path / "p")
+    config = yaml.safe_load((ROOT / "configs" / "releases.yaml").read_text())
+    config["bugs"]["controls"], config["bugs"]["fixes"] = {}, {}
+    config["artifacts"]["wheel_cache"] = WHEEL_CACHE
+    config["train"].update(runs=4, epochs=2)
+    path = work / "ground-truth.yaml"
+    path.write_text(yaml.safe_dump(config))
+    snakemake(work, "--configfile", str(path), "--until", "sheet_merge")
+    sheet = work / "data" / "filter" / "pytorch.csv"
+    columns, rows = read_csv(sheet)
+    fixes = sorted(r["id"] for r in rows if r["onefix"] == "yes")
+    assert len(fixes) == 21
+    for row in rows:
+        row["decision"] = "accept" if row["onefix"] == "yes" else row["decision"]
+    with open(sheet, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+    snakemake(work, "--configfile", str(path), timeout=3600)
+    verdicts = {r["bug"]: r for r in read_csv(work / "results" / "releases" / "stats" / "verdicts.csv")[1]}
+    assert sorted(verdicts) == fixes
+    print("\n| fix | reach | one-fix study | how the diff was placed |")
+    for bug in fixes:
+        v = verdicts[bug]
+        print(f"| {bug} | {v['reach']} | {v['verdict']} | {placed(work, bug, v)} |")
+    # a fix whose diff the release cannot take (a changed line is not in it) has no runs: no truth
+    studied = {bug: v for bug, v in verdicts.items() if v["verdict"] != "incomplete"}
+    wrong = {bug: v["verdict"] for bug, v in studied.items()
+             if v["reach"] == "not reached" and v["verdict"] != "not triggered"}
+    assert not wrong, f"reach said not reached, yet the runs differ: {wrong}"
+    assert sum(v["reach"] == "not reached" for v in studied.values()) >= 10  # it did judge
+    for bug, v in verdicts.items():
+        if v["verdict"] == "incomplete":
+            assert "is not in the copy" in v["reason"], (bug, v["reason"])  # refused, and said why
+
+
+def placed(work, bug, verdict):
+    """How the buggy arm's artifact placed the fix's diff (its placements that were not exact),
+    or, for a fix that could not be made, why."""
+    import json
+    for manifest in (work / "results" / "artifacts").glob("onefix-buggy-*/manifest.json"):
+        found = json.loads(manifest.read_text())
+        if found.get("diff_origin", "").endswith(f"/{bug}.diff"):
+            moved = [f"{p['file']}:{p['line']} {p['placed']}" for p in found.get("placement", [])
+                     if p["placed"] != "exact"]
+            return "; ".join(moved) or "exact"
+    return verdict["reason"].split("the diff does not apply to the release's files, in either "
+                                   "direction: ")[-1][:200]
