@@ -1,9 +1,12 @@
-"""A unified diff as files and hunks, and where a hunk sits in some copy of its file.
+"""A unified diff as files and hunks, and where each change of a hunk sits in some copy of its file.
 
-The copy a hunk is compared with is rarely the diff's own base: a release wheel's Python file, or the
-operator tables' checkout. A hunk is found there by its text (its old side, else its new side), as
-``patch`` finds a hunk whose line numbers moved; one that is in neither form is not found, and the
-caller says ``unknown`` rather than guess.
+The copy a change is compared with is rarely the diff's own base: a release wheel's Python file
+(cut from a branch, where the lines around a fix moved or changed), the traced torch's copy, or
+the operator tables' checkout. A change is placed by its own changed lines, in the form the copy
+holds (old: the fix not made; new: made), its context deciding among places (``place``); one
+whose changed lines are not there, or are there in places nothing tells apart, is not placed, and
+the caller refuses the fix or says ``unknown`` rather than guess. One-fix artifacts apply a fix by
+these placements, and reach reads them.
 """
 import re
 from dataclasses import dataclass, field
@@ -16,13 +19,6 @@ class Hunk:
     old_start: int
     new_start: int
     lines: list = field(default_factory=list)  # (tag, text): tag ' ', '-' or '+'
-
-    def side(self, which):
-        """The hunk's text on one side (``old``: context and removed lines) and, for each line,
-        whether it is changed on that side."""
-        drop = "+" if which == "old" else "-"
-        kept = [(tag, text) for tag, text in self.lines if tag != drop]
-        return [text for _, text in kept], [tag != " " for tag, _ in kept]
 
 
 @dataclass
