@@ -61,7 +61,9 @@ rule runtime:
         "benchmarks/runtimes/{runtime}/{artifact}.tsv"
     params:
         kind=lambda wc: PLAN.kind_of(PLAN.artifacts[wc.artifact]),  # per artifact
-        interpreter=PLAN.interpreter,
+        # how it is called (python or python3 of one environment) is not what it is: its
+        # identity is in the path ({runtime})
+        interpreter=untracked(PLAN.interpreter),
         requirements=config["runtime"]["requirements"],
         gpus=untracked(config["runtime"]["gpus"]),
         installer=untracked(config["runtime"]["installer"]),  # how, not what: the same files

@@ -436,6 +436,20 @@ def test_the_scripts_read_params_and_files_never_the_config_or_resources():
         assert "snakemake.config" not in text and "snakemake.resources" not in text, script.name
 
 
+def test_the_same_environment_called_by_another_name_retrains_nothing(study):
+    """`python -m snakemake` (make study) then `python3 -m snakemake` (or the snakemake script) on
+    one environment: one interpreter, so nothing is made again (it once remade every runtime and
+    so retrained every run)."""
+    work, _ = study
+    here = Path(sys.executable)
+    other = here.with_name("python3" if here.name != "python3" else "python")
+    assert other.exists() and other != here
+    out = subprocess.run([str(other), "-m", "snakemake", "--cores", "2", "-n", "--configfile", FAST],
+                         cwd=work, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Nothing to be done" in out.stdout + out.stderr, (out.stdout + out.stderr)[-3000:]
+
+
 def test_how_runs_are_attempted_retrains_nothing_and_a_statistic_redoes_only_statistics(study, tmp_path):
     """Retries, timeout, fork server, GPUs, runs per GPU, wheel cache and pip index are untracked
     params; alpha is a tracked one: its change redoes the statistics and the report, never a run."""
