@@ -50,15 +50,14 @@ def workload(config, folder, device="cuda", epochs=1):
     from .artifacts.runtimes import prepare_local
     from .datasets import sha256_file
     from .experiment import experiment
-    from .reach.batch import SHAPES, shaped_data
+    from .reach.batch import SHAPES, SIZES, shaped_data
     train = dict(config["train"], device=device)
     runtime = prepare_local({"source": "installed"})
     prepared = Path("results/data") / f"{train['challenge']}.npz"
     if prepared.exists():
         data, note = prepared, f"the study's {train['challenge']} ({prepared})"
     else:
-        n_train, n_test = {"cifar10": (50000, 10000), "mnist": (60000, 10000)}.get(
-            train["challenge"], (1347, 450))
+        n_train, n_test = SIZES[train["challenge"]]
         data = shaped_data(train["challenge"], Path(folder) / "shaped.npz", n_train, n_test)
         note = (f"random pixels in the shapes of {train['challenge']} {SHAPES[train['challenge']][0]}, "
                 f"{n_train} + {n_test} images (prepare the data for the real thing)")
