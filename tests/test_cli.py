@@ -11,7 +11,7 @@ from workflow import project_copy
 
 def cli(*args, cwd=ROOT):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    return subprocess.run([sys.executable, "-m", "bugimpact.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "bugimpact", *args], cwd=cwd,
                           capture_output=True, text=True, env=env)
 
 

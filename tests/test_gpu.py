@@ -3,6 +3,7 @@ and VGG-X, the paper's adaptive pooling flagged, batches gathered on the GPU, ru
 a reach trace listing CUDA kernels, and a ``device: cuda`` study to its verdicts."""
 import csv
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -98,15 +99,20 @@ def test_a_cuda_reach_trace_lists_cuda_kernels(tmp_path, data):
              "lr_schedule": "constant", "pooling": "deterministic", "seed_policy": "paired",
              "study_seed": 1, "threads": 1, "device": "cuda", "allow_tf32": False, "augment": False,
              "test_fraction": 0.25}
-    trace_in(sys.executable, train, tmp_path / "trace.json", steps=3, data=str(data["digits"][0]))
-    ops = set(json.loads((tmp_path / "trace.json").read_text())["ops"])
-    assert "cudnn_convolution" in ops and "_slow_conv2d_forward" not in ops
+    ops = {}
+    for device in ("cuda", "cpu"):
+        trace_in(sys.executable, dict(train, device=device), tmp_path / f"{device}.json", steps=3,
+                 data=str(data["digits"][0]))
+        ops[device] = set(json.loads((tmp_path / f"{device}.json").read_text())["ops"])
+    # the model's shape probe convolves on the CPU in both, so the CPU kernel is in both traces
+    assert "cudnn_convolution" in ops["cuda"] and "cudnn_convolution" not in ops["cpu"]
+    assert "cudaLaunchKernel" in ops["cuda"] and "_slow_conv2d_forward" in ops["cpu"]
 
 
 @pytest.mark.slow
 def test_the_default_study_on_the_gpu_reaches_its_verdicts(tmp_path):
     work = project_copy(tmp_path / "p")
-    snakemake(work, "--config", "train={device: cuda}")
+    snakemake(work, "--cores", str(os.cpu_count()), "--config", "train={device: cuda}")
     with open(work / "results" / "calibration" / "stats" / "verdicts.csv") as handle:
         verdicts = {row["bug"]: row for row in csv.DictReader(handle)}
     assert verdicts["aa"]["verdict"] == "not triggered"

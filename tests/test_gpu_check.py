@@ -15,7 +15,7 @@ from conftest import ROOT
 def test_without_a_gpu_it_says_so_in_one_line_and_fails(tmp_path):
     if list_gpus():
         pytest.skip("this machine has a GPU")
-    out = subprocess.run([sys.executable, "-m", "bugimpact.cli", "--config",
+    out = subprocess.run([sys.executable, "-m", "bugimpact", "--config",
                           str(ROOT / "config.yaml"), "check-gpu"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and out.stdout == ""

@@ -304,6 +304,3 @@ COMMANDS = {"run": _run, "status": _status, "steps": _steps, "validate-config": 
             "config-docs": _config_docs, "reach": _reach, "reach-trace": _reach,
             "retry-failed": _retry_failed, "check-gpu": _check_gpu}
 
-
-if __name__ == "__main__":
-    sys.exit(main())
