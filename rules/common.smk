@@ -19,13 +19,6 @@ from bugimpact.steps.training import JOB_SETTINGS
 
 config.update(validate_config(dict(config), source="config (config.yaml and --config)"))
 check_paths(config, source="config (config.yaml and --config)")
-# A first run starts from a header-only sheet that the merge then fills (the funnel takes the
-# sheet as an input; an existing sheet is never touched). A dry run writes nothing: Snakemake
-# says whether it is one only after parsing, so the command line is read for -n.
-from bugimpact.sheet import write_empty
-
-if not any(re.fullmatch(r"--dry-?run|-[A-Za-z]*n[A-Za-z]*", arg) for arg in sys.argv[1:]):
-    write_empty(config["sheet"])
 PLAN = Plan(config, SHEET_SCHEMA)
 OUT = PLAN.out  # this study's own outputs: results/<study>/
 GPU_JOBS = config["train"]["device"] == "cuda"  # the train and reach_trace jobs each need a GPU

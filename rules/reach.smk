@@ -32,7 +32,7 @@ checkpoint reach:
     benchmark:
         "benchmarks/reach/{bug}/{key}.tsv"
     params:
-        spec=lambda wc: PLAN.bugs[wc.bug],
+        spec=lambda wc: PLAN.reach_identity(wc.bug),
         sources=untracked(artifact_sources(config)),  # where diffs come from, not what they are
         reach=config["reach"],
     script:

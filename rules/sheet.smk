@@ -1,11 +1,13 @@
-# The sheet is a person's: never an output (Snakemake deletes outputs before rerunning a job). The
-# merge writes into it as a side effect, with its own change report; the funnel takes the sheet as
-# an input, so editing the sheet refreshes the funnel, the summary and the report.
+# The sheet is a person's. Until it exists, the merge makes it (then it is the merge's output);
+# once it exists it is never an output again (Snakemake deletes outputs before rerunning a job):
+# the merge writes into it as a side effect, with its own change report. The funnel takes the
+# sheet as an input, so editing the sheet refreshes the funnel, the summary and the report.
 rule sheet_merge:
     input:
         bugs=f"{OUT}/mined/bugs.csv",
         commits=f"{OUT}/resolved/commits.csv",
     output:
+        **({} if Path(config["sheet"]).exists() else {"new_sheet": config["sheet"]}),
         merge=f"{OUT}/filter/{FRAMEWORK}.merge.json",
     log:
         "logs/sheet_merge.log",
@@ -15,17 +17,13 @@ rule sheet_merge:
         "../scripts/sheet_merge.py"
 
 
-# The sheet is an input (an edit refreshes the funnel); on a dry run before the first, it does not
-# exist yet and the funnel waits for the merge only.
 rule funnel:
     input:
-        sheet=lambda wc: config["sheet"] if Path(config["sheet"]).exists() else [],
+        sheet=config["sheet"],
         merge=f"{OUT}/filter/{FRAMEWORK}.merge.json",
     output:
         funnel=f"{OUT}/filter/funnel.csv",
     log:
         "logs/funnel.log",
-    params:
-        sheet=config["sheet"],
     script:
         "../scripts/funnel.py"

@@ -12,7 +12,7 @@ import yaml
 from bugimpact.io import read_csv
 
 from conftest import ROOT, git, untar
-from workflow import project_copy, snakemake
+from workflow import job_counts, project_copy, snakemake
 
 pytestmark = pytest.mark.slow
 FIX = ROOT / "tests" / "fixtures" / "reach"
@@ -83,3 +83,14 @@ def test_fixes_the_workload_cannot_reach_get_no_build_and_no_run(tmp_path):
     assert trace["torch_version"] == "1.5.1" and "conv2d" in trace["ops"]
     report = (work / "results" / "calibration" / "report.html").read_text()
     assert "not reached on cpu" in report
+
+    # a person's note on a row changes no verdict: nothing is traced, judged or made again
+    sheet = work / "data" / "filter" / "pytorch.csv"
+    header, rows = read_csv(sheet)
+    rows[0]["notes"] = "looked at it twice"
+    with open(sheet, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, header)
+        writer.writeheader()
+        writer.writerows(rows)
+    jobs = job_counts(snakemake(work, "--configfile", "reach.yaml", "-n").stdout)
+    assert set(jobs) == {"funnel", "study_stats", "report", "all", "total"}, jobs  # what shows the sheet

@@ -16,7 +16,7 @@ from bugimpact.io import InputError, read_csv
 from bugimpact.plan import Plan
 
 from conftest import ROOT
-from workflow import project_copy, snakemake
+from workflow import job_counts, project_copy, snakemake
 
 FAST = str(ROOT / "tests" / "configs" / "fast.yaml")
 pytestmark = pytest.mark.slow
@@ -39,7 +39,9 @@ def test_default_config_dry_run(tmp_path):
     # 3 controls, nothing run yet: each bug's runs join the DAG once its arms gate is written
     assert counts["arms"] == 3 and counts["bug_stats"] == 3 and counts["mine"] == 1
     assert "train" not in counts and "checkpoint jobs" in out.stdout
-    # a dry run writes nothing into a person's files (it made an empty sheet before)
+    # parsing writes nothing into a person's files, in a dry run or any other command that only
+    # reads the workflow (parsing made an empty sheet, unless the command line said -n)
+    snakemake(work, "--list-rules")
     assert not (work / "data" / "filter" / "pytorch.csv").exists()
 
 
@@ -54,19 +56,6 @@ def test_a_path_under_an_experiment_key_the_plan_does_not_know_matches_no_rule(t
     assert out.returncode != 0 and "MissingRuleException" in out.stderr + out.stdout, out.stderr[-2000:]
     real = snakemake(work, "-n", f"results/runs/aa/{key}/buggy/0.json")
     assert "rule train:" in real.stdout or "train" in job_counts(real.stdout), real.stdout[-2000:]
-
-
-def job_counts(text):
-    counts, started = {}, False
-    for line in text.splitlines():
-        parts = line.split()
-        if parts[:2] == ["job", "count"]:
-            started = True
-        elif started and len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
-        elif started and counts and not parts:
-            break
-    return counts
 
 
 def test_paper_config_dry_run_prints_the_expected_jobs(tmp_path):

@@ -26,3 +26,17 @@ def snakemake(workdir, *args, check=True, timeout=1800):
         raise AssertionError(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout[-3000:]}\n"
                              f"{out.stderr[-6000:]}")
     return out
+
+
+def job_counts(text):
+    """Rule -> jobs planned, from Snakemake's job count table (a dry run's)."""
+    counts, started = {}, False
+    for line in text.splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            started = True
+        elif started and len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+        elif started and counts and not parts:
+            break
+    return counts

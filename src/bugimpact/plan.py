@@ -144,6 +144,13 @@ class Plan:
     def reach_json(self, bug):
         return f"results/reach/{bug}/{self.keys[bug]}.json" if self.config["reach"]["enabled"] else None
 
+    def reach_identity(self, bug):
+        """What a bug's reach verdict is judged from: its kind and its arms (their diffs or
+        commits), never its label, tags or a person's notes on its sheet row, so that editing
+        those judges nothing again."""
+        spec = self.bugs[bug]
+        return {"kind": spec["kind"], "arms": spec["arms"]}
+
     def reach_gates(self, bug):
         """Whether a not-reached verdict stops this bug (reach.skip; auto: docker builds, where
         it saves hours). Controls are never stopped."""

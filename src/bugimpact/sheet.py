@@ -117,15 +117,6 @@ def merge(existing_columns, existing_rows, mined_rows):
                              "cells_filled": filled, "flagged_gone": gone, "total": len(merged)}
 
 
-def write_empty(path):
-    """A header-only sheet, for a first run: the funnel takes the sheet as an input, so it must
-    exist before the merge fills it. An existing sheet is never touched."""
-    path = Path(path)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_csv(path, [], COLUMNS)
-
-
 def update_sheet(path, bugs, commits, schema_path=None):
     """Create the sheet, or merge new mining into it; returns the change summary. An existing
     sheet is validated first: a sheet that cannot be read right is never rewritten."""
