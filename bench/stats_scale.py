@@ -79,8 +79,8 @@ def main():
                    for b in range(args.bugs)}
         start = time.time()
         for bug, paths in records.items():
-            bug_stats(bug, paths, STATS, args.runs, "paired", tmp / "stats" / f"{bug}.csv",
-                      tmp / "stats" / f"{bug}.json")
+            bug_stats(bug, paths, STATS, {"runs": args.runs, "seed_policy": "paired"},
+                      (tmp / "stats" / f"{bug}.csv", tmp / "stats" / f"{bug}.json"))
         per_bug = time.time() - start
         start = time.time()
         _, verdicts, _ = study_tables(sorted((tmp / "stats").glob("*.json")), {}, "bench", STATS, [],

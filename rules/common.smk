@@ -85,10 +85,12 @@ def made_decision(bug):
     """``Plan.needed``'s reader in the workflow: each decision from its checkpoint."""
     from bugimpact.io import read_json
 
-    def read(kind, pairs):
+    def read(kind, pairs, path):
         if kind == "early":
-            return read_json(checkpoints.early_decision.get(bug=bug, key=PLAN.keys[bug]).output[0])
-        return read_json(checkpoints.stage_decision.get(bug=bug, key=PLAN.keys[bug], pairs=pairs).output[0])
+            checkpoints.early_decision.get(bug=bug, key=PLAN.keys[bug])
+        else:
+            checkpoints.stage_decision.get(bug=bug, key=PLAN.keys[bug], pairs=pairs)
+        return read_json(path)
 
     return read
 
@@ -109,13 +111,13 @@ def bug_stats_inputs(wildcards):
 def reach_gated(bug):
     """The reach verdict that stops this bug before its artifacts ("" when none does); asks the
     reach checkpoint, so it is known only once the bug's verdict is written."""
-    if not PLAN.reach_gates(bug):
-        return ""
     from bugimpact.io import read_json
-    from bugimpact.reach.run import gate
 
-    reach = read_json(checkpoints.reach.get(bug=bug, key=PLAN.keys[bug]).output[0])
-    return reach["verdict"] if gate(reach, config["train"]["device"]) else ""
+    def read(path):
+        checkpoints.reach.get(bug=bug, key=PLAN.keys[bug])
+        return read_json(path)
+
+    return PLAN.reach_stop(bug, read)
 
 
 def arms_inputs(wildcards):

@@ -79,12 +79,10 @@ rule report:
 # targets too (``Plan.bug_targets``: Snakemake does not look for them behind an existing output).
 rule bug:
     input:
-        lambda wc: PLAN.bug_inputs(wc.bug),
+        unpack(lambda wc: PLAN.bug_inputs(wc.bug)),
     output:
         f"{OUT}/bugs/{{bug}}.txt",
     log:
         "logs/bugs/{bug}.log",
-    params:
-        stats=lambda wc: f"{OUT}/stats/{wc.bug}.json",
     script:
         "../scripts/bug_done.py"

@@ -35,13 +35,18 @@ rule train:
         train=untracked(json.dumps({k: config["train"][k] for k in JOB_SETTINGS})),
         # read from results/experiments/{key}.json (made before the gate): made here if missing
         experiment=lambda wildcards, output: json.dumps(PLAN.experiments[wildcards.key]),
+        # the gate's files a run reads, not inputs: a gate lost or rewritten retrains nothing
+        experiment_json=lambda wildcards, output: PLAN.experiment_json(wildcards.bug),
+        seeds_json=lambda wildcards, output: PLAN.seeds_json(wildcards.bug),
         python=untracked(sys.executable),
         shim=untracked(TRAIN_SHIM),
     shell:
         "{params.python:q} {params.shim:q} --bug {wildcards.bug:q} --key {wildcards.key:q}"
         " --arm {wildcards.arm} --run {wildcards.run} --arm-spec {params.arm:q}"
-        " --train {params.train:q} --experiment {params.experiment:q} --data {input.data:q}"
-        " --meta {input.meta:q} --runtime {input.runtime:q} --out {output:q} --log {log:q}"
+        " --train {params.train:q} --experiment {params.experiment:q}"
+        " --experiment-json {params.experiment_json:q} --seeds {params.seeds_json:q}"
+        " --data {input.data:q} --meta {input.meta:q} --runtime {input.runtime:q}"
+        " --out {output:q} --log {log:q}"
 
 
 # A measured repeat for the early decision: the same arm and seed run a second time. On CUDA a

@@ -2,4 +2,4 @@
 from bugimpact import steps
 
 steps.run_script(snakemake, steps.bug_done, bug=snakemake.wildcards.bug,
-                 stats_json=snakemake.params.stats, out=snakemake.output[0])
+                 stats_json=snakemake.input.stats, out=snakemake.output[0])

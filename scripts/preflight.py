@@ -2,4 +2,4 @@
 from bugimpact import steps
 
 steps.run_script(snakemake, steps.preflight, config=snakemake.params.config,
-                 out=snakemake.output[0], builds_only=True, reach_jsons=list(snakemake.input.reach))
+                 out=snakemake.output[0], builds_only=True)

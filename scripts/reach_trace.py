@@ -5,5 +5,5 @@ from bugimpact.reach import run
 w = snakemake.wildcards
 steps.run_script(snakemake, run.trace, train_cfg=snakemake.params.train,
                  steps=snakemake.params.steps, runtime_json=snakemake.input.runtime,
-                 data_npz=snakemake.input.data, data_meta=snakemake.input.meta, key=w.key,
+                 data=(snakemake.input.data, snakemake.input.meta), key=w.key,
                  artifact=w.artifact, out=snakemake.output[0], log_path=snakemake.log[0])

@@ -12,13 +12,13 @@ from bugimpact.steps.training import train_run
 from bugimpact.train import RunTarget
 
 parser = argparse.ArgumentParser(description=__doc__)
-for name in ("bug", "key", "arm", "run", "arm-spec", "train", "experiment", "data", "meta", "runtime",
-             "out", "log"):
+for name in ("bug", "key", "arm", "run", "arm-spec", "train", "experiment", "experiment-json", "seeds",
+             "data", "meta", "runtime", "out", "log"):
     parser.add_argument(f"--{name}", required=True)
 a = parser.parse_args()
 run_logged_step(a.log, train_run, train_cfg=json.loads(a.train),
                 target=RunTarget(bug=a.bug, arm=a.arm, arm_spec=json.loads(a.arm_spec), run=int(a.run),
                                  key=a.key),
-                files={"seeds": f"results/seeds/{a.bug}/{a.key}.json", "data": a.data, "meta": a.meta,
-                       "runtime": a.runtime, "experiment": f"results/experiments/{a.key}.json"},
+                files={"seeds": a.seeds, "data": a.data, "meta": a.meta, "runtime": a.runtime,
+                       "experiment": a.experiment_json},
                 out=a.out, log_path=a.log, experiment_spec=json.loads(a.experiment))

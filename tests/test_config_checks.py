@@ -34,6 +34,14 @@ def test_a_bad_value_is_refused_naming_its_key(dotted, value, message):
         config_with(**{dotted: value})
 
 
+def test_the_monitored_metric_is_one_of_those_tested():
+    with pytest.raises(InputError, match=re.escape(
+            "key 'train.sequential.metric': 'f1' is not among the metrics tested (stats.metrics: "
+            "accuracy, recall)")):
+        config_with(**{"stats.metrics": ["accuracy", "recall"], "train.sequential.metric": "f1"})
+    assert config_with()["train"]["sequential"]["metric"] == "accuracy"
+
+
 def test_a_pypi_version_is_a_version_and_ids_are_used_once():
     config = default()
     config["bugs"]["controls"]["aa"]["buggy"] = {"source": "pypi", "version": "1.5/../../x"}
@@ -51,7 +59,7 @@ def test_validate_config_refuses_what_the_workflow_refuses(tmp_path):
     config["train"]["lr"] = float("nan")
     path = tmp_path / "nan.yaml"
     path.write_text(yaml.safe_dump(config))
-    out = subprocess.run([sys.executable, "-m", "bugimpact.cli", "validate-config", str(path)],
+    out = subprocess.run([sys.executable, "-m", "bugimpact", "validate-config", str(path)],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2 and "key 'train.lr': nan is not a finite number" in out.stderr
     assert "Traceback" not in out.stderr
@@ -103,7 +111,7 @@ def test_a_wrong_path_is_refused_at_the_start_by_the_workflow_and_validate_confi
         node = node[key]
     node[last] = value
     path.write_text(yaml.safe_dump(raw))
-    out = subprocess.run([sys.executable, "-m", "bugimpact.cli", "validate-config", str(path)],
+    out = subprocess.run([sys.executable, "-m", "bugimpact", "validate-config", str(path)],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
     dry = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile",
@@ -168,7 +176,7 @@ def test_an_inf_metric_is_a_failed_measurement_in_a_sequential_look_too(tmp_path
             records.append(str(path))
     design = study_design({"runs": 8, "seed_policy": "paired",
                            "sequential": {"enabled": True, "stages": [4], "spending": "pocock",
-                                          "futility_power": None}})
+                                          "futility_power": None, "metric": "accuracy"}})
     stats = {"metrics": ["accuracy"], "alpha": 0.05, "power": 0.8, "min_effect": 0.0}
     decision = stage(stats, design, "b", 4, records, str(tmp_path / "look.json"))
     assert decision["decision"] == "continue"

@@ -62,7 +62,7 @@ def _first_line_after(page, heading):
 
 
 def test_the_command_prints_the_page():
-    out = subprocess.run([sys.executable, "-m", "bugimpact.cli", "config-docs"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "bugimpact", "config-docs"], capture_output=True,
                          text=True, cwd=ROOT, check=True).stdout
     assert out == render(SCHEMA)
 

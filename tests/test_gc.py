@@ -48,7 +48,7 @@ def test_gc_lists_then_removes_only_what_nothing_refers_to(tmp_path):
     def gc(*args):
         # no docker on PATH: images are tested with a real engine in test_docker.py
         env = dict(os.environ, PATH="/usr/bin/none", PYTHONPATH=str(ROOT / "src"))
-        return subprocess.run([sys.executable, "-m", "bugimpact.cli", "gc", "--keep", "study.yaml",
+        return subprocess.run([sys.executable, "-m", "bugimpact", "gc", "--keep", "study.yaml",
                                *args], cwd=tmp_path, capture_output=True, text=True, env=env)
 
     dry = gc()
@@ -88,7 +88,7 @@ def test_gc_removes_the_uv_cache_entries_no_kept_venv_links_and_counts_linked_by
     assert len(entries) == 2
 
     env = dict(os.environ, PATH="/usr/bin/none", PYTHONPATH=str(ROOT / "src"))
-    dry = subprocess.run([sys.executable, "-m", "bugimpact.cli", "gc", "--keep", "study.yaml"],
+    dry = subprocess.run([sys.executable, "-m", "bugimpact", "gc", "--keep", "study.yaml"],
                          cwd=tmp_path, capture_output=True, text=True, env=env)
     assert dry.returncode == 0, dry.stderr
     listed = {what: float(mb) for kind, mb, what in re.findall(r"^(.+?)\s+([\d.]+) MB  (.+)$", dry.stdout, re.M)}
@@ -97,7 +97,7 @@ def test_gc_removes_the_uv_cache_entries_no_kept_venv_links_and_counts_linked_by
     # the removed venv's links free nothing: its module bytes are counted with the cache entry
     assert listed[str(by_module["alone"].relative_to(tmp_path))] >= 1.7
     assert listed[str(venvs["gone"].parent.relative_to(tmp_path))] < 1.0
-    done = subprocess.run([sys.executable, "-m", "bugimpact.cli", "gc", "--keep", "study.yaml", "--remove"],
+    done = subprocess.run([sys.executable, "-m", "bugimpact", "gc", "--keep", "study.yaml", "--remove"],
                           cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert by_module["shared"].exists() and not by_module["alone"].exists() and not venvs["gone"].exists()

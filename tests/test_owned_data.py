@@ -15,7 +15,7 @@ ENV = dict(os.environ, PATH="/usr/bin/none:" + os.environ["PATH"], PYTHONPATH=st
 
 
 def cli(cwd, *args):
-    return subprocess.run([sys.executable, "-m", "bugimpact.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "bugimpact", *args], cwd=cwd,
                           capture_output=True, text=True, env=ENV)
 
 

@@ -41,7 +41,7 @@ def docker_study(tmp_path, base, buggy, corrected, **changes):
 
 
 def test_the_default_study_passes(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "bugimpact.cli", "preflight"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "bugimpact", "preflight"], cwd=ROOT,
                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     assert out.returncode == 0 and "preflight: 2 checks, 0 failed" in out.stderr
 

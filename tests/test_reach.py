@@ -269,7 +269,7 @@ def test_the_reach_command_judges_a_sheet_of_fixes_from_snapshots(tmp_path, aten
     os.rename(aten_root / "aten", snapshots / "51818cc4ea76" / "aten")
     os.rename(aten_root / "tools", snapshots / "51818cc4ea76" / "tools")
     try:
-        done = subprocess.run([sys.executable, "-m", "bugimpact.cli", "--config",
+        done = subprocess.run([sys.executable, "-m", "bugimpact", "--config",
                                str(ROOT / "config.yaml"), "reach", "--trace",
                                str(trace_path), "--rows", str(rows), "--tables", str(snapshots),
                                "--patches", str(FIX / "diffs"), "--out", str(tmp_path / "t.csv")],
@@ -297,8 +297,9 @@ def test_a_cuda_trace_that_gets_no_gpu_is_a_recorded_failed_trace(tmp_path, monk
     write_json(tmp_path / "runtime.json", {"kind": "local", "python": sys.executable})
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    trace(dict(config["train"], device="cuda"), 3, tmp_path / "runtime.json", tmp_path / "d.npz",
-          tmp_path / "d.json", "key", "installed", tmp_path / "trace.json", tmp_path / "trace.log")
+    trace(dict(config["train"], device="cuda"), 3, tmp_path / "runtime.json",
+          (tmp_path / "d.npz", tmp_path / "d.json"), "key", "installed", tmp_path / "trace.json",
+          tmp_path / "trace.log")
     record = read_json(tmp_path / "trace.json")
     assert record["status"] == "failed"
     assert record["reason"].startswith("trace exit no GPU (train.device is cuda, but SLURM gave this job no GPU")

@@ -84,13 +84,19 @@ def test_a_bug_stopped_for_impact_needs_only_its_stage():
                      record("corrected", i, 0.95, fp=f"c{i}")]
         else:
             recs += [{"status": "skipped", "spec": {"arm": arm, "run": i}} for arm in ("buggy", "corrected")]
-    options = {"design": design, "min_effect": 0.0, "futility_power": 0.2}
+    options = {"design": design, "min_effect": 0.0, "futility_power": 0.2, "metric": "accuracy"}
     rows, info = analyse_bug("b", recs, ["accuracy", "f1"], 12, "paired", sequential=options)
     assert info["sequential"]["decision"] == "impact" and info["sequential"]["runs_saved"] == 12
     assert rows[0]["primary_test"] == "group-sequential wilcoxon (pocock, stage 1 of 2)"
     assert math.isnan(rows[1]["primary_p"])  # f1 is reported only
     label, reason = _apply(rows, info, 0.05, 0.0, adjust(family_pvalues([(rows, info)], {}), "holm"))
     assert label == "impact" and "stage 1 of 2 (6 pairs): impact" in reason and "12 runs saved" in reason
+    # the metric monitored is the one the config names, not the first of the list
+    for record_ in recs[:12]:
+        record_["metrics"]["accuracy"] = 0.95  # no effect on accuracy: only f1 moved
+    rows, info = analyse_bug("b", recs, ["accuracy", "f1"], 12, "paired", sequential=dict(options, metric="f1"))
+    assert info["sequential"]["decision"] == "impact"
+    assert math.isnan(rows[0]["primary_p"]) and rows[1]["primary_test"].startswith("group-sequential")
 
 
 @pytest.mark.parametrize("stages, alpha", [([2, 10, 20, 30, 50], 0.05), ([20, 40, 60, 80, 100], 0.01),
@@ -126,7 +132,7 @@ def test_a_stop_for_impact_is_never_overturned_by_the_study_wide_correction(fami
     design = design_from_config(sequential, 50, 0.05, 0.8, family)
     assert design.alpha == pytest.approx(0.05 / family)
     rng = np.random.RandomState(3)
-    options = {"design": design, "min_effect": 0.0, "futility_power": 0.2}
+    options = {"design": design, "min_effect": 0.0, "futility_power": 0.2, "metric": "accuracy"}
     items = [analyse_bug(f"b{b}", _bug_records(rng, 50, 0.05), ["accuracy"], 50, "paired",
                          sequential=options) for b in range(10)]
     adjusted = adjust(family_pvalues(items, {}), "holm")

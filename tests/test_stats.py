@@ -399,7 +399,8 @@ def test_the_mde_is_stated_at_the_level_the_verdict_uses(tmp_path):
                 write_record(path, dict(record(arm, i, round(value * 450) / 450, fp=f"{bug}{arm}{i}"),
                                         record_schema=1))
                 paths.append(path)
-        bug_stats(bug, paths, cfg, 10, "paired", tmp_path / f"{bug}.csv", tmp_path / f"{bug}.json")
+        bug_stats(bug, paths, cfg, {"runs": 10, "seed_policy": "paired"},
+                  (tmp_path / f"{bug}.csv", tmp_path / f"{bug}.json"))
         jsons.append(tmp_path / f"{bug}.json")
     study_tables(jsons, {"b1": {}, "b2": {}}, "s", cfg, [], tmp_path / "p.csv", tmp_path / "v.csv",
                  tmp_path / "sum.csv")

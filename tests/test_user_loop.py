@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def cli(work, *args):
     env = dict(os.environ, PYTHONPATH=str(work / "src"))
-    return subprocess.run([sys.executable, "-m", "bugimpact.cli", *args], cwd=work,
+    return subprocess.run([sys.executable, "-m", "bugimpact", *args], cwd=work,
                           capture_output=True, text=True, env=env)
 
 

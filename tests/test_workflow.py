@@ -157,7 +157,7 @@ def test_an_accepted_row_that_cannot_run_is_said_in_one_line_and_the_rest_goes_o
     assert "bugimpact: pr2 is accepted in data/filter/pytorch.csv but not run: runtime.kind " \
            "local runs only the installed torch, not a docker arm" in text
     assert job_counts(out.stdout)["arms"] == 3  # the three controls go on
-    status = subprocess.run([sys.executable, "-m", "bugimpact.cli", "status"], cwd=work,
+    status = subprocess.run([sys.executable, "-m", "bugimpact", "status"], cwd=work,
                             capture_output=True, text=True,
                             env=dict(os.environ, PYTHONPATH=str(work / "src")))
     row = next(line for line in status.stdout.splitlines() if line.startswith("pr1 "))
@@ -339,7 +339,7 @@ def test_a_truncated_record_is_named_and_verify_removes_only_it(study):
     out = snakemake(work, "--configfile", FAST, check=False)
     assert out.returncode != 0
     assert f"{target.relative_to(work)}: not valid JSON" in out.stderr + out.stdout
-    cli = [sys.executable, "-m", "bugimpact.cli", "verify", "--runs", "results/runs"]
+    cli = [sys.executable, "-m", "bugimpact", "verify", "--runs", "results/runs"]
     env = dict(os.environ, PYTHONPATH=str(work / "src"))
     listed = subprocess.run(cli, cwd=work, capture_output=True, text=True, env=env)
     assert listed.returncode == 1 and "1 broken record(s)" in listed.stdout

@@ -214,17 +214,20 @@ def _config_docs(args):
 
 def _retry_failed(args):
     from pathlib import Path
-    from .records import record_paths, record_status
+    from .records import record_paths, to_retry
     _need_folder(args.runs, "--runs")
-    candidates = record_paths(args.runs) + list(Path(args.artifacts).glob("*/manifest.json"))
-    # failed runs, and skipped ones that earlier versions wrote for runs a decision made unneeded
-    removed = [p for p in candidates if record_status(p) in ("failed", "skipped")]
-    for path in removed:
-        path.unlink()
-        print(f"removed {path}")
+    removed = _remove_to_retry(to_retry(record_paths(args.runs),
+                                        list(Path(args.artifacts).glob("*/manifest.json"))))
     print(f"{len(removed)} failed records removed; rerun snakemake to retry them")
 
 
+def _remove_to_retry(paths, dry=False):
+    """Remove failed records and manifests (``records.to_retry``), saying each; returns them."""
+    for path in paths:
+        print(f"{'would remove' if dry else 'removed'} {path}: failed, to be tried again")
+        if not dry:
+            path.unlink()
+    return paths
 
 
 def _run_bug(bug, config_path, cores, extra):
@@ -232,7 +235,7 @@ def _run_bug(bug, config_path, cores, extra):
     are removed so that they are tried again, then its target is made; its line is printed."""
     from pathlib import Path
     from .plan import Plan
-    from .records import record_paths, record_status
+    from .records import record_paths, to_retry
     from .status import bug_row, table, verdicts
     plan = Plan(load_config(config_path), SHEET_SCHEMA)
     if bug not in plan.bugs:
@@ -244,12 +247,7 @@ def _run_bug(bug, config_path, cores, extra):
     runs = Path("results/runs") / bug / plan.keys[bug]
     manifests = [Path(f"results/artifacts/{plan.arm(bug, arm)['artifact']}/manifest.json")
                  for arm in ("buggy", "corrected")]
-    stale = [p for p in record_paths(runs) if record_status(p) in ("failed", "skipped")]
-    stale += [p for p in manifests if p.exists() and record_status(p) == "failed"]
-    for path in stale:
-        print(f"{'would remove' if dry else 'removed'} {path}: failed, to be tried again")
-        if not dry:
-            path.unlink()
+    _remove_to_retry(to_retry(record_paths(runs), manifests), dry)
     code = workflow.run(None, cores, extra + plan.bug_targets(bug), config_path)
     print(table([bug_row(Plan(load_config(config_path), SHEET_SCHEMA), bug, verdicts(plan.out))]))
     return code

@@ -74,7 +74,7 @@ def _numbers(node, path=""):
 def _beyond_schema(config):
     """What JSON Schema cannot say, checked here so that the workflow and ``validate-config``
     refuse the same configs: finite numbers, patterns that compile, a version range that parses,
-    ids used once."""
+    a monitored metric that is tested, ids used once."""
     problems = [f"key '{path}': {value} is not a finite number" for path, value in _numbers(config)
                 if not math.isfinite(value)]
     mine = config.get("mine", {})
@@ -90,6 +90,10 @@ def _beyond_schema(config):
         except InvalidSpecifier:
             problems.append(f"key 'mine.versions': {mine['versions']!r} is not a version range "
                             "(e.g. '>=1.1.0,<1.7.0')")
+    monitored, metrics = config["train"]["sequential"]["metric"], config["stats"]["metrics"]
+    if monitored not in metrics:
+        problems.append(f"key 'train.sequential.metric': {monitored!r} is not among the metrics "
+                        f"tested (stats.metrics: {', '.join(metrics)})")
     bugs = config.get("bugs", {})
     for key in sorted(set(bugs.get("fixes") or {}) & set(bugs.get("controls") or {})):
         problems.append(f"key 'bugs.fixes.{key}': the id is also a control (bugs.controls.{key})")

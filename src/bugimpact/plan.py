@@ -165,13 +165,19 @@ class Plan:
         """The reach verdicts that can stop a bug's builds (those bugs whose reach gates)."""
         return [self.reach_json(bug) for bug in sorted(self.bugs) if self.reach_gates(bug)]
 
-    def gated_bugs(self, reach_jsons):
-        """Bugs that written reach verdicts stop before any artifact."""
-        from .io import read_json
+    def reach_stop(self, bug, read=None):
+        """The reach verdict that stops this bug before its artifacts ("" when none does).
+        ``read(path)``: the verdict written there, None while it is not (default: from disk; the
+        workflow's asks the reach checkpoint, which is made first)."""
+        if not self.reach_gates(bug):
+            return ""
         from .reach.run import gate
-        device = self.config["train"]["device"]
-        verdicts = [read_json(p) for p in reach_jsons if Path(p).exists()]
-        return {v["bug"] for v in verdicts if gate(v, device)}
+        verdict = (read or _written)(self.reach_json(bug))
+        return verdict["verdict"] if verdict and gate(verdict, self.config["train"]["device"]) else ""
+
+    def gated_bugs(self):
+        """Bugs that the reach verdicts written so far stop before any artifact."""
+        return {bug for bug in self.bugs if self.reach_stop(bug)}
 
     def runtime_json_of(self, ident):
         return f"results/runtimes/{self.runtime_ids[ident]}/{ident}/runtime.json"
@@ -227,16 +233,17 @@ class Plan:
         records before them and only ever decide which records are asked for: a finished record
         is never their product, so a decision missing, failed or rewritten retrains nothing.
 
-        ``read(kind, pairs)``: the decision (``kind`` "early" or "stage"), or None while it is not
-        made (the records it needs are then the last asked for); in the workflow it asks the
-        checkpoint, which is made first. Returns (record paths, decision paths)."""
+        ``read(kind, pairs, path)``: the decision (``kind`` "early" or "stage") written at
+        ``path``, or None while it is not made (the records it needs are then the last asked
+        for); in the workflow it asks the checkpoint, which is made first. Returns (record paths,
+        decision paths)."""
         gates = [(n, 1, "stage") for n in self.stages()]
         if self.early_runs():
             gates.append((self.early_runs(), 0, "early"))
         decisions = []
         for pairs, _, kind in sorted(gates):
             decisions.append(self.early_json(bug) if kind == "early" else self.stage_json(bug, pairs))
-            decision = read(kind, pairs)
+            decision = read(kind, pairs, decisions[-1])
             if decision is None or stops(decision):
                 return self.records(bug, pairs), decisions
         return self.records(bug), decisions
@@ -278,15 +285,6 @@ class Plan:
         from .io import read_json
         return bool(read_json(gate).get("runnable"))
 
-    def _made_decision(self, bug):
-        """``needed``'s reader over the decisions already on disk (parse time)."""
-        from .io import read_json
-
-        def read(kind, pairs):
-            path = Path(self.early_json(bug) if kind == "early" else self.stage_json(bug, pairs))
-            return read_json(path) if path.exists() else None
-        return read
-
     def toolchain_json(self):
         """The toolchain image's record (built by its own rule), or None when no step uses docker."""
         return f"results/toolchains/{self.toolchain}.json" if self.toolchain else None
@@ -301,39 +299,49 @@ class Plan:
         return self.artifacts[ident]
 
     def bug_targets(self, bug):
-        """What one bug needs made, listed from the files on disk: its arms gate, its records and
-        decisions as far as those made so far ask, its statistics and figure, its line.
+        """What one bug needs made, listed from the files on disk: its arms gate, its decisions
+        and its missing records as far as the decisions made so far ask (the others are made),
+        its statistics and figure, its line.
 
         Snakemake (9.27) neither remakes a missing checkpoint output nor rechecks the jobs that
         ask it when their outputs exist, and it does not look for the missing inputs of a job whose
-        output exists when checkpoints are in the DAG: so gates, decisions and missing records are
-        targets themselves (of ``all``, of ``bugimpact run --bug``). A deleted record or decision
-        is made again even when the statistics are up to date. Before the arms gate is written, the
-        statistics ask for the records through the checkpoint."""
+        output exists when checkpoints are in the DAG: so gates, decisions, missing records and
+        the statistics are targets themselves (of ``all``, of ``bugimpact run --bug``). A deleted
+        record or decision is made again even when the statistics are up to date. Before the arms
+        gate is written, the statistics ask for the records through the checkpoint."""
         records, decisions = self.known(bug)
-        return [self.arms_gate(bug)] + decisions + records + self.bug_inputs(bug) + \
+        missing = [r for r in records if not Path(r).exists()]
+        return [self.arms_gate(bug)] + decisions + missing + list(self.bug_inputs(bug).values()) + \
             [f"{self.out}/bugs/{bug}.txt"]
 
     def bug_inputs(self, bug):
-        """The inputs of the bug's rule: its statistics and figure (a fixed set: its records are
-        the statistics' inputs, and listed ones would change the set as decisions are made)."""
-        return [f"{self.out}/stats/{bug}.csv", f"{self.out}/figures/{bug}.png"]
+        """The inputs of the bug's rule, by name: its statistics and figure (a fixed set: its
+        records are the statistics' inputs, and listed ones would change the set as decisions are
+        made)."""
+        return {"stats": f"{self.out}/stats/{bug}.json", "table": f"{self.out}/stats/{bug}.csv",
+                "figure": f"{self.out}/figures/{bug}.png"}
 
     def known(self, bug):
         """(records, decisions) this bug needs as far as the decisions on disk ask."""
-        return self.needed(bug, self._made_decision(bug)) if self.runnable(bug) else ([], [])
+        return self.needed(bug, lambda kind, pairs, path: _written(path)) if self.runnable(bug) else ([], [])
 
     def targets(self):
+        """Every target of the study (``all``): each bug's, then the study's tables and report."""
         out = [f"{self.out}/{path}" for path in ("preflight.txt", "filter/funnel.csv",
                                                   "mined/releases.csv")]
         if self.bugs:
             for bug in sorted(self.bugs):
-                records, decisions = self.known(bug)
-                missing = [r for r in records if not Path(r).exists()]  # (the rest is made)
-                out += [self.arms_gate(bug)] + decisions + missing + [f"{self.out}/bugs/{bug}.txt"]
+                out += self.bug_targets(bug)
             out += [f"{self.out}/{path}" for path in ("builds/summary.csv", "stats/pvalues.csv",
                                                       "stats/summary.csv", "report.html")]
         return out
+
+
+def _written(path):
+    """The JSON at ``path``, or None while it is not written (the plan's reader of the decisions
+    and verdicts made so far)."""
+    from .io import read_json
+    return read_json(path) if Path(path).exists() else None
 
 
 def cannot_run(spec, config):

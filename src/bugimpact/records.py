@@ -65,3 +65,11 @@ def broken(root):
         except InputError as exc:
             out.append((path, str(exc).split(": ", 1)[1].split(f"; {FIX}")[0]))
     return out
+
+
+def to_retry(records, manifests):
+    """Among these run records and build manifests, those the next workflow run should try again
+    once removed: failed runs (and the skipped ones earlier versions wrote for runs a decision
+    made unneeded) and failed builds."""
+    return ([p for p in records if record_status(p) in ("failed", "skipped")] +
+            [p for p in manifests if Path(p).exists() and record_status(p) == "failed"])

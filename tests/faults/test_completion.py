@@ -106,7 +106,7 @@ def test_a_truncated_early_record_removed_by_verify_is_the_only_run_made_again(f
     failed = snakemake(work, "--configfile", "study.yaml", check=False)  # the cut record is named
     assert failed.returncode != 0 and "buggy/1.json" in failed.stdout + failed.stderr
     assert records(work) == before
-    out = subprocess.run([sys.executable, "-m", "bugimpact.cli", "verify", "--runs", "results",
+    out = subprocess.run([sys.executable, "-m", "bugimpact", "verify", "--runs", "results",
                           "--remove"], cwd=work, capture_output=True, text=True,
                          env={"PYTHONPATH": str(work / "src"), "PATH": "/usr/bin:/bin"})
     assert "1 broken record(s) removed" in out.stdout, out.stdout + out.stderr
@@ -199,7 +199,7 @@ def test_a_metric_edited_by_hand_is_named_and_not_used(finished, tmp_path):
     record = json.loads(path.read_text())
     record["metrics"]["accuracy"] = 0.999
     path.write_text(json.dumps(record, indent=1, sort_keys=True))
-    out = subprocess.run([sys.executable, "-m", "bugimpact.cli", "verify", "--runs", "results"],
+    out = subprocess.run([sys.executable, "-m", "bugimpact", "verify", "--runs", "results"],
                          cwd=work, capture_output=True, text=True,
                          env={"PYTHONPATH": str(work / "src"), "PATH": "/usr/bin:/bin"})
     assert "buggy/2.json" in out.stdout and "edited by hand" in out.stdout

@@ -26,9 +26,11 @@ def trace_spec(train_cfg, steps, data_npz, data_sha256, artifact, key=""):
     return spec
 
 
-def trace(train_cfg, steps, runtime_json, data_npz, data_meta, key, artifact, out, log_path):
+def trace(train_cfg, steps, runtime_json, data, key, artifact, out, log_path):
     """One reach trace of the study's workload in a runtime; a trace that cannot run is recorded
-    (the bugs it serves become ``unknown``, never ``not reached``)."""
+    (the bugs it serves become ``unknown``, never ``not reached``). ``data``: the prepared
+    challenge's .npz and its metadata JSON."""
+    data_npz, data_meta = data
     from ..artifacts.common import RunTimeout
     from ..artifacts.launch import RunOptions, launch
     from ..artifacts.runtimes import NoGpu

@@ -167,7 +167,7 @@ def _describe(values):
 
 
 def sequential_look(design, pb, pc, alpha, min_effect=0.0, futility_power=None):
-    """Where the group-sequential design stands on these pairs (first metric, run order)."""
+    """Where the group-sequential design stands on these pairs (the monitored metric, run order)."""
     from .sequential import run_design
 
     def interval(x, y):
@@ -179,8 +179,8 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
                 sequential=None):
     """Per-metric rows (verdict fields not yet filled: they need the adjusted p-values).
 
-    ``sequential``: {design, min_effect, futility_power} when the group-sequential design is on; the
-    first metric is then the one monitored and tested, the others are reported only."""
+    ``sequential``: {design, min_effect, futility_power, metric} when the group-sequential design
+    is on; its ``metric`` is then the one monitored and tested, the others are reported only."""
     arms, ok, failed = _usable_runs(records, metrics)
     skipped = sum(1 for arm in ARMS for r in arms[arm].values() if r["status"] == "skipped")
     common = sorted(set(ok["buggy"]) & set(ok["corrected"]))
@@ -192,9 +192,10 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
     paired = seed_policy == "paired" and len(common) >= 2
     exact = {metric: exact_by_run(ok, metric) for metric in metrics}  # what the tests compare
     look = None
-    if sequential and paired and metrics:
-        look = sequential_look(sequential["design"], [exact[metrics[0]]["buggy"][i] for i in common],
-                               [exact[metrics[0]]["corrected"][i] for i in common], alpha,
+    if sequential and paired:
+        monitored = exact[sequential["metric"]]
+        look = sequential_look(sequential["design"], [monitored["buggy"][i] for i in common],
+                               [monitored["corrected"][i] for i in common], alpha,
                                sequential.get("min_effect", 0.0), sequential.get("futility_power"))
         if look and look["decision"] in ("impact", "futility"):
             required_runs = look["pairs"]  # the bug stopped there: the later runs were skipped
@@ -218,7 +219,7 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         row = _metric_row(bug, metric, values, [[by_run[arm][i] for i in sorted(ok[arm])] for arm in ARMS],
                           pairs if paired else None, alpha, power)
         if paired and sequential:  # the monitored metric's stagewise p; the others are reported only
-            first = metric == metrics[0] and look is not None
+            first = metric == sequential["metric"] and look is not None
             row.update(primary_test=(f"group-sequential wilcoxon ({sequential['design'].shape}, "
                                      f"stage {look['stage']} of {look['stages']})") if first
                        else "reported only (sequential design)",

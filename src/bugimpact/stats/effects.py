@@ -1,6 +1,7 @@
 """Effect sizes, Hodges-Lehmann estimates with their intervals, minimum detectable effects and
 multiplicity corrections."""
 import bisect
+import functools
 import math
 
 import numpy as np
@@ -96,9 +97,11 @@ def _power(d, df, scale, crit):
     return value
 
 
+@functools.lru_cache(maxsize=1024)
 def detectable_d(n1, n2=None, alpha=0.05, power=0.8):
     """Smallest standardised effect a two-sided t-test detects with this power (R's
-    ``power.t.test(strict=TRUE)``). ``n2=None`` means paired: d_z on the differences of n1 pairs."""
+    ``power.t.test(strict=TRUE)``). ``n2=None`` means paired: d_z on the differences of n1 pairs.
+    Remembered: a study restates every bug's MDE at the family's level, mostly with one n."""
     if n2 is None:
         df, scale = n1 - 1, math.sqrt(n1)
     else:

@@ -77,14 +77,19 @@ def _apply(rows, bug_info, alpha, min_effect, adjusted, tags="", family=1, power
     return label, reason
 
 
-def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv, out_json, tags="",
-              sequential=None, arms=None, early=None):
-    """``arms``: the bug's arms gate (steps.arms): a bug whose arms could not be made has no runs
-    and is incomplete for that one reason; a one-fix arm's description joins the scope.
-    ``early``: the early decision; when it stopped the bug, the runs after it were never made."""
+def bug_stats(bug, record_paths, stats_cfg, design, outputs, gates=None):
+    """One bug's statistics, written to ``outputs`` (its CSV and its JSON). ``design``: how its
+    runs were planned: ``runs`` per arm, ``seed_policy``, and ``sequential`` (the analysis's
+    options, or None). ``gates``: what decided its runs, each optional: ``tags`` (its sheet
+    tags), ``arms`` (its arms gate, steps.arms: a bug whose arms could not be made has no runs
+    and is incomplete for that one reason; a one-fix arm's description joins the scope),
+    ``early`` (the early decision: when it stopped the bug, the runs after it were never made)."""
+    gates = gates or {}
+    tags, arms, early = gates.get("tags", ""), gates.get("arms"), gates.get("early")
+    required_runs = design["runs"]
     records = [read_record(p) for p in record_paths]
-    rows, info = analyse_bug(bug, records, stats_cfg["metrics"], required_runs, seed_policy,
-                             stats_cfg["alpha"], stats_cfg["power"], sequential)
+    rows, info = analyse_bug(bug, records, stats_cfg["metrics"], required_runs, design["seed_policy"],
+                             stats_cfg["alpha"], stats_cfg["power"], design.get("sequential"))
     if early and early.get("decision") == "not_triggered":
         info["skipped"] += 2 * max(0, required_runs - early["runs"])
     if arms:
@@ -98,6 +103,7 @@ def bug_stats(bug, record_paths, stats_cfg, required_runs, seed_policy, out_csv,
     adjusted = adjust(family, "holm")
     _apply(rows, info, stats_cfg["alpha"], stats_cfg["min_effect"], adjusted, tags,
            _tested(family), stats_cfg["power"])
+    out_csv, out_json = outputs
     write_csv(out_csv, rows, METRIC_COLUMNS)
     write_json(out_json, {"info": info, "rows": rows})
     return rows

@@ -7,18 +7,18 @@ from ..io import InputError, read_csv
 log = logging.getLogger("bugimpact")
 
 
-def preflight(config, out=None, nvidia_smi=None, builds_only=False, reach_jsons=None):
+def preflight(config, out=None, nvidia_smi=None, builds_only=False):
     """Everything checkable in seconds before builds start; raises when a check fails, after
     logging the table. The workflow's builds wait for this job, which fails only for the checks
     that concern builds (``builds_only``): the other failures are recorded by their own steps.
-    ``reach_jsons``: reach verdicts (default: those written); a bug they stop needs no build."""
+    A bug that the reach verdicts written so far stop needs no build (the workflow's preflight
+    waits for those that can stop one)."""
     from .. import preflight as checks
     from ..config import SHEET_SCHEMA
     from ..plan import Plan
     plan = Plan(config, SHEET_SCHEMA)
-    gated = plan.gated_bugs(plan.reach_gating_jsons() if reach_jsons is None else reach_jsons)
     results = checks.run(config, plan, Path(nvidia_smi).read_text() if nvidia_smi else None,
-                         gated=gated)
+                         gated=plan.gated_bugs())
     text = checks.table(results)
     log.info("preflight:\n%s", text)
     bad = checks.failed(results, builds_only)

@@ -16,19 +16,20 @@ def sequential_options(design, stats_cfg):
     if built is None:
         return None
     return {"design": built, "min_effect": stats_cfg["min_effect"],
-            "futility_power": design["sequential"]["futility_power"]}
+            "futility_power": design["sequential"]["futility_power"],
+            "metric": design["sequential"]["metric"]}
 
 
-def bug_stats(stats_cfg, design, bug, records, out_csv, out_json, tags="", arms_json=None,
-              decisions=()):
-    """One bug's statistics; ``design``: the config's train ``runs``, ``seed_policy`` and
-    ``sequential`` (``study_design``); ``arms_json``: the ``arms`` gate of the bug;
-    ``decisions``: the early decision and sequential looks that chose its records."""
+def bug_stats(stats_cfg, design, bug, records, outputs, tags="", arms_json=None, decisions=()):
+    """One bug's statistics, written to ``outputs`` (CSV, JSON); ``design``: the config's train
+    ``runs``, ``seed_policy`` and ``sequential`` (``study_design``); ``arms_json``: the ``arms``
+    gate of the bug; ``decisions``: the early decision and sequential looks that chose its records."""
     from ..stats.tables import bug_stats as compute
-    return compute(bug, records, stats_cfg, design["runs"], design["seed_policy"], out_csv, out_json,
-                   tags, sequential_options(design, stats_cfg),
-                   read_json(arms_json) if arms_json else None,
-                   early=next((read_json(p) for p in decisions if "/early/" in str(p)), None))
+    early = next((read_json(p) for p in decisions if "/early/" in str(p)), None)
+    planned = {"runs": design["runs"], "seed_policy": design["seed_policy"],
+               "sequential": sequential_options(design, stats_cfg)}
+    return compute(bug, records, stats_cfg, planned, outputs,
+                   {"tags": tags, "arms": read_json(arms_json) if arms_json else None, "early": early})
 
 
 def study_design(train_cfg, family=1):
@@ -44,7 +45,7 @@ def stage(stats_cfg, design, bug, pairs, records, out):
     from ..stats.analysis import finished_pairs, finite, sequential_look
     from ..stats.exact import metric_values
     options = sequential_options(design, stats_cfg)
-    metric = stats_cfg["metrics"][0]
+    metric = options["metric"]
     pairs_ok = finished_pairs([read_record(p) for p in records], pairs)
     bad = [] if pairs_ok is None else [
         f"{r['spec'].get('arm')} run {r['spec'].get('run')}" for pair in pairs_ok for r in pair
