@@ -2,6 +2,7 @@
 import contextlib
 import hashlib
 from pathlib import Path
+import re
 import sys
 import time
 
@@ -92,6 +93,22 @@ def test_plan_checks_arms_and_runtimes(tmp_path):
                                            "bugs.overrides": {"pr1": {"buggy": {"source": "pypi"}}}})
     with pytest.raises(InputError, match="bug pr1, arm buggy: source pypi needs 'version'"):
         Plan(bad, SHEET_SCHEMA)
+
+
+def test_a_one_fix_arm_without_its_patch_is_refused_at_start():
+    fix = {"release": {"source": "pypi", "version": "1.5.1"}, "patch": "no/such.diff"}
+    with pytest.raises(InputError, match=re.escape("no/such.diff, field 'patch': bug f1: the fix's patch file does not exist")):
+        Plan(config_with(**{"bugs.fixes": {"f1": fix}}), SHEET_SCHEMA)
+
+
+def test_an_accepted_row_without_commits_or_diff_is_said_unresolved(tmp_path):
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text("id,decision,reason,buggy_sha,corrected_sha\npr1,accept,,,\n")
+    for source, runtime in (("docker", "docker"), ("onefix", "venv")):
+        plan = Plan(config_with(sheet=str(sheet), **{"artifacts.source": source, "runtime.kind": runtime,
+                                                     "artifacts.onefix.release": {"source": "pypi", "version": "1.5.1"}}),
+                    SHEET_SCHEMA)
+        assert "pr1" not in plan.bugs and plan.cannot_run["pr1"].startswith("unresolved"), source
 
 
 def test_each_local_job_claims_a_free_gpu(tmp_path):

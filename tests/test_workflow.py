@@ -2,6 +2,7 @@
 config) in a temporary copy of the project, with a deleted record and a SIGKILL mid-study."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from bugimpact.io import InputError, read_csv
 from bugimpact.plan import Plan
 
 from conftest import ROOT
-from workflow import job_counts, project_copy, snakemake
+from workflow import IGNORE, job_counts, project_copy, snakemake
 
 FAST = str(ROOT / "tests" / "configs" / "fast.yaml")
 pytestmark = pytest.mark.slow
@@ -451,3 +452,33 @@ def test_how_runs_are_attempted_retrains_nothing_and_a_statistic_redoes_only_sta
     jobs = job_counts(snakemake(work, "--configfile", str(tmp_path / "changed.yaml"), "-n").stdout)
     assert jobs.get("bug_stats") == 3 and jobs.get("report") == 1
     assert not {"train", "train_repeat", "early_decision", "artifact", "runtime", "seeds"} & set(jobs)
+
+
+# The version landed before this one: users have studies it made, and this one must take them over.
+LANDED = "b11809c"
+
+
+def test_a_study_the_landed_version_made_is_taken_over_without_retraining(tmp_path):
+    """A study made by the landed version, then continued by this one: no run, runtime, seed or
+    experiment is made again (only what reads a changed setting: reach verdicts, statistics,
+    the report), every record keeps its bytes, and then nothing is left to do."""
+    work = tmp_path / "p"
+    work.mkdir()
+    landed = subprocess.run(["git", "-C", str(ROOT), "archive", LANDED], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(work)], input=landed.stdout, check=True)
+    (work / "data" / "filter" / "pytorch.csv").unlink()  # a first run makes the sheet
+    snakemake(work, "--configfile", "tests/configs/fast.yaml")
+    records = {p: p.read_bytes() for p in (work / "results" / "runs").rglob("*.json")}
+    sheet = (work / "data" / "filter" / "pytorch.csv").read_bytes()
+    shutil.copytree(ROOT, work, ignore=IGNORE, symlinks=True, dirs_exist_ok=True)  # this version
+    (work / "data" / "filter" / "pytorch.csv").write_bytes(sheet)  # the person's, as it was
+    jobs = job_counts(snakemake(work, "--configfile", "tests/configs/fast.yaml", "-n").stdout)
+    assert not {"train", "train_repeat", "runtime", "seeds", "experiment", "prepare_data",
+                "early_decision"} & set(jobs), jobs
+    # Snakemake drops the statistics from a run whose reach checkpoints were redone (it asks
+    # again once they are written): a second run makes them
+    for _ in range(2):
+        snakemake(work, "--configfile", "tests/configs/fast.yaml")
+    again = snakemake(work, "--configfile", "tests/configs/fast.yaml", "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr, (again.stdout + again.stderr)[-3000:]
+    assert records and {p: p.read_bytes() for p in (work / "results" / "runs").rglob("*.json")} == records

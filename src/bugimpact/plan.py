@@ -188,19 +188,7 @@ class Plan:
             raise InputError("config.yaml", f"bug {bug}, arm {arm}: unknown fault "
                              f"{spec['fault']!r}; the harness knows {', '.join(FAULTS)}",
                              field=f"bugs.{bug}.{arm}.fault")
-        need = source(spec["source"]).needs
-        if need and not spec.get(need):
-            field = ("artifacts.onefix.release" if need == "release"
-                     else f"bugs.{bug}.{arm}.{need}")
-            raise InputError("config.yaml", f"bug {bug}, arm {arm}: source {spec['source']} needs "
-                             f"'{need}'", field=field)
-        if spec["source"] == "onefix":
-            if spec["release"].get("source") not in ("pypi", "wheel"):
-                raise InputError("config.yaml", f"bug {bug}: a one-fix release is a pypi version or "
-                                 f"a wheel", field="artifacts.onefix.release.source")
-            if spec.get("patch") and not Path(spec["patch"]).is_file():
-                raise InputError(spec["patch"], f"bug {bug}: the fix's patch file does not exist",
-                                 field="patch")
+        source(spec["source"]).check(bug, arm, spec)
 
     @property
     def runs(self):
@@ -350,9 +338,7 @@ def cannot_run(spec, config):
     if "sheet_row" not in spec:  # controls and config fixes: the config's errors stop it at start
         return ""
     arms = spec["arms"].values()
-    if any(a["source"] == "docker" and not a.get("commit") for a in arms) or any(
-            a["source"] == "onefix" and not a.get("patch")
-            and not (a.get("buggy_sha") and a.get("corrected_sha")) for a in arms):
+    if any(source(a["source"]).unresolved(a) for a in arms):
         return ("unresolved (no buggy_sha and corrected_sha): set resolve.clone or add the api "
                 "resolver, or type both SHAs in the sheet")
     kind = runtime_kind(config["runtime"]["kind"])

@@ -18,6 +18,16 @@ class Source:
     fits_interpreter = False  # a release wheel, chosen for the runtime's Python
     built = False  # built from a commit by the docker step, with the toolchain image
 
+    def check(self, bug, arm, spec):
+        """Refuse, naming the config key, an arm of this source the config leaves unmakeable."""
+        if self.needs and not spec.get(self.needs):
+            raise InputError("config.yaml", f"bug {bug}, arm {arm}: source {self.name} needs "
+                             f"'{self.needs}'", field=f"bugs.{bug}.{arm}.{self.needs}")
+
+    def unresolved(self, spec):
+        """Whether a sheet row's arm still lacks what resolution gives (its commits or diff)."""
+        return False
+
     def identity(self, arm, recipe_sha, target):
         raise NotImplementedError
 
@@ -74,6 +84,9 @@ class Wheel(Source):
 class Docker(Source):
     name, needs, built = "docker", "commit", True
 
+    def unresolved(self, spec):
+        return not spec.get("commit")
+
     def identity(self, arm, recipe_sha, target):
         return f"docker-{arm['commit'][:12]}-{recipe_sha}"
 
@@ -81,6 +94,19 @@ class Docker(Source):
 class OneFix(Source):
     """A release wheel plus one arm's overlay of the fix's Python files (no build)."""
     name, needs, fits_interpreter = "onefix", "release", True
+
+    def check(self, bug, arm, spec):
+        from pathlib import Path
+        if not spec.get("release"):
+            raise InputError("config.yaml", f"bug {bug}, arm {arm}: source onefix needs 'release'",
+                             field="artifacts.onefix.release")
+        # (a release that is not a pypi version or a wheel is refused by the schema)
+        if spec.get("patch") and not Path(spec["patch"]).is_file():
+            raise InputError(spec["patch"], f"bug {bug}: the fix's patch file does not exist",
+                             field="patch")
+
+    def unresolved(self, spec):
+        return not spec.get("patch") and not (spec.get("buggy_sha") and spec.get("corrected_sha"))
 
     def identity(self, arm, recipe_sha, target):
         from ..harness.files import sha256_file
