@@ -352,8 +352,8 @@ def test_accepted_sheet_rows_run_as_one_fix_artifacts(tmp_path):
     # accepted rows a docker runtime cannot run are named, one line each; the study goes on
     docker = Plan(config_with(**{**base, "artifacts.onefix.release": release, "runtime.kind": "docker"}),
                   SHEET_SCHEMA)
-    assert docker.cannot_run == {"pr1": "a one-fix arm runs in a venv runtime: set runtime.kind venv",
-                                 "pr2": "a one-fix arm runs in a venv runtime: set runtime.kind venv"}
+    assert docker.cannot_run == {"pr1": "a onefix arm runs in a venv runtime: set runtime.kind venv",
+                                 "pr2": "a onefix arm runs in a venv runtime: set runtime.kind venv"}
     assert not docker.bugs
 
 

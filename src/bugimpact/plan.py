@@ -96,19 +96,13 @@ class Plan:
         if not reach["enabled"] or spec.get("kind") == "control":
             return None
         corrected = arms["corrected"]
-        if self.runtime == "local":
-            release = {"source": "installed"}
-        elif corrected["source"] == "onefix":
-            release = dict(corrected["release"])
-        elif corrected["source"] == "docker":
-            version = reach["release"]
-            if version == "sheet":
-                row = next((r for r in self.sheet_rows if r.get("id") == bug), {})
-                version = re.sub(r"^v", "", row.get("release", ""))
-            if not version:
-                return None
-            release = {"source": "pypi", "version": version}
-        else:
+        version = reach["release"]
+        if version == "sheet":
+            row = next((r for r in self.sheet_rows if r.get("id") == bug), {})
+            version = re.sub(r"^v", "", row.get("release", ""))
+        release = ({"source": "installed"} if self.runtime == "local"
+                   else source(corrected["source"]).reach_release(corrected, version))
+        if release is None:
             return None
         ident = artifact_id(release, recipe_sha, target)
         if source(release["source"]).fits_interpreter:

@@ -59,7 +59,8 @@ class Local(RuntimeKind):
     forks = True
 
     def refusal(self, source):
-        if source == "installed":
+        from .source_kinds import source as source_of
+        if source_of(source).on_host:
             return ""
         return (f"runtime.kind local runs only the installed torch, not a {source} arm: set "
                 "runtime.kind venv (or docker), as configs/releases.yaml does")
@@ -79,7 +80,8 @@ class Venv(RuntimeKind):
         """The installed torch runs on the venv's interpreter itself (a venv over the same
         site-packages adds nothing), so switching a study to venv for its one-fix rows keeps the
         runs of its installed-torch controls. Not with extra requirements: those go into a venv."""
-        return "local" if source == "installed" and not runtime_cfg["requirements"] else self.name
+        from .source_kinds import source as source_of
+        return "local" if source_of(source).on_host and not runtime_cfg["requirements"] else self.name
 
     def interpreter(self, runtime_cfg, recipe_sha):
         from . import interpreters
@@ -98,7 +100,8 @@ class Docker(RuntimeKind):
     needs_toolchain = True
 
     def refusal(self, source):
-        return "a one-fix arm runs in a venv runtime: set runtime.kind venv" if source == "onefix" else ""
+        from .source_kinds import source as source_of
+        return "" if source_of(source).in_docker else f"a {source} arm runs in a venv runtime: set runtime.kind venv"
 
     def interpreter(self, runtime_cfg, recipe_sha):
         return None, f"image-{recipe_sha}"  # inside the image: the artifact job asks it

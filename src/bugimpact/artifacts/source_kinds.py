@@ -17,6 +17,8 @@ class Source:
     needs = ""  # the arm field that says which one (a version, a commit, a wheel)
     fits_interpreter = False  # a release wheel, chosen for the runtime's Python
     built = False  # built from a commit by the docker step, with the toolchain image
+    on_host = False  # the torch of the interpreter that runs the study: no artifact to install
+    in_docker = True  # can run in a docker runtime image
 
     def check(self, bug, arm, spec):
         """Refuse, naming the config key, an arm of this source the config leaves unmakeable."""
@@ -27,6 +29,11 @@ class Source:
     def unresolved(self, spec):
         """Whether a sheet row's arm still lacks what resolution gives (its commits or diff)."""
         return False
+
+    def reach_release(self, arm, reach_version):
+        """The release a reach trace of this arm's fix runs on (``reach_version``: reach.release,
+        the sheet's release read), or None when the arm's fix needs no trace."""
+        return None
 
     def identity(self, arm, recipe_sha, target):
         raise NotImplementedError
@@ -41,7 +48,7 @@ class Source:
 
 
 class Installed(Source):
-    name = "installed"
+    name, on_host = "installed", True
 
     def identity(self, arm, recipe_sha, target):
         return "installed"
@@ -87,13 +94,19 @@ class Docker(Source):
     def unresolved(self, spec):
         return not spec.get("commit")
 
+    def reach_release(self, arm, reach_version):
+        return {"source": "pypi", "version": reach_version} if reach_version else None
+
     def identity(self, arm, recipe_sha, target):
         return f"docker-{arm['commit'][:12]}-{recipe_sha}"
 
 
 class OneFix(Source):
     """A release wheel plus one arm's overlay of the fix's Python files (no build)."""
-    name, needs, fits_interpreter = "onefix", "release", True
+    name, needs, fits_interpreter, in_docker = "onefix", "release", True, False
+
+    def reach_release(self, arm, reach_version):
+        return dict(arm["release"])
 
     def check(self, bug, arm, spec):
         from pathlib import Path
