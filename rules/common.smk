@@ -62,7 +62,7 @@ def toolchain_input(wildcards):
 def runtime_image_input(wildcards):
     """The toolchain image, for the steps that need it only in a docker runtime (a venv study
     with docker-built arms asks for the image only when a build starts)."""
-    return toolchain_input(wildcards) if PLAN.runtime == "docker" else []
+    return toolchain_input(wildcards) if PLAN.kind.needs_toolchain else []
 
 
 def seeds_json(wildcards):

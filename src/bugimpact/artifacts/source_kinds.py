@@ -35,6 +35,11 @@ class Source:
         the sheet's release read), or None when the arm's fix needs no trace."""
         return None
 
+    def fix(self, arms):
+        """Where a bug's fix is, from its two arms: their commits, or a patch file."""
+        return {"buggy_sha": arms["buggy"].get("commit"), "corrected_sha": arms["corrected"].get("commit"),
+                "patch": arms["corrected"].get("patch")}
+
     def identity(self, arm, recipe_sha, target):
         raise NotImplementedError
 
@@ -107,6 +112,9 @@ class OneFix(Source):
 
     def reach_release(self, arm, reach_version):
         return dict(arm["release"])
+
+    def fix(self, arms):
+        return arms["corrected"]  # its diff (a patch, or the commits), its release, its arm
 
     def check(self, bug, arm, spec):
         from pathlib import Path

@@ -110,6 +110,7 @@ def map_fix(diff_text, sources, reach_cfg, arm, cache_dir):
 def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir="results/reach/tables"):
     """The reach verdict of one bug, written to ``out``; what cannot be judged is ``unknown``."""
     from ..artifacts.diffs import fix_diff
+    from ..artifacts.source_kinds import source
     started = time.time()
     result = {"bug": bug, "verdict": "unknown", "reached": [], "unknown": [], "not_reached": []}
     kind = spec.get("kind")
@@ -121,9 +122,7 @@ def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir="results
                       reached=[f"fault {f}, injected by the harness" for f in faults],
                       not_reached=["both arms are the same build"] if same else [])
     else:
-        arm = arms["corrected"] if arms["corrected"]["source"] == "onefix" else {
-            "buggy_sha": arms["buggy"].get("commit"), "corrected_sha": arms["corrected"].get("commit"),
-            "patch": arms["corrected"].get("patch")}
+        arm = source(arms["corrected"]["source"]).fix(arms)
         try:
             diff_text, origin = fix_diff(sources, {k: v for k, v in arm.items() if v})
             mapping = map_fix(diff_text, sources, reach_cfg, arm, cache_dir)
