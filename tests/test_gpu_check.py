@@ -47,7 +47,8 @@ def test_the_check_measures_determinism_the_floor_and_sharing(tmp_path, monkeypa
     assert written["sharing"] == result["sharing"] and result["path"].startswith("checks/cpu-smallcnn-digits-e15-")
     text = gpucheck.text(result)
     assert "bit-identical" in text and "recommended: train.runs_per_gpu:" in text
-    assert "of the floor reached" in text
+    assert "% of that rate" in text
+    assert gpucheck._duration(2.92) == "2.92 s" and gpucheck._duration(5.8e-5) == "58 µs"  # small models' floors
 
 
 def test_the_recommendation_is_the_smallest_share_near_the_best():

@@ -192,6 +192,14 @@ def _si(value):
     return f"{value:.3g} "
 
 
+def _duration(seconds):
+    """2.92 as '2.92 s', 5.8e-05 as '58 µs': a small model's floor is far below a second."""
+    for factor, unit in ((1, "s"), (1e-3, "ms")):
+        if seconds >= factor:
+            return f"{seconds / factor:.3g} {unit}"
+    return f"{seconds / 1e-6:.3g} µs"
+
+
 @contextlib.contextmanager
 def _environment(**values):
     """These variables set in this process (and the runs it starts) for a while."""
@@ -225,8 +233,8 @@ def text(result):
         flops = fl["flops"]["train"] + fl["flops"]["test"]
         lines.append(f"epoch: {det['epoch_s']:.2f} s; its {_si(flops)}FLOP at the "
                      f"{_si(fl['matmul_flops_per_s'])}FLOP/s measured for FP32 matrix products "
-                     f"here take {fl['floor_s']:.2f} s: "
-                     f"{fl['floor_s'] / det['epoch_s']:.0%} of the floor reached")
+                     f"here take {_duration(fl['floor_s'])}: the epoch runs at "
+                     f"{100 * fl['floor_s'] / det['epoch_s']:.2g}% of that rate")
     else:
         lines.append(f"epoch: {det['epoch_s']:.2f} s (FLOPs not counted: {fl.get('why')})")
     lines.append(f"runs sharing the GPU ({result['study_epochs']} epochs a run, from "
