@@ -1,9 +1,11 @@
 """Artifact sources: where an arm's framework comes from, each in one class behind one interface.
 
-A source says which field an arm needs, the artifact's id (keyed by what it is, never by the bug
-that uses it), whether its wheel must fit the runtime's interpreter, whether it is built from a
-commit (by the docker step), and how its manifest is made. The plan, the artifact step and gc ask
-the source; adding one (a nightly, a conda package) is one class here, registered in ``SOURCES``,
+A source says which field an arm needs and what else it refuses at start, whether a sheet row's
+arm still lacks its commits or diff, the artifact's id (keyed by what it is, never by the bug that
+uses it), whether its wheel must fit the runtime's interpreter, whether it is built from a commit
+(by the docker step), where it can run, which release a reach trace of its fix runs on, where its
+fix is, and how its manifest is made. The plan, the runtime kinds, reach, the artifact step and gc
+ask the source; adding one (a nightly, a conda package) is one class here, registered in ``SOURCES``,
 and its name in the schema's arm ``source``."""
 import hashlib
 import json
