@@ -215,12 +215,9 @@ def _replace(content, hunks, side):
     bare = [line.rstrip("\r\n") for line in raw]
     eol = "\r\n" if raw and raw[0].endswith("\r\n") else "\n"
     found = patch.place_all(hunks, bare, side)
-    out, at = [], 0
-    for p in found:
-        out += raw[at:p.start] + [line + eol for line in p.change.side(patch.other(p.side))]
-        at = p.start + p.length
-    out += raw[at:]
-    if raw and raw[-1] == bare[-1] and out and at == len(raw):  # it ended without a line end
+    out = patch.replaced(raw, found, eol)
+    ends_changed = found and found[-1].start + found[-1].length == len(raw)
+    if raw and raw[-1] == bare[-1] and out and ends_changed:  # it ended without a line end
         out[-1] = out[-1][:-len(eol)]
     return "".join(out).encode("utf-8"), found
 

@@ -217,11 +217,12 @@ def place_all(hunks, lines, side):
     return placements
 
 
-def replaced(lines, placements):
-    """``lines`` with each placed change's lines replaced by its other side's."""
+def replaced(lines, placements, end=""):
+    """``lines`` with each placed change's lines replaced by its other side's, each followed by
+    ``end`` (the copy's line end, where ``lines`` keep theirs)."""
     out, at = [], 0
     for p in placements:
-        out += lines[at:p.start] + p.change.side(other(p.side))
+        out += lines[at:p.start] + [line + end for line in p.change.side(other(p.side))]
         at = p.start + p.length
     return out + lines[at:]
 
