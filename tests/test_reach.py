@@ -197,6 +197,60 @@ def test_python_lines_are_reached_by_running_by_a_call_or_at_import_never_by_doc
     assert not reached and "not imported" in note
 
 
+# --- Python bindings ----------------------------------------------------------------------------
+
+# The shape of tools/autograd/templates/python_variable_methods.cpp at v1.5.1, cut down: a
+# hand-written binding, the generated ones' placeholder, and the method table.
+BINDINGS = """#include <Python.h>
+static PyObject * THPVariable_record_stream(PyObject* self, PyObject* arg)
+{
+  void* data = self_.data_ptr();
+  Py_RETURN_NONE;
+}
+
+${py_methods}
+
+PyMethodDef variable_methods[] = {
+  {"__add__", (PyCFunction)(void(*)(void))THPVariable_add, METH_VARARGS | METH_KEYWORDS, NULL},
+  {"record_stream", (PyCFunction)THPVariable_record_stream, METH_O, NULL},
+  ${py_method_defs}
+  {NULL}
+};
+"""
+TEMPLATE = "tools/autograd/templates/python_variable_methods.cpp"
+
+
+def binding_fix(tmp_path, old, new):
+    """The mapping of a one-line change of BINDINGS, with the buggy and the corrected file."""
+    trees = []
+    for side, line in (("old", old), ("new", new)):
+        root = tmp_path / side
+        (root / TEMPLATE).parent.mkdir(parents=True, exist_ok=True)
+        text = BINDINGS if side == "old" else BINDINGS.replace(old, new)
+        (root / TEMPLATE).write_text(text)
+        trees.append(DirTree(root))
+    diff = subprocess.run(["git", "diff", "--no-index", "-U2", str(tmp_path / "old" / TEMPLATE),
+                           str(tmp_path / "new" / TEMPLATE)], capture_output=True, text=True).stdout
+    diff = diff.replace(str(tmp_path / "old"), "").replace(str(tmp_path / "new"), "")
+    return map_diff(diff, None, old_tree=trees[0], new_tree=trees[1])
+
+
+def test_a_binding_table_is_reached_at_import_and_a_bindings_body_is_unknown(tmp_path, smallcnn_trace):
+    trace = smallcnn_trace[0]
+    # pr38695's kind of change: an entry of the method table, which torch._C reads when it loads
+    entry = binding_fix(tmp_path / "entry", '  {"__add__",', '  {"__iadd__",')
+    assert entry.at_import == [f"{TEMPLATE}: PyMethodDef variable_methods[]"] and not entry.unknown
+    verdict = judge(entry, trace)
+    assert verdict["verdict"] == "reached" and "reads when it loads" in verdict["reached"][0]
+    # pr27371's kind: the body of a binding, which runs only when Python calls it: not bounded
+    body = binding_fix(tmp_path / "body", "self_.data_ptr()", "self_.storage().data_ptr().get()")
+    assert not body.at_import and judge(body, trace)["verdict"] == "unknown"
+    assert "THPVariable_record_stream() binds record_stream" in body.unknown[0]
+    # a placeholder inside the table is code generation, whatever table holds it
+    generated = binding_fix(tmp_path / "generated", "  ${py_method_defs}", "  ${py_method_defs_v2}")
+    assert not generated.at_import and "code generation" in generated.unknown[0]
+
+
 # --- traces of a real workload --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -84,12 +84,31 @@ def blank(text):
     return "".join(out)
 
 
+@dataclass(eq=False)
+class Initializer:
+    """A braced initializer at namespace level: a table (``PyMethodDef methods[] = {...}``), an
+    array or a struct, with its line span."""
+    head: str                 # what precedes the brace, on one line: ``static PyMethodDef methods[] =``
+    start: int
+    end: int
+
+
 def functions(text):
     """Every function definition at namespace or class level, with its line span and the names its
     body calls (lambdas and local classes belong to their enclosing function)."""
+    return definitions(text)[0]
+
+
+def initializers(text):
+    """Every braced initializer at namespace level (``Initializer``), in order."""
+    return definitions(text)[1]
+
+
+def definitions(text):
+    """``(functions, initializers)`` of one source, in one pass over its braces."""
     code = blank(text)
-    found = []
-    stack = []  # per open brace: ('scope', anonymous) or ('function', Function) or ('data', None)
+    found, data = [], []
+    stack = []  # per open brace: ('scope', anonymous), ('function', Function), ('data', Initializer)
     head_start = 0
     line = 1
     for i, c in enumerate(code):
@@ -102,8 +121,7 @@ def functions(text):
                 kind = _head_kind(head)
                 if kind == "function":
                     name = _name(head)
-                    start = line - head.count("\n") + (len(head) - len(head.lstrip()) and
-                                                       head[:len(head) - len(head.lstrip())].count("\n"))
+                    start = _head_line(head, line)
                     anonymous = any(s[0] == "scope" and s[1] is True for s in stack)
                     owners = [s[1] for s in stack if s[0] == "scope" and isinstance(s[1], str)]
                     qualified = re.search(r"(\w+)\s*::\s*~?\w+\s*\($", " ".join(head.split()).split("(")[0] + "(")
@@ -119,7 +137,8 @@ def functions(text):
                     stack.append(("scope", True if re.search(r"\bnamespace\s*$", flat)
                                   else (cls.group(1) if cls and not re.search(r"\bnamespace\b", flat) else False)))
                 else:
-                    stack.append(("data", None))
+                    flat = " ".join(head.split())
+                    stack.append(("data", Initializer(flat, _head_line(head, line), line) if flat else None))
             else:
                 stack.append(("inner", None))
             head_start = i + 1
@@ -132,11 +151,19 @@ def functions(text):
                     what.calls = direct_calls(body)
                     del what._open
                     found.append(what)
+                elif kind == "data" and what is not None:
+                    what.end = line
+                    data.append(what)
             if not any(s[0] in ("function", "data") for s in stack):
                 head_start = i + 1
         elif c == ";" and not any(s[0] in ("function", "data") for s in stack):
             head_start = i + 1
-    return sorted(found, key=lambda f: f.start)
+    return sorted(found, key=lambda f: f.start), sorted(data, key=lambda d: d.start)
+
+
+def _head_line(head, line):
+    """The line a definition's head starts on, given the line of its opening brace."""
+    return line - head.count("\n") + head[:len(head) - len(head.lstrip())].count("\n")
 
 
 LAUNCH = re.compile(r"([A-Za-z_]\w*)\s*(?:<[^<>;]*>\s*)?<<<")  # a CUDA kernel launch

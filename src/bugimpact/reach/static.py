@@ -4,6 +4,8 @@ Each file of the diff ends in one of:
 - ``python``: a file of the package; its hunks are kept, to be found in the traced release's copy;
 - ``ops``: operators whose forward (``native_functions.yaml``, kernels, helpers and the stubs they
   register) or backward (``derivatives.yaml`` and the helpers its formulas call) it changes;
+- ``at import``: the tables of torch._C's Python bindings (``PyMethodDef``, ``PyTypeObject``, ...),
+  which it builds into its types and modules when it loads: every workload reads them;
 - ``cuda``: a CUDA-only source, which no CPU run executes;
 - ``not shipped`` (tests, docs, CI) or ``frontend`` (the C++ frontend and mobile bindings, which a
   Python workload never calls);
@@ -38,6 +40,13 @@ HUBS = re.compile(r"(^|/)(TensorIterator|DispatchStub|Loops|TensorIteratorReduce
                   r"TypeProperties|Copy|Fill|SharedReduceOps|ReduceOpsUtils|cpu/Reduce|"
                   r"cpu/Loops|cpu/vec256/[^/]*|UnaryOps\.h|BinaryOps\.h)[^/]*$")
 PYTHON_PACKAGE = "torch/"
+# The Python bindings (torch._C): hand-written under torch/csrc, and the templates of the generated
+# ones, whose code outside the ``${...}`` placeholders is copied as it is.
+BINDINGS = re.compile(r"^torch/csrc/|^tools/autograd/templates/python_[^/]*\.cpp$")
+# The tables torch._C hands to Python while it loads: PyType_Ready and PyModule_AddFunctions read
+# every entry then, whether or not the workload calls what the entry names.
+PY_TABLE = re.compile(r"\b(PyMethodDef|PyTypeObject|PyGetSetDef|PyMemberDef|PyNumberMethods|"
+                      r"PyMappingMethods|PySequenceMethods|PyModuleDef|PyBufferProcs|PyAsyncMethods)\b")
 
 
 @dataclass
@@ -52,6 +61,7 @@ class Mapping:
     not_shipped: list = field(default_factory=list)
     frontend: list = field(default_factory=list)
     entered: list = field(default_factory=list)      # (path, the Python package it is entered through)
+    at_import: list = field(default_factory=list)    # binding tables torch._C reads when it loads
     unknown: list = field(default_factory=list)      # reasons
     tables: str = ""
 
@@ -62,6 +72,7 @@ class Mapping:
                 "cuda_ops": self.cuda_ops, "cuda_unknown": self.cuda_unknown,
                 "not_shipped": self.not_shipped,
                 "frontend": self.frontend, "entered": [list(e) for e in self.entered],
+                "at_import": self.at_import,
                 "unknown": self.unknown, "tables": self.tables}
 
 
@@ -123,6 +134,8 @@ def map_diff(diff_text, tables, old_tree=None, new_tree=None):
             _th_change(fd, tables, old_tree, new_tree, mapping)
         elif any(rx.search(path) for rx, _ in ENTERED_THROUGH):
             mapping.entered.append((path, next(pkg for rx, pkg in ENTERED_THROUGH if rx.search(path))))
+        elif BINDINGS.search(path):
+            _binding_change(fd, tables, old_tree, new_tree, mapping)
         else:
             mapping.unknown.append(f"{path}: {_why_unbounded(path)}")
     return mapping
@@ -301,6 +314,45 @@ def _add_ops(mapping, ops, why, loose, path):
     for name in sorted(loose):
         mapping.unknown.append(f"{name}() implements no operator and has no caller in ATen/native "
                                f"or TH (called from outside the tables, if at all; changed in {path})")
+
+
+def _binding_change(fd, tables, old_tree, new_tree, mapping):
+    """A change to a Python binding source: an entry of a table torch._C reads while it loads
+    (``PY_TABLE``) is reached by every workload; a binding's body runs only when Python calls it,
+    through calls the trace does not see (the interpreter's slots, C callers), and a template's
+    placeholder is code generation: both unknown, as is anything else in the file."""
+    tables_hit, reasons = set(), {}
+    for _, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
+        funcs, inits = cpp.definitions(text)
+        src, code = text.splitlines(), cpp.blank(text).splitlines()
+        for n in lines:
+            if n - 1 >= len(src) or not code[n - 1].strip() or re.match(r"\s*#\s*include\b", src[n - 1]):
+                continue
+            fn = cpp.enclosing(funcs, n)
+            table = next((d for d in inits if d.start <= n <= d.end and PY_TABLE.search(d.head)), None)
+            if "${" in src[n - 1]:
+                reasons.setdefault("placeholder", "a placeholder of code generation, which can change "
+                                                  "every operator")
+            elif fn is not None:
+                name = th_name(src, fn)  # THPStorage_(setFromFile) is setFromFile
+                methods = _methods_bound_to(name, src, inits)
+                reasons.setdefault(name, f"{name}() binds {', '.join(methods)}: it runs only when Python "
+                                         f"calls that, in ways the trace does not see" if methods
+                                   else _why_unbounded(fd.name))
+            elif table is not None:
+                tables_hit.add(" ".join(table.head.rstrip("= ").split()[-2:]))
+            else:
+                reasons.setdefault("other", _why_unbounded(fd.name))
+    mapping.at_import += [f"{fd.name}: {table}" for table in sorted(tables_hit)]
+    mapping.unknown += [f"{fd.name}: {why}" for why in reasons.values()]
+
+
+def _methods_bound_to(function, src, inits):
+    """The Python names the file's binding tables give ``function`` (``{"record_stream",
+    (PyCFunction)THPVariable_record_stream, METH_O, NULL}``)."""
+    entry = re.compile(r'\{\s*"(\w+)"\s*,[^}]*\b%s\b' % re.escape(function))
+    return sorted({m for d in inits if PY_TABLE.search(d.head)
+                   for m in entry.findall("\n".join(src[d.start - 1:d.end]))})
 
 
 def _formula_helpers(fd, tables, old_tree, new_tree, mapping):

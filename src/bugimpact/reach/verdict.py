@@ -1,7 +1,8 @@
 """The verdict of one fix for one workload: the static mapping read against the workload's trace.
 
 - ``reached``: a changed Python line ran (or a changed import-time line of a module that was
-  loaded), or an affected operator was dispatched (its backward runs when it is in the autograd
+  loaded), a table of torch._C's bindings changed (read when torch loads), or an affected operator
+  was dispatched (its backward runs when it is in the autograd
   graph: a changed derivative counts when its forward operator ran);
 - ``not reached``: nothing changed ran, on a complete mapping;
 - ``not reached on cpu``: what could run is CUDA-only and the workload ran on the CPU;
@@ -30,6 +31,7 @@ def judge(mapping, trace):
     for op, why in sorted(mapping.backward_ops.items()):
         if op in traced_ops:
             reached.append(f"backward of {op} ({why})")
+    reached += [f"{table}: a binding table torch._C reads when it loads" for table in mapping.at_import]
     if device == "cuda":
         unknown += mapping.cuda_unknown
     if device == "cuda" and mapping.cuda and not mapping.cuda_ops and not mapping.cuda_unknown:
@@ -54,7 +56,7 @@ def judge(mapping, trace):
                            f"bounded further")
         else:
             notes.append(f"{path}: entered only through {package}, none of whose functions ran")
-    runs_anything = bool(mapping.ops or mapping.backward_ops or mapping.python or
+    runs_anything = bool(mapping.ops or mapping.backward_ops or mapping.python or mapping.at_import or
                          (mapping.cuda_ops and device == "cuda"))
     if reached:
         verdict = "reached"
