@@ -184,13 +184,24 @@ def test_unknown_models_and_faults_stop_the_plan_before_any_run(tmp_path):
         Plan(config_with(sheet=sheet, **{"bugs.controls": bad}), SHEET_SCHEMA)
 
 
-def test_the_schema_and_the_harness_registries_agree():
+def test_the_schema_takes_its_lists_from_the_registries_and_the_harness_agrees():
+    import numpy as np
     import torch  # noqa: F401 - the harness modules need it
-    from bugimpact.config import CONFIG_SCHEMA
-    from bugimpact.harness import faults, models, registry
-    schema = yaml.safe_load(CONFIG_SCHEMA.read_text())
+    from bugimpact.config import CONFIG_SCHEMA, load_schema
+    from bugimpact.harness import faults, metrics, models, registry
+    from bugimpact.stats.exact import exact_metrics
+    schema = load_schema()
     assert tuple(schema["$defs"]["arm"]["properties"]["fault"]["enum"]) == registry.FAULTS
+    assert schema["properties"]["stats"]["properties"]["metrics"]["default"] == list(registry.METRICS)
+    # the file itself holds none of those lists: each lives in its registry alone
+    text = CONFIG_SCHEMA.read_text()
+    for names in (registry.FAULTS, registry.METRICS, ("onefix", "installed"), ("venv", "local")):
+        assert not re.search(r"enum: \[[^]]*\b%s\b" % names[0], text), names
     assert faults.FAULTS == registry.FAULTS and tuple(models.BUILTIN) == registry.MODELS
+    # every metric the config can name is computed, as floats in the harness and exactly here
+    y = np.array([0, 1, 1, 2])
+    assert tuple(metrics.classification_metrics(y, np.array([0, 1, 2, 2]))) == registry.METRICS
+    assert tuple(exact_metrics({"matrix": [[1, 0, 0], [0, 1, 1], [0, 0, 1]]})) == registry.METRICS
     source = (ROOT / "src" / "bugimpact" / "harness" / "faults.py").read_text()
     for name in registry.FAULTS:  # each named fault is handled by the harness
         assert f'name == "{name}"' in source, name

@@ -4,14 +4,12 @@ import re
 import subprocess
 import sys
 
-import yaml
-
-from bugimpact.config import CONFIG_SCHEMA
+from bugimpact.config import CONFIG_SCHEMA, load_schema
 from bugimpact.config_docs import render
 
 from conftest import ROOT
 
-SCHEMA = yaml.safe_load(CONFIG_SCHEMA.read_text())
+SCHEMA = load_schema()
 
 
 def test_the_configuration_page_is_the_one_the_schema_makes():

@@ -158,3 +158,46 @@ def test_a_function_called_while_modules_load_ran_before_the_trace(tmp_path):
     verdict = judge(map_diff(change, None), trace_of([]))  # placed, and no traced line ran it
     assert verdict["verdict"] == "reached"
     assert "used_while_loading, called while modules load, before the trace" in verdict["reached"][0]
+
+
+def test_without_a_clone_the_fixs_own_files_come_from_the_archive_beside_its_patch(tmp_path):
+    import subprocess
+    from bugimpact.artifacts.diffs import files_archive, fix_trees, write_fix_files
+    from bugimpact.reach.run import map_fix
+    # a real history: the fix changes a line the release no longer holds, and a test
+    repo = tmp_path / "pytorch"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (repo / "torch").mkdir(parents=True)
+    (repo / "test").mkdir()
+    commits = []
+    for text, check in ((RELEASE.replace("    y = x + 1", "    y = x + 2"), "assert True\n"),
+                        (RELEASE.replace("    y = x + 1", "    y = x + 3"), "assert 1\n")):
+        (repo / "torch" / "m.py").write_text(text)
+        (repo / "test" / "test_m.py").write_text(check)
+        if not commits:
+            subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        subprocess.run(git + ["add", "-A"], check=True)
+        subprocess.run(git + ["commit", "-qm", "c"], check=True)
+        commits.append(subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True,
+                                      check=True).stdout.strip())
+    change = subprocess.run(git + ["diff", "--full-index", *commits], capture_output=True, text=True,
+                            check=True).stdout
+    fix = tmp_path / "patches" / "pr1.diff"
+    fix.parent.mkdir()
+    fix.write_text(change)
+    arm = {"patch": str(fix), "buggy_sha": commits[0], "corrected_sha": commits[1]}
+    no_clone = {"fix_clone": None}
+    # before the archive is shipped, nothing says where the changed line was
+    assert fix_trees(no_clone, arm) == (None, None)
+    assert judge(map_fix(change, no_clone, {}, arm, tmp_path), trace_of([]))["verdict"] == "unknown"
+    # the archive holds the torch files at both commits (not the test), the same bytes each time
+    assert write_fix_files(repo, *commits, change, files_archive(fix)) == 2
+    first = files_archive(fix).read_bytes()
+    write_fix_files(repo, *commits, change, files_archive(fix))
+    assert files_archive(fix).read_bytes() == first and files_archive(fix).name == "pr1.files.tar.xz"
+    old, new = fix_trees(no_clone, arm)
+    assert "x + 2" in old.read("torch/m.py") and "x + 3" in new.read("torch/m.py")
+    assert old.read("test/test_m.py") is None
+    verdict = judge(map_fix(change, no_clone, {}, arm, tmp_path), trace_of([]))
+    assert verdict["verdict"] == "not reached"
+    assert "by the fix's own files" in " ".join(verdict["not_reached"])

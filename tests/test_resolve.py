@@ -218,7 +218,8 @@ def test_the_shipped_known_table_resolves_the_shipped_notes_offline():
     status = [r["status"] for r in rows]
     assert (status.count("resolved"), status.count("non_contiguous")) == (93, 2)
     python_only = [r["id"] for r in rows if r.get("onefix") == "yes"]
-    assert len(python_only) == 21  # each with its diff shipped
-    assert all((ROOT / "data" / "patches" / "pytorch" / f"{bug}.diff").is_file() for bug in python_only)
+    assert len(python_only) == 21  # each with its diff and its own files shipped
+    assert all((ROOT / "data" / "patches" / "pytorch" / f"{bug}{suffix}").is_file()
+               for bug in python_only for suffix in (".diff", ".files.tar.xz"))
     assert all(r["reason"].startswith(("known: git:", "the entry cites no PR", "#"))
                for r in rows if r["status"] == "unresolved")

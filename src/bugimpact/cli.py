@@ -200,11 +200,10 @@ def _gc(args):
 
 
 def _config_docs(args):
-    import yaml
-    from .config import CONFIG_SCHEMA
+    from .config import load_schema
     from .config_docs import render
     from .io import write_text
-    page = render(yaml.safe_load(CONFIG_SCHEMA.read_text()))
+    page = render(load_schema())
     if args.out:
         write_text(args.out, page)
         print(f"wrote {args.out}")

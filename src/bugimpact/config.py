@@ -45,9 +45,43 @@ def _fill_defaults(schema, instance, root):
                 _fill_defaults(extra, value, root)
 
 
+def code_lists():
+    """The lists the config schema takes from the code that owns them (``x-enum: <name>`` in the
+    schema), so that a source, runtime kind, fault, challenge or metric added in its registry is
+    valid in a config with no edit to the schema."""
+    from .artifacts.kinds import KINDS
+    from .artifacts.source_kinds import SOURCES
+    from .datasets import CHALLENGES
+    from .harness.registry import FAULTS, METRICS
+    return {"sources": list(SOURCES), "release sources": [n for n, s in SOURCES.items() if s.a_release],
+            "runtime kinds": list(KINDS), "faults": list(FAULTS), "challenges": list(CHALLENGES),
+            "metrics": list(METRICS)}
+
+
+def load_schema(path=CONFIG_SCHEMA):
+    """The config schema, its ``x-enum: <list>`` made ``enum`` (and ``x-default: <list>`` a
+    default) from ``code_lists``."""
+    lists = code_lists()
+
+    def fill(node):
+        if isinstance(node, dict):
+            for marker, key in (("x-enum", "enum"), ("x-default", "default")):
+                if marker in node:
+                    if node[marker] not in lists:
+                        raise KeyError(f"{path}: {marker}: {node[marker]!r} is none of {', '.join(lists)}")
+                    node[key] = list(lists[node.pop(marker)])
+            for value in node.values():
+                fill(value)
+        elif isinstance(node, list):
+            for value in node:
+                fill(value)
+    schema = read_yaml(path)
+    fill(schema)
+    return schema
+
+
 def validate_config(config, source="config.yaml", schema_path=CONFIG_SCHEMA):
-    with open(schema_path, encoding="utf-8") as handle:
-        schema = yaml.safe_load(handle)
+    schema = load_schema(schema_path)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), e.message))
     if errors:

@@ -123,15 +123,16 @@ def write_npz(path, arrays):
                 archive.writestr(info, buffer.getvalue())
 
 
+# challenge -> (the files it is read from, from ``prepare``'s keywords) -> (arrays, their source)
+CHALLENGES = {"digits": lambda files: (load_digits(), "sklearn.datasets.load_digits"),
+              "cifar10": lambda files: (load_cifar10(files["cifar10"]), str(files["cifar10"])),
+              "mnist": lambda files: (load_mnist(files["mnist"]), str(files["mnist"]))}
+
+
 def prepare(challenge, out_npz, out_meta, cifar10=None, mnist=None):
-    if challenge == "digits":
-        arrays, source = load_digits(), "sklearn.datasets.load_digits"
-    elif challenge == "cifar10":
-        arrays, source = load_cifar10(cifar10), str(cifar10)
-    elif challenge == "mnist":
-        arrays, source = load_mnist(mnist), str(mnist)
-    else:
-        raise ValueError(f"unknown challenge {challenge!r}")
+    if challenge not in CHALLENGES:
+        raise ValueError(f"unknown challenge {challenge!r}; known: {', '.join(CHALLENGES)}")
+    arrays, source = CHALLENGES[challenge]({"cifar10": cifar10, "mnist": mnist})
     write_npz(out_npz, arrays)
     meta = {"challenge": challenge, "source": source, "sha256": sha256_file(out_npz),
             "content_sha256": content_sha256(arrays),

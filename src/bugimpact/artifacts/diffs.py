@@ -1,5 +1,8 @@
-"""A fix's own diff, from where the config says: a patch file, a clone, or the GitHub API."""
+"""A fix's own diff, from where the config says: a patch file, a clone, or the GitHub API; and
+its own files at both commits, from a clone or an archive shipped beside the patch."""
+import io
 import subprocess
+import tarfile
 from pathlib import Path
 
 from .onefix import Refused
@@ -32,3 +35,48 @@ def fix_diff(sources, spec):
                 f"GitHub API: compare {buggy}...{corrected}")
     raise Refused("no source for the fix's diff: give a patch file, set artifacts.onefix.clone "
                   "(or resolve.clone), or set artifacts.onefix.api")
+
+
+def files_archive(patch):
+    """The archive of the fix's own files shipped beside its patch: ``pr38156.diff`` ->
+    ``pr38156.files.tar.xz``."""
+    return Path(patch).with_suffix(".files.tar.xz")
+
+
+def fix_trees(sources, arm):
+    """The fix's own files at its buggy and corrected commits, as (old, new) source trees: the
+    clone's commits, else the archive beside its patch, else (None, None). Reach reads where each
+    changed Python line runs from them when the traced release no longer holds the line."""
+    from ..reach.tables import GitTree, TarTree
+    clone, buggy, corrected = sources.get("fix_clone"), arm.get("buggy_sha"), arm.get("corrected_sha")
+    if clone and buggy and corrected:
+        return GitTree(clone, buggy), GitTree(clone, corrected)
+    archive = files_archive(arm["patch"]) if arm.get("patch") else None
+    if archive is not None and archive.is_file():
+        return TarTree(archive, "buggy"), TarTree(archive, "corrected")
+    return None, None
+
+
+def write_fix_files(clone, buggy, corrected, diff_text, archive):
+    """Ship the fix's own files for reach (``fix_trees``): each file of the torch package the diff
+    changes, at the buggy commit under ``buggy/`` and at the corrected one under ``corrected/``, in
+    a reproducible ``.tar.xz`` (sorted, no times or owners). Returns how many files it holds."""
+    from ..io import atomic_open
+    from ..reach import patch
+    from ..reach.static import kind_of
+    from ..reach.tables import GitTree
+    trees = {"buggy": GitTree(clone, buggy), "corrected": GitTree(clone, corrected)}
+    members = {}
+    for fd in patch.parse(diff_text):
+        if kind_of(fd.name) != "python":
+            continue
+        for folder, path in (("buggy", fd.old_path), ("corrected", fd.path)):
+            text = trees[folder].read(path) if path else None
+            if text is not None:
+                members[f"{folder}/{path}"] = text.encode("utf-8")
+    with atomic_open(archive, "wb") as handle, tarfile.open(fileobj=handle, mode="w:xz") as tar:
+        for name, data in sorted(members.items()):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return len(members)

@@ -4,7 +4,7 @@ A kind says which artifact sources it runs (and why not the others), what its id
 of (part of the experiment key), which interpreter its wheels must fit, how a runtime is made, the
 command that runs the harness in it, and what is left to clean up when a run is killed. The plan,
 the steps, preflight and the launcher ask the kind; adding one (conda, apptainer) is one class
-here, registered in ``KINDS``, and an entry in the schema's ``runtime.kind``."""
+here, registered in ``KINDS`` (the config schema takes its names from there: ``config.code_lists``)."""
 import hashlib
 import json
 import os

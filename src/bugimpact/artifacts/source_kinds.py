@@ -5,8 +5,8 @@ arm still lacks its commits or diff, the artifact's id (keyed by what it is, nev
 uses it), whether its wheel must fit the runtime's interpreter, whether it is built from a commit
 (by the docker step), where it can run, which release a reach trace of its fix runs on, where its
 fix is, and how its manifest is made. The plan, the runtime kinds, reach, the artifact step and gc
-ask the source; adding one (a nightly, a conda package) is one class here, registered in ``SOURCES``,
-and its name in the schema's arm ``source``."""
+ask the source; adding one (a nightly, a conda package) is one class here, registered in ``SOURCES``
+(the config schema takes its names from there: ``config.code_lists``)."""
 import hashlib
 import json
 import time
@@ -21,6 +21,7 @@ class Source:
     built = False  # built from a commit by the docker step, with the toolchain image
     on_host = False  # the torch of the interpreter that runs the study: no artifact to install
     in_docker = True  # can run in a docker runtime image
+    a_release = False  # a released wheel: what a one-fix arm's release can be
 
     def check(self, bug, arm, spec):
         """Refuse, naming the config key, an arm of this source the config leaves unmakeable."""
@@ -66,7 +67,7 @@ class Installed(Source):
 
 
 class PyPI(Source):
-    name, needs, fits_interpreter = "pypi", "version", True
+    name, needs, fits_interpreter, a_release = "pypi", "version", True, True
 
     def identity(self, arm, recipe_sha, target):
         return f"pypi-{arm['version']}-{target}" if target else f"pypi-{arm['version']}"
@@ -82,7 +83,7 @@ class PyPI(Source):
 
 
 class Wheel(Source):
-    name, needs = "wheel", "wheel"
+    name, needs, a_release = "wheel", "wheel", True
 
     def identity(self, arm, recipe_sha, target):
         ident = arm.get("sha256") or hashlib.sha256(arm["wheel"].encode()).hexdigest()

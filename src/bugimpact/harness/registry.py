@@ -5,6 +5,7 @@ import json
 MODELS = ("vggx", "alexnet", "smallcnn")
 RECORD_SCHEMA = 1  # bump when a run record's fields change meaning
 FAULTS = ("relu_leak", "momentum_ignored", "dropout_shift", "grad_scale", "label_noise")
+METRICS = ("accuracy", "precision", "recall", "f1")  # what metrics.py and stats.exact compute
 
 
 def model_error(name):

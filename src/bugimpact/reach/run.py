@@ -54,13 +54,12 @@ def trace(train_cfg, steps, runtime_json, data, key, artifact, out, log_path):
         write_json(out, {"status": "failed", "reason": f"trace exit {code}: {_tail(log_path, 600)}"})
 
 
-def tree_for(sources, reach_cfg, arm, diff_text):
-    """The operator tables' tree and the commits' own trees: a clone at the corrected and buggy
-    commits, else the snapshot (of ``reach.tables``) where most of the diff's hunks are found."""
+def tables_tree(sources, reach_cfg, arm, diff_text):
+    """The tree to read the operator tables from: a clone at the corrected commit, else the
+    snapshot (of ``reach.tables``) where most of the diff's hunks are found."""
     clone = sources.get("fix_clone")
-    buggy, corrected = arm.get("buggy_sha"), arm.get("corrected_sha")
-    if clone and buggy and corrected:
-        return GitTree(clone, corrected), GitTree(clone, buggy), GitTree(clone, corrected)
+    if clone and arm.get("buggy_sha") and arm.get("corrected_sha"):
+        return GitTree(clone, arm["corrected_sha"])
     folder = Path(reach_cfg.get("tables") or "")
     if not reach_cfg.get("tables") or not folder.is_dir():
         raise LookupError("no operator tables: set resolve.clone (or artifacts.onefix.clone), or "
@@ -73,7 +72,7 @@ def tree_for(sources, reach_cfg, arm, diff_text):
         return sum(1 for fd in files for h in fd.hunks
                    if (text := tree.read(fd.name)) is not None and patch.locate(h, text.splitlines()))
     best = max(candidates, key=lambda root: (located(root), root.name))
-    return DirTree(best, label=f"snapshot {best.name[:12]}"), None, None
+    return DirTree(best, label=f"snapshot {best.name[:12]}")
 
 
 def cached_tables(tree, cache_dir):
@@ -97,14 +96,13 @@ def cached_tables(tree, cache_dir):
 
 def map_fix(diff_text, sources, reach_cfg, arm, cache_dir):
     """The static mapping of one fix's diff; the operator tables are read only for C++ changes,
-    the fix's own files (where a clone has its commits) for where its Python lines run."""
+    the fix's own files (``artifacts.diffs.fix_trees``) for where its changed lines run."""
+    from ..artifacts.diffs import fix_trees
+    old_tree, new_tree = fix_trees(sources, arm)
     if not needs_tables(diff_text):
-        clone, buggy, corrected = sources.get("fix_clone"), arm.get("buggy_sha"), arm.get("corrected_sha")
-        if clone and buggy and corrected:
-            return map_diff(diff_text, None, GitTree(clone, buggy), GitTree(clone, corrected))
-        return map_diff(diff_text, None)
-    tables_tree, old_tree, new_tree = tree_for(sources, reach_cfg, arm, diff_text)
-    return map_diff(diff_text, cached_tables(tables_tree, cache_dir), old_tree, new_tree)
+        return map_diff(diff_text, None, old_tree, new_tree)
+    tables = cached_tables(tables_tree(sources, reach_cfg, arm, diff_text), cache_dir)
+    return map_diff(diff_text, tables, old_tree, new_tree)
 
 
 def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir="results/reach/tables"):

@@ -190,9 +190,11 @@ def _locate(fd, hunk, tree, which):
     return (found[1], text) if found else (None, text)
 
 
-def _trees(tables, old_tree, new_tree):
-    """(tree, side) pairs to find hunks in: the commits' own trees, else the tables' tree."""
-    pairs = [(t, side) for t, side in ((new_tree, "new"), (old_tree, "old")) if t is not None]
+def _trees(fd, tables, old_tree, new_tree):
+    """(tree, side) pairs to find the file's hunks in: the commits' own trees that hold it (an
+    archive of the fix's files holds only its Python files), else the tables' tree."""
+    pairs = [(t, side) for t, side, name in ((new_tree, "new", fd.path), (old_tree, "old", fd.old_path))
+             if t is not None and name and t.read(name) is not None]
     return pairs or [(tables.tree, "new")]
 
 
@@ -201,7 +203,7 @@ def _located(fd, tables, old_tree, new_tree, mapping):
     hunk that no copy holds is unknown."""
     for hunk in fd.hunks:
         found = False
-        for tree, side in _trees(tables, old_tree, new_tree):
+        for tree, side in _trees(fd, tables, old_tree, new_tree):
             lines, text = _locate(fd, hunk, tree, side)
             if lines is not None:
                 found = True

@@ -53,6 +53,33 @@ class DirTree:
         return sorted(str(p.relative_to(self.root)) for p in base.rglob("*") if p.is_file())
 
 
+class TarTree:
+    """One folder of a tar archive as a source tree: the fix's own files shipped beside its patch
+    (``artifacts.diffs.write_fix_files``), read once into memory."""
+
+    def __init__(self, archive, folder, label=None):
+        self.archive, self.folder = Path(archive), folder
+        self.label = label or f"{self.archive.name}:{folder}"
+        self._files = None
+
+    def _members(self):
+        if self._files is None:
+            import tarfile
+            self._files = {}
+            with tarfile.open(self.archive) as tar:
+                for member in tar.getmembers():
+                    head, _, path = member.name.partition("/")
+                    if head == self.folder and member.isfile():
+                        self._files[path] = tar.extractfile(member).read().decode("utf-8", "replace")
+        return self._files
+
+    def read(self, path):
+        return self._members().get(path)
+
+    def files(self, prefix):
+        return sorted(p for p in self._members() if p.startswith(prefix))
+
+
 class GitTree:
     """A source tree as a commit of a clone: files read with ``git cat-file``, never checked out."""
 
