@@ -14,7 +14,7 @@ study:  ## the default study end to end: offline, CPU, a few minutes
 
 test:   ## lint (ruff, snakefmt), then every test, the Docker ones included
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
-	$(PY) -m ruff check src tests bench scripts
+	$(PY) -m ruff check src tests bench scripts examples
 	$(PY) -m snakefmt --check Snakefile rules/
 	$(PY) -m pytest -ra
 

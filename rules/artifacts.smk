@@ -39,7 +39,7 @@ rule artifact:
     benchmark:
         "benchmarks/artifacts/{artifact}.tsv"
     wildcard_constraints:
-        artifact=r"installed|pypi-[^/]+|wheel-[0-9a-f]+|onefix-[^/]+",
+        artifact=artifact_pattern(built=False),
     params:
         spec=lambda wc: PLAN.artifact_spec(wc.artifact),
         sources=untracked(artifact_sources(config)),  # where from, not what: that is {artifact}
@@ -85,7 +85,7 @@ rule docker_build:
     benchmark:
         "benchmarks/artifacts/{artifact}.tsv"
     wildcard_constraints:
-        artifact=r"docker-[0-9a-f]+-[0-9a-f]+",
+        artifact=artifact_pattern(built=True),
     params:
         spec=lambda wc: PLAN.artifact_spec(wc.artifact),
         docker=untracked(config["artifacts"]["docker"]),  # the recipe is hashed into {artifact}

@@ -11,9 +11,12 @@ sys.path.insert(0, SRC)
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, dict(os.environ).get("PYTHONPATH")])))
 
 from bugimpact.config import SHEET_SCHEMA, check_paths, validate_config
-from bugimpact.experiment import ARMS
+from bugimpact.harness.registry import ARMS
 from bugimpact.plan import Plan
+from bugimpact.artifacts.kinds import runtime_pattern
 from bugimpact.artifacts.runtimes import gpu_slots
+from bugimpact.artifacts.source_kinds import artifact_pattern
+from bugimpact.datasets import challenges
 from bugimpact.steps import artifact_sources, study_design, study_setup
 from bugimpact.steps.training import JOB_SETTINGS
 
@@ -37,12 +40,12 @@ KEYS = PLAN.experiment_keys() or ["__none__"]
 
 wildcard_constraints:
     bug="|".join(map(re.escape, BUGS)),
-    arm="buggy|corrected",
+    arm="|".join(ARMS),
     run=r"\d+",
     pairs=r"\d+",
     key="|".join(map(re.escape, KEYS)),
-    challenge="digits|cifar10|mnist",
-    runtime=r"(local|venv|docker)-[A-Za-z0-9_.-]+",
+    challenge="|".join(map(re.escape, challenges())),
+    runtime=runtime_pattern(),
 
 
 def untracked(value):

@@ -7,7 +7,6 @@ import sys
 import time
 
 import pytest
-import yaml
 
 from bugimpact import steps
 from bugimpact.artifacts.runtimes import GpuLock, NoGpu, gpu_pool, gpu_slots, harness_env, prepare_local
@@ -66,7 +65,7 @@ def test_installed_artifact_reports_what_imports(tmp_path):
     assert manifest["version"] == torch.__version__ and manifest["python"] == sys.executable
     runtime = prepare_local(manifest)
     assert runtime["probe"]["version"] == torch.__version__
-    with pytest.raises(InputError, match="local runtime can only run the installed torch"):
+    with pytest.raises(InputError, match="local runtime can only run the host.s own torch, not a pypi"):
         prepare_local({"source": "pypi", "wheel": "x.whl"})
 
 
@@ -202,6 +201,7 @@ def test_the_schema_takes_its_lists_from_the_registries_and_the_harness_agrees()
     y = np.array([0, 1, 1, 2])
     assert tuple(metrics.classification_metrics(y, np.array([0, 1, 2, 2]))) == registry.METRICS
     assert tuple(exact_metrics({"matrix": [[1, 0, 0], [0, 1, 1], [0, 0, 1]]})) == registry.METRICS
+    assert schema["properties"]["stats"]["properties"]["metrics"]["items"]["enum"] == list(registry.METRICS)
     source = (ROOT / "src" / "bugimpact" / "harness" / "faults.py").read_text()
     for name in registry.FAULTS:  # each named fault is handled by the harness
         assert f'name == "{name}"' in source, name

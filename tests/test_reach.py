@@ -223,7 +223,7 @@ TEMPLATE = "tools/autograd/templates/python_variable_methods.cpp"
 def binding_fix(tmp_path, old, new):
     """The mapping of a one-line change of BINDINGS, with the buggy and the corrected file."""
     trees = []
-    for side, line in (("old", old), ("new", new)):
+    for side in ("old", "new"):
         root = tmp_path / side
         (root / TEMPLATE).parent.mkdir(parents=True, exist_ok=True)
         text = BINDINGS if side == "old" else BINDINGS.replace(old, new)

@@ -18,10 +18,10 @@ def project_copy(dest):
     return Path(dest)
 
 
-def snakemake(workdir, *args, check=True, timeout=1800):
+def snakemake(workdir, *args, check=True, timeout=1800, env=None):
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
     out = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout,
-                         env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+                         env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **(env or {})))
     if check and out.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout[-3000:]}\n"
                              f"{out.stderr[-6000:]}")

@@ -47,15 +47,17 @@ def _fill_defaults(schema, instance, root):
 
 def code_lists():
     """The lists the config schema takes from the code that owns them (``x-enum: <name>`` in the
-    schema), so that a source, runtime kind, fault, challenge or metric added in its registry is
-    valid in a config with no edit to the schema."""
-    from .artifacts.kinds import KINDS
-    from .artifacts.source_kinds import SOURCES
-    from .datasets import CHALLENGES
+    schema), so that a source, runtime kind, challenge or metric added in its registry (by a
+    plugin: ``bugimpact.plugins``) is valid in a config with no edit to the schema."""
+    from .artifacts.kinds import runtime_kinds
+    from .artifacts.source_kinds import sources
+    from .datasets import challenges
     from .harness.registry import FAULTS, METRICS
-    return {"sources": list(SOURCES), "release sources": [n for n, s in SOURCES.items() if s.a_release],
-            "runtime kinds": list(KINDS), "faults": list(FAULTS), "challenges": list(CHALLENGES),
-            "metrics": list(METRICS)}
+    from .stats.exact import metrics
+    return {"sources": list(sources()), "release sources": [n for n, s in sources().items() if s.a_release],
+            "runtime kinds": list(runtime_kinds()), "faults": list(FAULTS),
+            "challenges": list(challenges()), "metrics": list(metrics()),
+            "recorded metrics": list(METRICS)}
 
 
 def load_schema(path=CONFIG_SCHEMA):

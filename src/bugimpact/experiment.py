@@ -8,22 +8,22 @@ that never mix with old ones, and editing unrelated code retrains nothing.
 import hashlib
 import json
 import re
-from pathlib import Path
 
 from .harness import HARNESS_VERSION
+from .harness.registry import ARMS
 from .io import write_json
 
 KEY_FIELDS = ("model", "challenge", "epochs", "batch_size", "test_batch_size", "optimizer", "lr",
               "momentum", "lr_schedule", "pooling", "seed_policy", "study_seed", "threads", "device",
               "allow_tf32", "augment", "test_fraction")
 MAX_RUNS = 1000
-ARMS = ("buggy", "corrected")
 
 
 def experiment(train):
+    from .datasets import named_challenge
     attrs = {k: train.get(k) for k in KEY_FIELDS}
-    if attrs["challenge"] != "digits":
-        attrs["test_fraction"] = None  # official test splits: the fraction plays no part
+    if named_challenge(attrs["challenge"]).official_split:
+        attrs["test_fraction"] = None  # the fraction plays no part
     if attrs["model"] != "vggx":
         attrs["pooling"] = None  # only VGG-X has the pool it chooses
     attrs["harness_version"] = HARNESS_VERSION
@@ -79,31 +79,11 @@ def write_seeds(path, study_seed, bug, policy):
                       "seeds": derive_seeds(study_seed, bug, policy)})
 
 
-def _onefix_arms(release, fix):
-    """Both arms of a one-fix bug: one release, one diff (a patch file or the row's commits), and
-    the sheet's ``onefix`` verdict where it says no (the refusal's reason when no diff is at hand;
-    a ``yes`` changes nothing, so finished one-fix studies are not redone)."""
-    refused = {"onefix": fix["onefix"]} if str(fix.get("onefix", "")).startswith("no:") else {}
-    return {arm: {"source": "onefix", "release": dict(release), "arm": arm, **refused,
-                  **{k: fix[k] for k in ("patch", "buggy_sha", "corrected_sha") if fix.get(k)}}
-            for arm in ARMS}
-
-
-def _sheet_fix(onefix_cfg, row):
-    """The release and the fix of an accepted sheet row under source onefix. The release version
-    ``sheet`` is the release whose notes list the fix (``v1.4.0``: torch 1.4.0). The diff is
-    ``artifacts.onefix.patches/<id>.diff`` where one is there (no clone, no API needed), else the
-    row's commits."""
-    release = dict(onefix_cfg.get("release") or {})
-    if release.get("version") == "sheet":
-        release["version"] = re.sub(r"^v", "", row.get("release", ""))
-    folder = onefix_cfg.get("patches") or ""
-    path = Path(folder) / f"{row['id']}.diff" if folder else None
-    return release, (dict(row, patch=str(path)) if path and path.is_file() else row)
-
-
 def study_bugs(config, sheet_rows):
-    """Bug id -> {label, arms: {arm: {source..., fault}}}: the sheet's accepted rows and the controls."""
+    """Bug id -> {label, arms: {arm: {source..., fault}}}: the sheet's accepted rows (their arms
+    made by ``artifacts.source``, or by ``bugs.overrides``), the one-fix ``bugs.fixes`` and the
+    controls."""
+    from .artifacts.source_kinds import OneFix, source
     bugs = {}
     default_source = config["artifacts"]["source"]
     overrides = config["bugs"].get("overrides", {})
@@ -111,23 +91,16 @@ def study_bugs(config, sheet_rows):
         for row in sheet_rows:
             if row.get("decision") != "accept":
                 continue
-            if default_source == "onefix":
-                arms = _onefix_arms(*_sheet_fix(config["artifacts"]["onefix"], row))
-            else:
-                arms = {"buggy": {"source": default_source, "commit": row["buggy_sha"]},
-                        "corrected": {"source": default_source, "commit": row["corrected_sha"]}}
+            arms = source(default_source).sheet_arms(row, config["artifacts"])
             for arm, spec in overrides.get(row["id"], {}).items():
-                arms[arm] = dict(spec)
-                if spec["source"] == "onefix":
-                    arms[arm].update({"arm": arm, **{k: row[k] for k in ("buggy_sha", "corrected_sha")
-                                                     if not spec.get(k)}})
+                arms[arm] = source(spec["source"]).sheet_override(spec, arm, row)
             bugs[row["id"]] = {"label": row.get("text", ""), "kind": "bug", "arms": arms,
                                "tags": row.get("tags") or "", "sheet_row": row}
     for fix_id, spec in config["bugs"].get("fixes", {}).items():
         if fix_id in bugs:
             raise ValueError(f"config.yaml: fix id {fix_id!r} is also a sheet id")
         bugs[fix_id] = {"label": spec.get("label", fix_id), "kind": "bug",
-                        "arms": _onefix_arms(spec["release"], spec), "tags": spec.get("tags", "")}
+                        "arms": OneFix.arms(spec["release"], spec), "tags": spec.get("tags", "")}
     for control_id, spec in config["bugs"].get("controls", {}).items():
         if control_id in bugs:
             raise ValueError(f"config.yaml: control id {control_id!r} is also a sheet id")

@@ -58,8 +58,8 @@ def release_wheel_dirs(specs, cache):
     from .artifacts.source_kinds import source
     for spec in specs:
         release = source(spec["source"]).release(spec)
-        if release.get("source") == "pypi":
-            folder = Path(cache) / "pypi" / f"torch-{release['version']}"
+        folder = source(release["source"]).cache_dir(release, cache)
+        if folder is not None:
             # a docker runtime's interpreter is only known inside its image: any tag of the version
             yield folder / wheel_tags(spec["python"])["key"] if spec.get("python") else folder
 

@@ -48,21 +48,23 @@ def workload(config, folder, device="cuda", epochs=1):
     """The study's experiment on ``device`` for ``epochs`` epochs, in the host's runtime, on the
     study's prepared data or random pixels in its shapes."""
     from .artifacts.runtimes import prepare_local
-    from .datasets import sha256_file
+    from .artifacts.source_kinds import host_source
+    from .datasets import named_challenge, sha256_file
     from .experiment import experiment
-    from .reach.batch import SHAPES, SIZES, shaped_data
+    from .reach.batch import shaped_data
     train = dict(config["train"], device=device)
-    runtime = prepare_local({"source": "installed"})
+    runtime = prepare_local({"source": host_source()})
     prepared = Path("results/data") / f"{train['challenge']}.npz"
     if prepared.exists():
         data, note = prepared, f"the study's {train['challenge']} ({prepared})"
     else:
-        n_train, n_test = SIZES[train["challenge"]]
+        challenge = named_challenge(train["challenge"])
+        n_train, n_test = challenge.sizes
         data = shaped_data(train["challenge"], Path(folder) / "shaped.npz", n_train, n_test)
-        note = (f"random pixels in the shapes of {train['challenge']} {SHAPES[train['challenge']][0]}, "
+        note = (f"random pixels in the shapes of {train['challenge']} {challenge.shape}, "
                 f"{n_train} + {n_test} images (prepare the data for the real thing)")
     spec = dict(experiment(train), epochs=epochs, bug="__gpucheck__", arm="check", fault="",
-                artifact="installed", data=str(Path(data).resolve()), data_sha256=sha256_file(data))
+                artifact=host_source(), data=str(Path(data).resolve()), data_sha256=sha256_file(data))
     return Workload(runtime, spec, note)
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from .artifacts.kinds import kind as runtime_kind
 from .artifacts.kinds import runtime_id
 from .artifacts.source_kinds import artifact_id, source
-from .experiment import ARMS, experiment_file, experiment_key, study_bugs
-from .harness.registry import FAULTS, model_error
+from .experiment import experiment_file, experiment_key, study_bugs
+from .harness.registry import ARMS, FAULTS, model_error
 from .io import InputError
 from .sheet import validate
 
@@ -38,8 +38,7 @@ class Plan:
         problem = model_error(config["train"]["model"])
         if problem:  # checked here, not by every run failing
             raise InputError("config.yaml", problem, field="train.model")
-        self.runtime = config["runtime"]["kind"]
-        self.kind = runtime_kind(self.runtime)
+        self.kind = runtime_kind(config["runtime"]["kind"])
         arms = [a for b in self.bugs.values() for a in b["arms"].values()]
         recipe_sha, self.toolchain = "", None  # the toolchain image, where a step uses docker
         if self.kind.needs_toolchain or any(source(a["source"]).built for a in arms):
@@ -100,8 +99,7 @@ class Plan:
         if version == "sheet":
             row = next((r for r in self.sheet_rows if r.get("id") == bug), {})
             version = re.sub(r"^v", "", row.get("release", ""))
-        release = ({"source": "installed"} if self.runtime == "local"
-                   else source(corrected["source"]).reach_release(corrected, version))
+        release = self.kind.reach_release(corrected, version)
         if release is None:
             return None
         ident = artifact_id(release, recipe_sha, target)

@@ -36,26 +36,30 @@ class Check:
 def run(config, plan, nvidia_smi=None, timeout=20, gated=()):
     """Every check for this config and plan (``nvidia_smi``: recorded output, for tests);
     ``gated``: bugs that reach stopped, whose builds will never start."""
+    from .artifacts.source_kinds import source
     checks = []
-    docker_arms = [(bug, arm, spec) for bug, b in sorted(plan.bugs.items())
-                   for arm, spec in b["arms"].items() if spec["source"] == "docker" and bug not in gated]
+    arms = [(bug, arm, spec) for bug, b in sorted(plan.bugs.items()) for arm, spec in b["arms"].items()]
+    built_arms = [(bug, arm, spec) for bug, arm, spec in arms  # builds that reach does not stop
+                  if source(spec["source"]).built and bug not in gated]
     if gated:
         checks.append(Check("reach", "pass", f"no build needed for {', '.join(sorted(gated))}: "
                             "the workload cannot reach what they fix"))
-    onefix_arms = [(bug, arm, spec) for bug, b in sorted(plan.bugs.items())
-                   for arm, spec in b["arms"].items() if spec["source"] == "onefix"]
-    refused = {bug: spec["onefix"] for bug, _, spec in onefix_arms if spec.get("onefix")}
+    refused = {bug: spec["onefix"] for bug, _, spec in arms if spec.get("onefix")}
     if refused:  # known before any download: the sheet's verdict was read from the real diff
         checks.append(Check("one-fix sheet rows", "warn", "; ".join(
             f"{bug}: {why}" for bug, why in sorted(refused.items())) + ": refused, no runs",
             "reject those rows (or build them: artifacts.source docker)"))
-    checks += _commits(config, docker_arms, [(bug, arm, spec) for bug, arm, spec in onefix_arms
-                                             if not spec.get("patch") and bug not in refused])
-    if docker_arms:
-        checks += _submodules(config, docker_arms, timeout)
-    if docker_arms or plan.kind.needs_toolchain:
+    # the arms whose commits a clone must hold: a build's (not stopped by reach), and a diff's
+    # that no patch file gives
+    checks += _commits(config, [(bug, arm, spec) for bug, arm, spec in arms
+                                if source(spec["source"]).commit_fields and bug not in refused
+                                and not spec.get("patch")
+                                and not (source(spec["source"]).built and bug in gated)])
+    if built_arms:
+        checks += _submodules(config, built_arms, timeout)
+    if built_arms or plan.kind.needs_toolchain:
         checks += _docker(config)
-        checks += _disk(config, plan, docker_arms)
+        checks += _disk(config, plan, built_arms)
     checks += _gpus(config, plan, nvidia_smi)
     checks += _data(config)
     checks += _interpreter(config, plan)
@@ -64,12 +68,15 @@ def run(config, plan, nvidia_smi=None, timeout=20, gated=()):
 
 # Failures that stop the workflow's builds. The others are also recorded by their own steps when
 # the workflow runs (a missing wheel, data, a GPU a wheel cannot use), so the rest goes on there.
-BUILD_CHECKS = ("commits (docker)", "submodules", "docker", "toolchain image", "disk",
-                "gpus vs toolchain")
+BUILD_CHECKS = ("submodules", "docker", "toolchain image", "disk", "gpus vs toolchain")
 
 
 def failed(checks, builds_only=False):
-    return [c for c in checks if c.status == "FAIL" and (not builds_only or c.name in BUILD_CHECKS)]
+    """The failed checks (``builds_only``: those that stop the builds, the built sources'
+    commits among them)."""
+    from .artifacts.source_kinds import sources
+    builds = set(BUILD_CHECKS) | {f"commits ({name})" for name, s in sources().items() if s.built}
+    return [c for c in checks if c.status == "FAIL" and (not builds_only or c.name in builds)]
 
 
 def table(checks):
@@ -91,37 +98,32 @@ def _git(clone, *args, timeout=60):
                           timeout=timeout)
 
 
-def _clone_for(config, source):
-    if source == "docker":
-        return config["artifacts"]["docker"]["clone"], "artifacts.docker.clone"
-    return (config["artifacts"]["onefix"]["clone"] or config["resolve"]["clone"],
-            "artifacts.onefix.clone")
-
-
-def _commits(config, docker_arms, onefix_arms):
+def _commits(config, arms):
+    """Whether each source's clone holds the commits its arms name (``Source.commit_fields``); a
+    missing clone fails a build (``Source.built``) and only warns otherwise (a diff can also come
+    from the API)."""
+    from .artifacts.source_kinds import source
     checks = []
-    for source, arms in (("docker", docker_arms), ("onefix", onefix_arms)):
-        if not arms:
-            continue
-        clone, key = _clone_for(config, source)
-        wanted = sorted({spec[k] for _, _, spec in arms
-                         for k in (("commit",) if source == "docker" else ("buggy_sha", "corrected_sha"))})
+    for name in sorted({spec["source"] for _, _, spec in arms}):
+        kind = source(name)
+        mine = [(bug, arm, spec) for bug, arm, spec in arms if spec["source"] == name]
+        clone, key = kind.clone(config)
+        wanted = sorted({spec[k] for _, _, spec in mine for k in kind.commit_fields})
         if not clone or not Path(clone).exists():
-            checks.append(Check(f"commits ({source})", "FAIL" if source == "docker" else "warn",
+            checks.append(Check(f"commits ({name})", "FAIL" if kind.built else "warn",
                                 f"{len(wanted)} commits to check, but {key} is "
                                 f"{clone or 'not set'}",
                                 f"clone the framework once and set {key} to it"))
             continue
         missing = [sha for sha in wanted if _git(clone, "cat-file", "-e", f"{sha}^{{commit}}").returncode]
         if missing:
-            bugs = sorted({b for b, _, s in arms for k in ("commit", "buggy_sha", "corrected_sha")
-                           if s.get(k) in missing})
-            checks.append(Check(f"commits ({source})", "FAIL",
+            bugs = sorted({b for b, _, s in mine for k in kind.commit_fields if s.get(k) in missing})
+            checks.append(Check(f"commits ({name})", "FAIL",
                                 f"{len(missing)} of {len(wanted)} not in {clone}: "
                                 f"{', '.join(m[:12] for m in missing[:5])} (bugs {', '.join(bugs[:5])})",
                                 f"git -C {clone} fetch origin, or correct those rows of the sheet"))
         else:
-            checks.append(Check(f"commits ({source})", "pass", f"all {len(wanted)} in {clone}"))
+            checks.append(Check(f"commits ({name})", "pass", f"all {len(wanted)} in {clone}"))
     return checks
 
 

@@ -4,10 +4,12 @@ A kind says which artifact sources it runs (and why not the others), what its id
 of (part of the experiment key), which interpreter its wheels must fit, how a runtime is made, the
 command that runs the harness in it, and what is left to clean up when a run is killed. The plan,
 the steps, preflight and the launcher ask the kind; adding one (conda, apptainer) is one class
-here, registered in ``KINDS`` (the config schema takes its names from there: ``config.code_lists``)."""
+registered in ``KINDS`` here or with ``@register`` from a plugin (``bugimpact.plugins``); the config
+schema takes the names from there (``config.code_lists``)."""
 import hashlib
 import json
 import os
+import re
 
 from ..io import InputError
 
@@ -25,6 +27,12 @@ class RuntimeKind:
     def runs_in(self, source, runtime_cfg):
         """The kind an artifact of ``source`` actually runs in, in a study of this kind."""
         return self.name
+
+    def reach_release(self, corrected, version):
+        """The release a reach trace of a fix runs on here (``corrected``: the fix's arm;
+        ``version``: reach.release, the sheet's release read), or None when it needs none."""
+        from .source_kinds import source
+        return source(corrected["source"]).reach_release(corrected, version)
 
     def interpreter(self, runtime_cfg, recipe_sha):
         """The interpreter release wheels must fit (probed) and their wheel-tag target."""
@@ -65,9 +73,14 @@ class Local(RuntimeKind):
         return (f"runtime.kind local runs only the installed torch, not a {source} arm: set "
                 "runtime.kind venv (or docker), as configs/releases.yaml does")
 
+    def reach_release(self, corrected, version):
+        """The host's own torch: the only one this kind runs."""
+        from .source_kinds import host_source
+        return {"source": host_source()}
+
     def make(self, manifest, folder, settings):
         from .runtimes import prepare_local
-        return prepare_local(manifest, settings["interpreter"]["executable"])
+        return prepare_local(manifest, settings["interpreter"]["executable"], self.name)
 
 
 class Venv(RuntimeKind):
@@ -91,7 +104,7 @@ class Venv(RuntimeKind):
     def make(self, manifest, folder, settings):
         from .runtimes import prepare_venv
         return prepare_venv(manifest, folder, settings["interpreter"]["executable"],
-                            settings["requirements"], settings["installer"], settings["cache"])
+                            settings["requirements"], settings["installer"], settings["cache"], self.name)
 
 
 class Docker(RuntimeKind):
@@ -127,9 +140,28 @@ class Docker(RuntimeKind):
 KINDS = {kind.name: kind() for kind in (Local, Venv, Docker)}
 
 
+def register(cls):
+    """Add a runtime kind class (a plugin's: ``bugimpact.plugins``); a class decorator."""
+    from ..plugins import register as add
+    add(KINDS, cls.name, cls(), "runtime kind")
+    return cls
+
+
+def runtime_kinds():
+    """Every runtime kind, the plugins' included: name -> RuntimeKind."""
+    from .. import plugins
+    plugins.load()
+    return KINDS
+
+
+def runtime_pattern():
+    """The ``{runtime}`` wildcard: a kind's name, then what ``runtime_id`` adds."""
+    return "(?:%s)-[A-Za-z0-9_.-]+" % "|".join(map(re.escape, runtime_kinds()))
+
+
 def kind(name):
     try:
-        return KINDS[name]
+        return runtime_kinds()[name]
     except KeyError:
         raise InputError("config.yaml", f"unknown runtime kind {name!r}; known: {', '.join(KINDS)}",
                          field="runtime.kind") from None

@@ -26,22 +26,24 @@ def _probe(python):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def prepare_local(artifact, python=sys.executable):
-    """The interpreter itself (the host's, or a venv runtime's for the installed torch)."""
-    if artifact["source"] != "installed":
-        raise InputError("config.yaml", f"the local runtime can only run the installed torch, not "
+def prepare_local(artifact, python=sys.executable, kind="local"):
+    """The interpreter itself (the host's, or a venv runtime's for the installed torch), as a
+    runtime of ``kind`` (the local kind, or one made from it)."""
+    from .source_kinds import source
+    if not source(artifact["source"]).on_host:
+        raise InputError("config.yaml", f"the {kind} runtime can only run the host's own torch, not "
                          f"a {artifact['source']} artifact; use runtime.kind venv or docker",
                          field="runtime.kind")
-    return {"kind": "local", "python": python, "probe": _probe(python)}
+    return {"kind": kind, "python": python, "probe": _probe(python)}
 
 
 def prepare_venv(artifact, folder, base_python="python3", requirements=(), installer="uv",
-                 cache="data/cache/uv"):
+                 cache="data/cache/uv", kind="venv"):
     """A venv per artifact and interpreter: its wheel, numpy and the extra requirements (the
     installed torch: the host's site-packages), then a one-fix artifact's overlay. A venv that was
     not finished (a killed job) is made again.
 
-    ``installer`` uv (default): every package is unpacked once into uv's ``cache`` and the venv's
+    ``kind``: the venv kind, or one made from it. ``installer`` uv (default): every package is unpacked once into uv's ``cache`` and the venv's
     files are hard links to it, so a release costs its bytes once however many venvs use it and a
     venv takes seconds; pip: a full copy per venv (the former way, kept for comparison). How a
     venv is made is not part of its identity: both install the same files."""
@@ -53,7 +55,8 @@ def prepare_venv(artifact, folder, base_python="python3", requirements=(), insta
     if not done.exists():
         shutil.rmtree(venv, ignore_errors=True)
         packages = ([artifact["wheel"]] if artifact.get("wheel") else []) + list(requirements)
-        system = artifact["source"] == "installed"
+        from .source_kinds import source
+        system = source(artifact["source"]).on_host
         steps = (_uv_steps if installer == "uv" else _pip_steps)(base_python, venv, packages, system,
                                                                   cache)
         for cmd, env, what in steps:
@@ -61,7 +64,7 @@ def prepare_venv(artifact, folder, base_python="python3", requirements=(), insta
             if code != 0:
                 raise RuntimeError(f"{' '.join(cmd)} failed: {output.strip()[-800:]}")
         done.write_text("")
-    runtime = {"kind": "venv", "python": str(python), "base_python": base_python}
+    runtime = {"kind": kind, "python": str(python), "base_python": base_python}
     if artifact.get("overlay"):  # installed (again, on reuse: idempotent) and checked
         runtime["overlay_installed"] = install_overlay(artifact, _site_packages(python))
     runtime["probe"] = _probe(str(python))

@@ -4,11 +4,15 @@ A source says which field an arm needs and what else it refuses at start, whethe
 arm still lacks its commits or diff, the artifact's id (keyed by what it is, never by the bug that
 uses it), whether its wheel must fit the runtime's interpreter, whether it is built from a commit
 (by the docker step), where it can run, which release a reach trace of its fix runs on, where its
-fix is, and how its manifest is made. The plan, the runtime kinds, reach, the artifact step and gc
-ask the source; adding one (a nightly, a conda package) is one class here, registered in ``SOURCES``
-(the config schema takes its names from there: ``config.code_lists``)."""
+fix is, the arms it makes of an accepted sheet row, the clone preflight checks its commits in, the
+cache folder of its downloads, the pattern of its ids (the rules' ``{artifact}`` wildcard) and how
+its manifest is made. The plan, the rules, the runtime kinds, reach, preflight, the artifact step
+and gc ask the source; adding one (a nightly, a conda package) is one class, registered in ``SOURCES`` here
+or with ``@register`` from a plugin (``bugimpact.plugins``); the config schema takes the names
+from there (``config.code_lists``)."""
 import hashlib
 import json
+import re
 import time
 
 from ..io import InputError, read_json
@@ -22,6 +26,13 @@ class Source:
     on_host = False  # the torch of the interpreter that runs the study: no artifact to install
     in_docker = True  # can run in a docker runtime image
     a_release = False  # a released wheel: what a one-fix arm's release can be
+    commit_fields = ()  # the arm's fields naming commits a clone must hold (preflight checks)
+
+    @property
+    def id_pattern(self):
+        """The artifact ids ``identity`` makes, as a regular expression: the rules' ``{artifact}``
+        wildcard is constrained by it (``artifact_pattern``)."""
+        return re.escape(self.name) + r"(?:-[^/]+)?"
 
     def check(self, bug, arm, spec):
         """Refuse, naming the config key, an arm of this source the config leaves unmakeable."""
@@ -36,6 +47,25 @@ class Source:
     def reach_release(self, arm, reach_version):
         """The release a reach trace of this arm's fix runs on (``reach_version``: reach.release,
         the sheet's release read), or None when the arm's fix needs no trace."""
+        return None
+
+    def sheet_arms(self, row, artifacts_cfg):
+        """Both arms of an accepted sheet row when this source is ``artifacts.source``: the
+        row's buggy and corrected commits."""
+        return {"buggy": {"source": self.name, "commit": row["buggy_sha"]},
+                "corrected": {"source": self.name, "commit": row["corrected_sha"]}}
+
+    def sheet_override(self, spec, arm, row):
+        """An arm that ``bugs.overrides`` sets for a sheet row, with what the row adds to it."""
+        return dict(spec)
+
+    def clone(self, config):
+        """The clone this source's commits are read from, and the config key that names it."""
+        return "", ""
+
+    def cache_dir(self, release, cache):
+        """The folder of the wheel cache that holds this release's downloads, or None when it
+        downloads nothing (gc keeps it while a config wants the release)."""
         return None
 
     def fix(self, arms):
@@ -56,7 +86,7 @@ class Source:
 
 
 class Installed(Source):
-    name, on_host = "installed", True
+    name, on_host, id_pattern = "installed", True, "installed"
 
     def identity(self, arm, recipe_sha, target):
         return "installed"
@@ -72,6 +102,10 @@ class PyPI(Source):
     def identity(self, arm, recipe_sha, target):
         return f"pypi-{arm['version']}-{target}" if target else f"pypi-{arm['version']}"
 
+    def cache_dir(self, release, cache):
+        from .sources import pypi_cache_dir
+        return pypi_cache_dir(cache, release["version"])
+
     def make(self, sources, spec, folder, toolchain_json=None):
         from .sources import pypi_wheel, wheel_manifest
         started = time.time()
@@ -84,6 +118,7 @@ class PyPI(Source):
 
 class Wheel(Source):
     name, needs, a_release = "wheel", "wheel", True
+    id_pattern = r"wheel-[0-9a-f]+"
 
     def identity(self, arm, recipe_sha, target):
         ident = arm.get("sha256") or hashlib.sha256(arm["wheel"].encode()).hexdigest()
@@ -98,6 +133,11 @@ class Wheel(Source):
 
 class Docker(Source):
     name, needs, built = "docker", "commit", True
+    id_pattern = r"docker-[0-9a-f]+-[0-9a-f]+"
+    commit_fields = ("commit",)
+
+    def clone(self, config):
+        return config["artifacts"][self.name]["clone"], f"artifacts.{self.name}.clone"
 
     def unresolved(self, spec):
         return not spec.get("commit")
@@ -112,12 +152,44 @@ class Docker(Source):
 class OneFix(Source):
     """A release wheel plus one arm's overlay of the fix's Python files (no build)."""
     name, needs, fits_interpreter, in_docker = "onefix", "release", True, False
+    commit_fields = ("buggy_sha", "corrected_sha")  # the diff's, where no patch file gives it
+
+    def clone(self, config):
+        return (config["artifacts"][self.name]["clone"] or config["resolve"]["clone"],
+                f"artifacts.{self.name}.clone")
 
     def reach_release(self, arm, reach_version):
         return dict(arm["release"])
 
     def fix(self, arms):
         return arms["corrected"]  # its diff (a patch, or the commits), its release, its arm
+
+    @classmethod
+    def arms(cls, release, fix):
+        """Both arms of a one-fix bug: one release, one diff (a patch file or the row's commits),
+        and the sheet's ``onefix`` verdict where it says no (the refusal's reason when no diff is
+        at hand; a ``yes`` changes nothing, so finished one-fix studies are not redone)."""
+        from ..harness.registry import ARMS
+        refused = {"onefix": fix["onefix"]} if str(fix.get("onefix", "")).startswith("no:") else {}
+        return {arm: {"source": cls.name, "release": dict(release), "arm": arm, **refused,
+                      **{k: fix[k] for k in ("patch", "buggy_sha", "corrected_sha") if fix.get(k)}}
+                for arm in ARMS}
+
+    def sheet_arms(self, row, artifacts_cfg):
+        """The release (version ``sheet``: the release whose notes list the fix, ``v1.4.0``:
+        torch 1.4.0) and the diff: ``artifacts.onefix.patches/<id>.diff`` where one is there (no
+        clone, no API needed), else the row's commits."""
+        from pathlib import Path
+        onefix_cfg = artifacts_cfg[self.name]
+        release = dict(onefix_cfg.get("release") or {})
+        if release.get("version") == "sheet":
+            release["version"] = re.sub(r"^v", "", row.get("release", ""))
+        folder = onefix_cfg.get("patches") or ""
+        path = Path(folder) / f"{row['id']}.diff" if folder else None
+        return self.arms(release, dict(row, patch=str(path)) if path and path.is_file() else row)
+
+    def sheet_override(self, spec, arm, row):
+        return {**spec, "arm": arm, **{k: row[k] for k in ("buggy_sha", "corrected_sha") if not spec.get(k)}}
 
     def check(self, bug, arm, spec):
         from pathlib import Path
@@ -169,9 +241,34 @@ class OneFix(Source):
 SOURCES = {s.name: s() for s in (Installed, PyPI, Wheel, Docker, OneFix)}
 
 
+def register(cls):
+    """Add an artifact source class (a plugin's: ``bugimpact.plugins``); a class decorator."""
+    from ..plugins import register as add
+    add(SOURCES, cls.name, cls(), "artifact source")
+    return cls
+
+
+def sources():
+    """Every artifact source, the plugins' included: name -> Source."""
+    from .. import plugins
+    plugins.load()
+    return SOURCES
+
+
+def host_source():
+    """The name of the source that is the host's own torch, as it is installed."""
+    return next(name for name, s in SOURCES.items() if s.on_host)
+
+
+def artifact_pattern(built):
+    """The ``{artifact}`` wildcard of the rule that makes the artifacts of the sources that are
+    (``built=True``: the docker build) or are not built."""
+    return "|".join(f"(?:{s.id_pattern})" for s in sources().values() if s.built == built)
+
+
 def source(name):
     try:
-        return SOURCES[name]
+        return sources()[name]
     except KeyError:
         raise InputError("config.yaml", f"unknown artifact source {name!r}; known: "
                          f"{', '.join(SOURCES)}", field="source") from None

@@ -47,6 +47,11 @@ def fits(wheel, tags):
     return False
 
 
+def pypi_cache_dir(cache, version):
+    """Where the wheels of one torch release from the index are kept, a folder per wheel tag."""
+    return Path(cache) / "pypi" / f"torch-{version}"
+
+
 def pypi_wheel(version, cache, interpreter, index_url=""):
     """The released torch wheel for the runtime's interpreter, downloaded once.
 
@@ -55,7 +60,7 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
     """
     from .interpreters import describe, pip_target, wheel_tags
     tags = wheel_tags(interpreter)
-    folder = Path(cache) / "pypi" / f"torch-{version}" / tags["key"]
+    folder = pypi_cache_dir(cache, version) / tags["key"]
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "w") as lock:  # one download per wheel, however many jobs want it
         fcntl.flock(lock, fcntl.LOCK_EX)

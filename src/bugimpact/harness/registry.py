@@ -3,9 +3,12 @@ them before any run starts (the harness modules use the same names)."""
 import hashlib
 import json
 MODELS = ("vggx", "alexnet", "smallcnn")
+ARMS = ("buggy", "corrected")  # every bug's two arms, in this order
 RECORD_SCHEMA = 1  # bump when a run record's fields change meaning
 FAULTS = ("relu_leak", "momentum_ignored", "dropout_shift", "grad_scale", "label_noise")
-METRICS = ("accuracy", "precision", "recall", "f1")  # what metrics.py and stats.exact compute
+# the metrics every run record holds as floats (metrics.py), and stats.metrics' default; the
+# statistics compute these and any a plugin adds exactly from the counts (stats.exact.METRICS)
+METRICS = ("accuracy", "precision", "recall", "f1")
 
 
 def model_error(name):

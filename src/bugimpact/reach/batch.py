@@ -12,17 +12,12 @@ from ..io import InputError, read_json, write_csv
 from .run import map_fix, trace_spec
 from .verdict import judge
 
-SHAPES = {"digits": ((1, 8, 8), 16), "cifar10": ((3, 32, 32), 255), "mnist": ((1, 28, 28), 255)}
-# (train, test) images: the official splits, and digits' 1797 split 75/25 as the harness splits it
-SIZES = {"digits": (1347, 450), "cifar10": (50000, 10000), "mnist": (60000, 10000)}
-
-
 def shaped_data(challenge, path, n_train=256, n_test=256, seed=0):
     """Random pixels in a challenge's shapes and value range: what a model dispatches depends on
     shapes and dtypes, not on pixel values (except where code branches on values, e.g. a NaN
     check); for tracing where the real dataset is not at hand."""
-    from ..datasets import write_npz
-    shape, top = SHAPES[challenge]
+    from ..datasets import named_challenge, write_npz
+    shape, top = named_challenge(challenge).shape, named_challenge(challenge).top
     rng = np.random.RandomState(seed)
     arrays = {"x_train": rng.randint(0, top + 1, (n_train,) + shape).astype(np.uint8),
               "y_train": rng.randint(0, 10, n_train).astype(np.int64),

@@ -21,11 +21,11 @@ import signal
 
 import numpy as np
 
+from ..harness.registry import ARMS
 from .effects import detectable_d, hodges_lehmann, vargha_delaney_a12
 from .exact import metric_values
 from .rank_tests import is_exact, mann_whitney, wilcoxon
 
-ARMS = ("buggy", "corrected")
 # Rank tests need sqrt(pi/3) times the t-test's effect under normal noise (asymptotic relative
 # efficiency 3/pi), so the detectable effect they report is the t-test's scaled by this factor.
 RANK_EFFICIENCY = math.sqrt(3 / math.pi)

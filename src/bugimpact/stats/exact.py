@@ -21,16 +21,36 @@ def _per_class(matrix):
         yield precision, recall, f1
 
 
+def _macro(index):
+    def metric(matrix):
+        classes = list(_per_class(matrix))
+        return sum(values[index] for values in classes) / len(classes)
+    return metric
+
+
+# metric -> its value from the confusion matrix (rows: true label, columns: predicted), exact. The
+# harness records the first four as floats too (``harness.metrics``, macro means as here).
+METRICS = {"accuracy": lambda m: Fraction(sum(m[c][c] for c in range(len(m))), sum(map(sum, m))),
+           "precision": _macro(0), "recall": _macro(1), "f1": _macro(2)}
+
+
+def register_metric(name, of_matrix):
+    """Add a metric (a plugin's: ``bugimpact.plugins``): ``of_matrix(matrix)``, its exact value
+    (a Fraction) from a run's confusion matrix, which every record of this harness holds."""
+    from ..plugins import register
+    return register(METRICS, name, of_matrix, "metric")
+
+
+def metrics():
+    """Every metric the statistics can test, the plugins' included: name -> its function."""
+    from .. import plugins
+    plugins.load()
+    return METRICS
+
+
 def exact_metrics(counts):
-    """accuracy, precision, recall and f1 (macro, as the harness computes them) as Fractions."""
-    matrix = counts["matrix"]
-    total = sum(map(sum, matrix))
-    classes = list(_per_class(matrix))
-    size = len(classes)
-    return {"accuracy": Fraction(sum(matrix[c][c] for c in range(size)), total),
-            "precision": sum(p for p, _, _ in classes) / size,
-            "recall": sum(r for _, r, _ in classes) / size,
-            "f1": sum(f for _, _, f in classes) / size}
+    """Every metric as a Fraction, from a record's confusion counts."""
+    return {name: of_matrix(counts["matrix"]) for name, of_matrix in metrics().items()}
 
 
 def metric_values(records, metric):

@@ -107,7 +107,8 @@ def runtime(kind, artifact_manifest, out, settings=None):
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
     if manifest.get("status") == "failed":
-        what = "build" if manifest.get("source") == "docker" else "artifact"
+        from ..artifacts.source_kinds import source
+        what = "build" if source(manifest["source"]).built else "artifact"
         result = {"kind": kind, "status": "failed",
                   "reason": f"{what} failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
     else:

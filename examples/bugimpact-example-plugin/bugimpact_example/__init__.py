@@ -1,0 +1,1 @@
+"""bugimpact's example plugin: ``plugin`` registers (host side), ``model`` trains (in a runtime)."""
