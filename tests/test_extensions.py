@@ -18,15 +18,19 @@ from workflow import job_counts, project_copy, snakemake
 PLUGIN = ROOT / "examples" / "bugimpact-example-plugin"
 
 
+def dist_info(site, distribution, entry, module):
+    """What pip leaves in ``site`` beside an installed package's code: a .dist-info whose
+    entry_points.txt names the plugin module (what bugimpact looks for)."""
+    info = site / f"{distribution.replace('-', '_')}-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(f"[bugimpact.plugins]\n{entry} = {module}\n")
+
+
 def installed(site):
-    """The example plugin in ``site`` as pip leaves an installed package: the code, and a
-    .dist-info whose entry_points.txt names the plugin module (what bugimpact looks for)."""
+    """The example plugin installed in ``site`` (``pip install --target`` makes the same files)."""
     shutil.copytree(PLUGIN / "bugimpact_example", site / "bugimpact_example")
-    info = site / "bugimpact_example_plugin-0.1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bugimpact-example-plugin\n"
-                                   "Version: 0.1.0\n")
-    (info / "entry_points.txt").write_text("[bugimpact.plugins]\nexample = bugimpact_example.plugin\n")
+    dist_info(site, "bugimpact-example-plugin", "example", "bugimpact_example.plugin")
     return site
 
 
@@ -104,3 +108,20 @@ def test_a_plugin_adds_a_source_a_runtime_kind_a_challenge_a_metric_and_a_model(
             chance = (matrix.sum(axis=0) * matrix.sum(axis=1)).sum() / n ** 2
             corrected.append((np.trace(matrix) / n - chance) / (1 - chance))
     assert abs(float(kappa["mean_corrected"]) - float(np.mean(corrected))) < 1e-12
+
+
+def test_a_plugin_that_fails_to_import_or_takes_a_name_is_named(tmp_path):
+    work = project_copy(tmp_path / "p")
+    for name, code, said in (
+            ("broken", "import no_such_module\n", "plugin broken (broken_plugin, entry point group "
+                                                  "bugimpact.plugins): cannot be imported: "
+                                                  "ModuleNotFoundError: No module named 'no_such_module'"),
+            ("taker", "from bugimpact.artifacts import source_kinds\n\n"
+                      "@source_kinds.register\nclass Mine(source_kinds.Installed):\n    pass\n",
+             "artifact source 'installed' is registered already: choose another name")):
+        site = tmp_path / f"site-{name}"
+        dist_info(site, f"{name}-plugin", name, f"{name}_plugin")
+        (site / f"{name}_plugin.py").write_text(code)
+        out = cli(work, {"PYTHONPATH": os.pathsep.join([str(work / "src"), str(site)])},
+                  "validate-config")
+        assert out.returncode != 0 and said in out.stderr, out.stderr[-2000:]
