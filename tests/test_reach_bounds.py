@@ -100,6 +100,52 @@ def test_a_th_change_maps_through_cwrap_to_the_operators_that_call_it(tmp_path):
     assert not mapping.ops and "orphan" in mapping.unknown[0]
 
 
+KERNELS = """\
+// Kernels that use a macro and a constant of their file.
+#include <ATen/ATen.h>
+#define CHUNK 4
+#ifdef FAST_PATH
+#define UNROLL 8
+#endif
+static constexpr int64_t kGrain = 32768;
+namespace at { namespace native {
+Tensor histc(const Tensor& self, int64_t bins) {
+  return self.view({CHUNK, -1});
+}
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b) {
+  return at::empty({kGrain});
+}
+}}
+"""
+NATIVE_OWN = """\
+- func: addmm(Tensor self, Tensor mat1, Tensor mat2) -> Tensor
+
+- func: histc(Tensor self, int bins=100) -> Tensor
+"""
+
+
+def test_a_changed_macro_or_constant_is_the_functions_of_its_file_that_use_it(tmp_path):
+    path = "aten/src/ATen/native/Kernels.cpp"
+    tables = Tables(tree(tmp_path, {"aten/src/ATen/native/native_functions.yaml": NATIVE_OWN,
+                                    path: KERNELS, "aten/src/ATen/native/Kernels.h": KERNELS}))
+    lines = KERNELS.splitlines()
+    # a macro and a constant run where they are used: histc uses CHUNK, addmm kGrain
+    assert set(map_diff(diff(path, lines, "#define CHUNK 8", 3), tables).ops) == {"histc"}
+    assert set(map_diff(diff(path, lines, "static constexpr int64_t kGrain = 1024;", 7),
+                        tables).ops) == {"addmm"}
+    # never silently nothing: a conditional, a macro no function uses, and a header's macro (used
+    # wherever it is included) are unknown
+    for at, line, why in ((4, "#ifdef FASTER_PATH", "a preprocessor ifdef"),
+                          (5, "#define UNROLL 16", "UNROLL (line 5), which no function of the file uses")):
+        mapping = map_diff(diff(path, lines, line, at), tables)
+        assert not mapping.ops and why in mapping.unknown[0], mapping.unknown
+    header = map_diff(diff("aten/src/ATen/native/Kernels.h", lines, "#define CHUNK 8", 3), tables)
+    assert not header.ops and "outside any function" in header.unknown[0]
+    # an include or a comment changes nothing that runs
+    mapping = map_diff(diff(path, lines, "#include <ATen/ATen.h>  // all of it", 2), tables)
+    assert not mapping.ops and not mapping.unknown, mapping.unknown
+
+
 RELEASE = textwrap.dedent("""\
     import torch
     REGISTERED = None

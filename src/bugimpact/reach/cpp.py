@@ -99,11 +99,6 @@ def functions(text):
     return definitions(text)[0]
 
 
-def initializers(text):
-    """Every braced initializer at namespace level (``Initializer``), in order."""
-    return definitions(text)[1]
-
-
 def definitions(text):
     """``(functions, initializers)`` of one source, in one pass over its braces."""
     code = blank(text)

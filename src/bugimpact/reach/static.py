@@ -3,14 +3,16 @@
 Each file of the diff ends in one of:
 - ``python``: a file of the package; its hunks are kept, to be found in the traced release's copy;
 - ``ops``: operators whose forward (``native_functions.yaml``, kernels, helpers and the stubs they
-  register) or backward (``derivatives.yaml`` and the helpers its formulas call) it changes;
+  register, the macros and constants those use) or backward (``derivatives.yaml`` and the helpers
+  its formulas call) it changes;
 - ``at import``: the tables of torch._C's Python bindings (``PyMethodDef``, ``PyTypeObject``, ...),
   which it builds into its types and modules when it loads: every workload reads them;
 - ``cuda``: a CUDA-only source, which no CPU run executes;
 - ``not shipped`` (tests, docs, CI) or ``frontend`` (the C++ frontend and mobile bindings, which a
   Python workload never calls);
 - ``unknown``, with the reason: everything the tables cannot bound (headers used everywhere,
-  TensorIterator, the dispatcher, TH, codegen, build files, a change outside any function).
+  TensorIterator, the dispatcher, codegen, build files, a conditional, a declaration no function
+  of its file uses).
 """
 import re
 from dataclasses import dataclass, field
@@ -40,6 +42,8 @@ HUBS = re.compile(r"(^|/)(TensorIterator|DispatchStub|Loops|TensorIteratorReduce
                   r"TypeProperties|Copy|Fill|SharedReduceOps|ReduceOpsUtils|cpu/Reduce|"
                   r"cpu/Loops|cpu/vec256/[^/]*|UnaryOps\.h|BinaryOps\.h)[^/]*$")
 PYTHON_PACKAGE = "torch/"
+# the name a namespace-level declaration defines: ``static const int64_t kMax = 8;``, ``table[] =``
+DECLARED = re.compile(r"(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=|;|\{|$)")
 # The Python bindings (torch._C): hand-written under torch/csrc, and the templates of the generated
 # ones, whose code outside the ``${...}`` placeholders is copied as it is.
 BINDINGS = re.compile(r"^torch/csrc/|^tools/autograd/templates/python_[^/]*\.cpp$")
@@ -226,28 +230,59 @@ def _yaml_change(fd, tables, old_tree, new_tree, mapping, forward):
                                    f"{hunk.new_start})")
 
 
+def _outside_functions(path, src, code, funcs, inits, n):
+    """What a changed line ``n`` outside any function stands for: ``("skip", None)`` for a blank
+    line, a comment or an include; ``("functions", [Function])`` for a macro or a constant the
+    functions of its own file use (a source file's: a header's are used wherever it is included);
+    ``("unknown", why)`` otherwise (a conditional, a macro or constant no function here uses, a
+    declaration of something else)."""
+    line = src[n - 1] if n - 1 < len(src) else ""
+    directive = re.match(r"\s*#\s*(\w+)\s*(\w*)", line)
+    if directive is None and not (n - 1 < len(code) and code[n - 1].strip()):
+        return "skip", None
+    if directive is not None and directive.group(1) == "include":
+        return "skip", None
+    if directive is not None and directive.group(1) == "define":
+        name = directive.group(2)
+    elif directive is not None:
+        return "unknown", f"a preprocessor {directive.group(1)} (line {n}), which can change what compiles"
+    else:
+        init = next((d for d in inits if d.start <= n <= d.end), None)
+        found = DECLARED.search(init.head if init else code[n - 1])  # comments blanked
+        name = found.group(1) if found else ""
+    if not name or path.endswith((".h", ".cuh", ".hpp")):
+        return "unknown", f"a declaration, macro or constant outside any function (line {n})"
+    used = re.compile(r"\b%s\b" % re.escape(name))
+    users = [fn for fn in funcs if used.search("\n".join(src[fn.start - 1:fn.end]))]
+    if not users:
+        return "unknown", f"{name} (line {n}), which no function of the file uses"
+    return "functions", users
+
+
 def _changed_functions(fd, tables, old_tree, new_tree, mapping):
     """The functions whose bodies the diff changes, on either side, as (path, cpp.Function); a
-    changed ``REGISTER_DISPATCH`` line stands for its kernel. Changes outside any function other
-    than includes, blank lines and comments make the file unknown."""
-    names, unbounded = [], []
+    changed ``REGISTER_DISPATCH`` line stands for its kernel, a changed macro or constant for the
+    functions of its file that use it (``_outside_functions``); what else is outside a function
+    makes the file unknown."""
+    names, unbounded = [], {}
     for _, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
-        funcs = cpp.functions(text)
-        src = text.splitlines()
-        code = cpp.blank(text).splitlines()
+        funcs, inits = cpp.definitions(text)
+        src, code = text.splitlines(), cpp.blank(text).splitlines()
         for n in lines:
             fn = cpp.enclosing(funcs, n)
+            registered = cpp_register(src[n - 1]) if fn is None and n - 1 < len(src) else ()
             if fn is not None:
                 names.append((fd.name, fn))
-            elif n - 1 < len(src) and code[n - 1].strip() and \
-                    not re.match(r"\s*#\s*include\b", src[n - 1]):
-                registered = cpp_register(src[n - 1])
+            elif registered:
                 names += [(fd.name, cpp.Function(k, n, n)) for k in registered]
-                if not registered:
-                    unbounded.append(n)
+            else:
+                what, found = _outside_functions(fd.name, src, code, funcs, inits, n)
+                if what == "functions":
+                    names += [(fd.name, user) for user in found]
+                elif what == "unknown":
+                    unbounded.setdefault(n, found)
     if unbounded:
-        mapping.unknown.append(f"{fd.name}: a change outside any function (line "
-                               f"{min(unbounded)}: a declaration, macro or constant)")
+        mapping.unknown.append(f"{fd.name}: {unbounded[min(unbounded)]}")
     return names
 
 
@@ -282,18 +317,21 @@ def _th_change(fd, tables, old_tree, new_tree, mapping):
     """A change to the legacy TH library: the TH functions it changes (``THTensor_(addmm)`` is
     ``addmm``), their TH callers, the ``_th_`` functions Declarations.cwrap makes of them, and the
     operators that call those (``Tables.th_ops``)."""
-    names, unbounded = set(), []
+    names, unbounded = set(), {}
     for _, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
-        funcs, src, code = cpp.functions(text), text.splitlines(), cpp.blank(text).splitlines()
+        (funcs, inits), src, code = cpp.definitions(text), text.splitlines(), cpp.blank(text).splitlines()
         for n in lines:
             fn = cpp.enclosing(funcs, n)
             if fn is not None:
                 names.add(th_name(src, fn))
-            elif n - 1 < len(src) and code[n - 1].strip() and not re.match(r"\s*#\s*include\b", src[n - 1]):
-                unbounded.append(n)
+                continue
+            what, found = _outside_functions(fd.name, src, code, funcs, inits, n)
+            if what == "functions":
+                names |= {th_name(src, user) for user in found}
+            elif what == "unknown":
+                unbounded.setdefault(n, found)
     if unbounded:
-        mapping.unknown.append(f"{fd.name}: a change outside any function (line {min(unbounded)}: "
-                               "a declaration, macro or constant)")
+        mapping.unknown.append(f"{fd.name}: {unbounded[min(unbounded)]}")
     if names:
         _add_ops(mapping, *tables.th_ops(names), fd.name)
 
@@ -328,25 +366,32 @@ def _binding_change(fd, tables, old_tree, new_tree, mapping):
         funcs, inits = cpp.definitions(text)
         src, code = text.splitlines(), cpp.blank(text).splitlines()
         for n in lines:
-            if n - 1 >= len(src) or not code[n - 1].strip() or re.match(r"\s*#\s*include\b", src[n - 1]):
-                continue
             fn = cpp.enclosing(funcs, n)
             table = next((d for d in inits if d.start <= n <= d.end and PY_TABLE.search(d.head)), None)
-            if "${" in src[n - 1]:
+            if n - 1 < len(src) and "${" in src[n - 1]:
                 reasons.setdefault("placeholder", "a placeholder of code generation, which can change "
                                                   "every operator")
             elif fn is not None:
-                name = th_name(src, fn)  # THPStorage_(setFromFile) is setFromFile
-                methods = _methods_bound_to(name, src, inits)
-                reasons.setdefault(name, f"{name}() binds {', '.join(methods)}: it runs only when Python "
-                                         f"calls that, in ways the trace does not see" if methods
-                                   else _why_unbounded(fd.name))
-            elif table is not None:
+                reasons.setdefault(*_binding_body(fd.name, fn, src, inits))
+            elif table is not None and code[n - 1].strip():
                 tables_hit.add(" ".join(table.head.rstrip("= ").split()[-2:]))
             else:
-                reasons.setdefault("other", _why_unbounded(fd.name))
+                what, found = _outside_functions(fd.name, src, code, funcs, inits, n)
+                for user in found if what == "functions" else ():
+                    reasons.setdefault(*_binding_body(fd.name, user, src, inits))
+                if what == "unknown":
+                    reasons.setdefault("other", f"{found}; {_why_unbounded(fd.name)}")
     mapping.at_import += [f"{fd.name}: {table}" for table in sorted(tables_hit)]
     mapping.unknown += [f"{fd.name}: {why}" for why in reasons.values()]
+
+
+def _binding_body(path, fn, src, inits):
+    """(the function's name, why its change is unknown): the Python methods it binds, which run
+    only when Python calls them, in ways the trace does not see."""
+    name = th_name(src, fn)  # THPStorage_(setFromFile) is setFromFile
+    methods = _methods_bound_to(name, src, inits)
+    return name, (f"{name}() binds {', '.join(methods)}: it runs only when Python calls that, in "
+                  f"ways the trace does not see" if methods else _why_unbounded(path))
 
 
 def _methods_bound_to(function, src, inits):

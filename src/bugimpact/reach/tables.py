@@ -76,9 +76,6 @@ class TarTree:
     def read(self, path):
         return self._members().get(path)
 
-    def files(self, prefix):
-        return sorted(p for p in self._members() if p.startswith(prefix))
-
 
 class GitTree:
     """A source tree as a commit of a clone: files read with ``git cat-file``, never checked out."""
