@@ -16,7 +16,7 @@ from bugimpact.plan import Plan
 from bugimpact.artifacts.kinds import runtime_pattern
 from bugimpact.artifacts.runtimes import gpu_slots
 from bugimpact.artifacts.source_kinds import artifact_pattern
-from bugimpact.datasets import challenges
+from bugimpact.challenges import challenges
 from bugimpact.steps import artifact_sources, study_design, study_setup
 from bugimpact.steps.training import JOB_SETTINGS
 

@@ -51,7 +51,7 @@ def code_lists():
     plugin: ``bugimpact.plugins``) is valid in a config with no edit to the schema."""
     from .artifacts.kinds import runtime_kinds
     from .artifacts.source_kinds import sources
-    from .datasets import challenges
+    from .challenges import challenges
     from .harness.registry import FAULTS, METRICS
     from .stats.exact import metrics
     return {"sources": list(sources()), "release sources": [n for n, s in sources().items() if s.a_release],

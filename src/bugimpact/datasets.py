@@ -11,9 +11,7 @@ import pickle
 import struct
 import tarfile
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -125,52 +123,8 @@ def write_npz(path, arrays):
                 archive.writestr(info, buffer.getvalue())
 
 
-@dataclass(frozen=True)
-class Challenge:
-    """A challenge's data: ``load(files)`` returns the arrays, uint8 images N x C x H x W and
-    int64 labels, and where they came from (``files``: the config's data paths, ``data.cifar10``
-    and ``data.mnist``). With an official split the arrays are ``x_train``, ``y_train``,
-    ``x_test``, ``y_test``; without, ``x`` and ``y``, which ``train.test_fraction`` splits (and
-    which the experiment key then holds). ``shape`` (C, H, W), ``top`` (the largest pixel value)
-    and ``sizes`` (train and test images) make random data in its shapes where the real data is
-    not at hand (a reach trace, ``check-gpu``)."""
-    load: Callable
-    official_split: bool
-    shape: tuple
-    top: int
-    sizes: tuple
-
-
-CHALLENGES = {  # digits' 1797 images split 75/25, as the harness splits them
-    "digits": Challenge(lambda files: (load_digits(), "sklearn.datasets.load_digits"), False,
-                        (1, 8, 8), 16, (1347, 450)),
-    "cifar10": Challenge(lambda files: (load_cifar10(files["cifar10"]), str(files["cifar10"])), True,
-                         (3, 32, 32), 255, (50000, 10000)),
-    "mnist": Challenge(lambda files: (load_mnist(files["mnist"]), str(files["mnist"])), True,
-                       (1, 28, 28), 255, (60000, 10000))}
-
-
-def register_challenge(name, challenge):
-    """Add a ``Challenge`` (a plugin's: ``bugimpact.plugins``)."""
-    from .plugins import register
-    return register(CHALLENGES, name, challenge, "challenge")
-
-
-def challenges():
-    """Every challenge, the plugins' included: name -> Challenge."""
-    from . import plugins
-    plugins.load()
-    return CHALLENGES
-
-
-def named_challenge(name):
-    try:
-        return challenges()[name]
-    except KeyError:
-        raise ValueError(f"unknown challenge {name!r}; known: {', '.join(CHALLENGES)}") from None
-
-
 def prepare(challenge, out_npz, out_meta, cifar10=None, mnist=None):
+    from .challenges import named_challenge
     arrays, source = named_challenge(challenge).load({"cifar10": cifar10, "mnist": mnist})
     write_npz(out_npz, arrays)
     meta = {"challenge": challenge, "source": source, "sha256": sha256_file(out_npz),

@@ -20,7 +20,7 @@ MAX_RUNS = 1000
 
 
 def experiment(train):
-    from .datasets import named_challenge
+    from .challenges import named_challenge
     attrs = {k: train.get(k) for k in KEY_FIELDS}
     if named_challenge(attrs["challenge"]).official_split:
         attrs["test_fraction"] = None  # the fraction plays no part

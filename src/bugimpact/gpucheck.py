@@ -49,7 +49,8 @@ def workload(config, folder, device="cuda", epochs=1):
     study's prepared data or random pixels in its shapes."""
     from .artifacts.runtimes import prepare_local
     from .artifacts.source_kinds import host_source
-    from .datasets import named_challenge, sha256_file
+    from .challenges import named_challenge
+    from .datasets import sha256_file
     from .experiment import experiment
     from .reach.batch import shaped_data
     train = dict(config["train"], device=device)

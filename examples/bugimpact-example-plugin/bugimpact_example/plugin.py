@@ -4,7 +4,8 @@ from bugimpact.artifacts import kinds, source_kinds
 from bugimpact.artifacts.sources import installed_manifest
 from fractions import Fraction
 
-from bugimpact.datasets import Challenge, load_digits, register_challenge
+from bugimpact.challenges import Challenge, register_challenge
+from bugimpact.datasets import load_digits
 from bugimpact.stats.exact import register_metric
 
 

@@ -160,8 +160,9 @@ def runtime_pattern():
 
 
 def kind(name):
+    from ..plugins import lookup
     try:
-        return runtime_kinds()[name]
+        return lookup(KINDS, name)
     except KeyError:
         raise InputError("config.yaml", f"unknown runtime kind {name!r}; known: {', '.join(KINDS)}",
                          field="runtime.kind") from None

@@ -267,8 +267,9 @@ def artifact_pattern(built):
 
 
 def source(name):
+    from ..plugins import lookup
     try:
-        return sources()[name]
+        return lookup(SOURCES, name)
     except KeyError:
         raise InputError("config.yaml", f"unknown artifact source {name!r}; known: "
                          f"{', '.join(SOURCES)}", field="source") from None

@@ -16,7 +16,8 @@ def shaped_data(challenge, path, n_train=256, n_test=256, seed=0):
     """Random pixels in a challenge's shapes and value range: what a model dispatches depends on
     shapes and dtypes, not on pixel values (except where code branches on values, e.g. a NaN
     check); for tracing where the real dataset is not at hand."""
-    from ..datasets import named_challenge, write_npz
+    from ..challenges import named_challenge
+    from ..datasets import write_npz
     shape, top = named_challenge(challenge).shape, named_challenge(challenge).top
     rng = np.random.RandomState(seed)
     arrays = {"x_train": rng.randint(0, top + 1, (n_train,) + shape).astype(np.uint8),
