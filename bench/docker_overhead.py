@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from bugimpact.artifacts.docker import build_toolchain, prepare_runtime  # noqa: E402
 from bugimpact.artifacts.runtimes import launch, prepare_local  # noqa: E402
 from bugimpact.artifacts.sources import installed_manifest  # noqa: E402
-from bugimpact.datasets import prepare  # noqa: E402
+from bugimpact.challenges import prepare  # noqa: E402
 
 
 def main():

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from bugimpact.datasets import prepare  # noqa: E402
+from bugimpact.challenges import prepare  # noqa: E402
 from bugimpact.harness import data, models, run  # noqa: E402
 
 

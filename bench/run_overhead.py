@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from bugimpact.artifacts.launch import RunOptions, launch  # noqa: E402
 from bugimpact.artifacts.runtimes import prepare_local  # noqa: E402
-from bugimpact.datasets import prepare  # noqa: E402
+from bugimpact.challenges import prepare  # noqa: E402
 
 
 def main():

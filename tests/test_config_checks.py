@@ -66,7 +66,7 @@ def test_validate_config_refuses_what_the_workflow_refuses(tmp_path):
 
 
 def test_a_diverged_run_is_a_failed_measurement_not_a_fingerprint(tmp_path):
-    from bugimpact.datasets import prepare
+    from bugimpact.challenges import prepare
     from bugimpact.train import RunOptions, train_one
     meta = prepare("digits", tmp_path / "digits.npz", tmp_path / "digits.json")
     spec = {"bug": "t", "arm": "buggy", "run": 0, "seed": 3, "model": "smallcnn",

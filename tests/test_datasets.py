@@ -9,8 +9,8 @@ import tarfile
 import numpy as np
 import pytest
 
-from bugimpact.datasets import (content_sha256, load_cifar10, load_mnist, md5_file, prepare,
-                                sha256_file, write_npz)
+from bugimpact.challenges import prepare
+from bugimpact.datasets import content_sha256, load_cifar10, load_mnist, md5_file, sha256_file, write_npz
 from bugimpact.io import InputError
 
 

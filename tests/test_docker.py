@@ -13,7 +13,7 @@ import yaml
 from bugimpact.artifacts.docker import build_wheel, prepare_runtime, recipe
 from bugimpact.artifacts.launch import launch
 from bugimpact.artifacts.runtimes import prepare_venv
-from bugimpact.datasets import prepare
+from bugimpact.challenges import prepare
 from bugimpact.io import read_csv
 
 from conftest import ROOT, docker_available, git

@@ -13,7 +13,7 @@ import pytest
 from bugimpact.artifacts import fork_client
 from bugimpact.artifacts.launch import launch
 from bugimpact.artifacts.runtimes import harness_env, prepare_local
-from bugimpact.datasets import prepare
+from bugimpact.challenges import prepare
 from bugimpact.train import RunOptions, train_one
 
 TIMINGS = ("wall_s",)

@@ -8,7 +8,7 @@ import tarfile
 
 import pytest
 
-from bugimpact.datasets import prepare
+from bugimpact.challenges import prepare
 from bugimpact.reach import cpp, patch
 from bugimpact.reach.static import map_diff
 from bugimpact.reach.tables import DirTree, Tables, dispatch_targets, yaml_entries

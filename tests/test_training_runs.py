@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from bugimpact.datasets import prepare
+from bugimpact.challenges import prepare
 from bugimpact.experiment import derive_seeds, experiment_key
 from bugimpact.harness.metrics import classification_metrics
 

@@ -61,3 +61,17 @@ def named_challenge(name):
         return lookup(CHALLENGES, name)
     except KeyError:
         raise ValueError(f"unknown challenge {name!r}; known: {', '.join(CHALLENGES)}") from None
+
+
+def prepare(challenge, out_npz, out_meta, cifar10=None, mnist=None):
+    """Read a challenge's data (``cifar10``, ``mnist``: the config's paths) into the .npz the
+    harness loads, and its metadata: where it came from, its sha256 and its shapes."""
+    from .datasets import content_sha256, sha256_file, write_npz
+    from .io import write_json
+    arrays, source = named_challenge(challenge).load({"cifar10": cifar10, "mnist": mnist})
+    write_npz(out_npz, arrays)
+    meta = {"challenge": challenge, "source": source, "sha256": sha256_file(out_npz),
+            "content_sha256": content_sha256(arrays),
+            "shapes": {k: list(v.shape) for k, v in sorted(arrays.items())}}
+    write_json(out_meta, meta)
+    return meta

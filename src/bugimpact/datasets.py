@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .harness.files import file_digest, sha256_file  # noqa: F401 (sha256_file: re-exported)
-from .io import InputError, atomic_open, write_json
+from .io import InputError, atomic_open
 
 CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
 MNIST_FILES = {  # official names and md5 of the gzip files
@@ -121,14 +121,3 @@ def write_npz(path, arrays):
                                           allow_pickle=False)
                 info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
                 archive.writestr(info, buffer.getvalue())
-
-
-def prepare(challenge, out_npz, out_meta, cifar10=None, mnist=None):
-    from .challenges import named_challenge
-    arrays, source = named_challenge(challenge).load({"cifar10": cifar10, "mnist": mnist})
-    write_npz(out_npz, arrays)
-    meta = {"challenge": challenge, "source": source, "sha256": sha256_file(out_npz),
-            "content_sha256": content_sha256(arrays),
-            "shapes": {k: list(v.shape) for k, v in sorted(arrays.items())}}
-    write_json(out_meta, meta)
-    return meta

@@ -9,7 +9,7 @@ log = logging.getLogger("bugimpact")
 
 def prepare_data(data_cfg, challenge, out_npz, out_meta):
     """A challenge's official files (``data_cfg``: the config's ``data``) to a canonical .npz."""
-    from ..datasets import prepare
+    from ..challenges import prepare
     return prepare(challenge, out_npz, out_meta, data_cfg["cifar10"], data_cfg["mnist"])
 
 
