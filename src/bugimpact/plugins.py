@@ -32,6 +32,12 @@ def load():
                              f"cannot be imported: {type(exc).__name__}: {exc}") from exc
 
 
+def every(registry):
+    """The whole ``registry``, the plugins' entries included."""
+    load()
+    return registry
+
+
 def lookup(registry, name):
     """``registry[name]`` (KeyError if absent), importing the plugins only for a name the
     package does not have: a run's process that names built-in kinds never pays for the scan."""

@@ -149,9 +149,8 @@ def register(cls):
 
 def runtime_kinds():
     """Every runtime kind, the plugins' included: name -> RuntimeKind."""
-    from .. import plugins
-    plugins.load()
-    return KINDS
+    from ..plugins import every
+    return every(KINDS)
 
 
 def runtime_pattern():

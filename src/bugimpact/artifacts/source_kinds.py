@@ -250,9 +250,8 @@ def register(cls):
 
 def sources():
     """Every artifact source, the plugins' included: name -> Source."""
-    from .. import plugins
-    plugins.load()
-    return SOURCES
+    from ..plugins import every
+    return every(SOURCES)
 
 
 def host_source():
