@@ -16,7 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from bugimpact.artifacts.docker import build_toolchain, prepare_runtime  # noqa: E402
-from bugimpact.artifacts.runtimes import launch, prepare_local  # noqa: E402
+from bugimpact.artifacts.launch import launch  # noqa: E402
+from bugimpact.artifacts.runtimes import prepare_local  # noqa: E402
 from bugimpact.artifacts.sources import installed_manifest  # noqa: E402
 from bugimpact.challenges import prepare  # noqa: E402
 

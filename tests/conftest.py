@@ -1,5 +1,4 @@
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -31,9 +30,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def docker_available():
-    if not shutil.which("docker"):
-        return False
-    return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+    from bugimpact.artifacts.engine import Engine
+    return Engine.answers()
 
 
 def untar(archive, dest):

@@ -2,8 +2,11 @@
 corrected commit, a commit that does not compile, runtimes (venv and docker) that train on them,
 and the whole workflow over docker artifacts."""
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -237,3 +240,60 @@ def test_gc_removes_an_image_that_nothing_uses(setup, tmp_path, monkeypatch):
     assert tag in [what for kind, what, _ in items if kind == "docker image"]
     assert gc.remove([item for item in items if item[1] == tag]) == []
     assert tag not in images()
+
+
+BASE = "bugimpact/debian:bookworm"  # bin/make-base-image, made by the setup fixture
+
+
+def test_the_engine_streams_output_and_a_timeout_leaves_no_container(setup, tmp_path):
+    from bugimpact.artifacts.engine import Engine, EngineError
+    engine, name = Engine(), f"bugimpact-test-{uuid.uuid4().hex[:8]}"
+    with open(tmp_path / "log", "w") as log:
+        assert engine.run(BASE, ["bash", "-c", "echo to-out; echo to-err >&2; exit 3"], name=name, log=log) == 3
+    assert {"to-out", "to-err"} <= set((tmp_path / "log").read_text().split())
+    with open(tmp_path / "log", "w") as log, pytest.raises(TimeoutError, match="still ran after 2s"):
+        engine.run(BASE, ["sleep", "600"], name=name, log=log, timeout=2)
+    assert engine.client.containers.list(all=True, filters={"name": name}) == []
+    with pytest.raises(EngineError, match=r"bash in bugimpact/debian:bookworm exited 2: why"):
+        engine.output(BASE, ["bash", "-c", "echo why >&2; exit 2"])
+
+
+def test_output_after_a_silence_longer_than_the_engines_call_limit_is_logged(setup, tmp_path):
+    """An epoch or a compile step can print nothing for longer than a call may take: the SDK's
+    streams have no limit, and must keep none."""
+    from bugimpact.artifacts.engine import Engine
+    with open(tmp_path / "log", "w") as log:
+        assert Engine(timeout=2).run(BASE, ["bash", "-c", "echo early; sleep 5; echo late"],
+                                     name=f"bugimpact-test-{uuid.uuid4().hex[:8]}", log=log) == 0
+    assert (tmp_path / "log").read_text().split() == ["early", "late"]
+
+
+def test_a_sigterm_removes_the_container_before_the_process_ends(setup, tmp_path):
+    """SLURM's scancel and a stopped job send SIGTERM: the container goes with the job."""
+    from bugimpact.artifacts.engine import Engine
+    name = f"bugimpact-test-{uuid.uuid4().hex[:8]}"
+    job = subprocess.Popen([sys.executable, "-c", (
+        "import sys; from bugimpact.artifacts.engine import Engine\n"
+        f"Engine().run({BASE!r}, ['sleep', '600'], name={name!r}, log=sys.stdout)")],
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    engine = Engine()
+    for _ in range(300):
+        if engine.client.containers.list(filters={"name": name, "status": "running"}):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the container never ran")
+    job.send_signal(signal.SIGTERM)
+    assert job.wait(timeout=60) == 128 + signal.SIGTERM
+    assert engine.client.containers.list(all=True, filters={"name": name}) == []
+
+
+def test_a_container_left_by_a_killed_job_is_replaced_by_its_next_attempt(setup, tmp_path):
+    """A job killed outright (SIGKILL, a lost node) cannot remove its container; its name is the
+    run's, so the next attempt would be refused: it removes the old one first."""
+    from bugimpact.artifacts.engine import Engine
+    engine, name = Engine(), f"bugimpact-test-{uuid.uuid4().hex[:8]}"
+    engine.client.containers.run(BASE, ["sleep", "600"], name=name, detach=True)
+    with open(tmp_path / "log", "w") as log:
+        assert engine.run(BASE, ["true"], name=name, log=log) == 0
+    assert engine.client.containers.list(all=True, filters={"name": name}) == []

@@ -12,6 +12,12 @@ from bugimpact.config import SHEET_SCHEMA
 from bugimpact.plan import Plan
 
 
+def no_engine_env(tmp_path):
+    """gc's environment where no Docker engine answers: images are tested with a real engine in
+    test_docker.py."""
+    return dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock", PYTHONPATH=str(ROOT / "src"))
+
+
 def put(path, content=""):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(content if isinstance(content, str) else json.dumps(content))
@@ -46,10 +52,9 @@ def test_gc_lists_then_removes_only_what_nothing_refers_to(tmp_path):
     put(garbage["cached wheel"], "w")
 
     def gc(*args):
-        # no docker on PATH: images are tested with a real engine in test_docker.py
-        env = dict(os.environ, PATH="/usr/bin/none", PYTHONPATH=str(ROOT / "src"))
         return subprocess.run([sys.executable, "-m", "bugimpact", "gc", "--keep", "study.yaml",
-                               *args], cwd=tmp_path, capture_output=True, text=True, env=env)
+                               *args], cwd=tmp_path, capture_output=True, text=True,
+                              env=no_engine_env(tmp_path))
 
     dry = gc()
     assert dry.returncode == 0, dry.stderr
@@ -87,9 +92,8 @@ def test_gc_removes_the_uv_cache_entries_no_kept_venv_links_and_counts_linked_by
                  for m in ("shared", "alone")}
     assert len(entries) == 2
 
-    env = dict(os.environ, PATH="/usr/bin/none", PYTHONPATH=str(ROOT / "src"))
     dry = subprocess.run([sys.executable, "-m", "bugimpact", "gc", "--keep", "study.yaml"],
-                         cwd=tmp_path, capture_output=True, text=True, env=env)
+                         cwd=tmp_path, capture_output=True, text=True, env=no_engine_env(tmp_path))
     assert dry.returncode == 0, dry.stderr
     listed = {what: float(mb) for kind, mb, what in re.findall(r"^(.+?)\s+([\d.]+) MB  (.+)$", dry.stdout, re.M)}
     assert set(listed) == {str(venvs["gone"].parent.relative_to(tmp_path)),
@@ -98,7 +102,7 @@ def test_gc_removes_the_uv_cache_entries_no_kept_venv_links_and_counts_linked_by
     assert listed[str(by_module["alone"].relative_to(tmp_path))] >= 1.7
     assert listed[str(venvs["gone"].parent.relative_to(tmp_path))] < 1.0
     done = subprocess.run([sys.executable, "-m", "bugimpact", "gc", "--keep", "study.yaml", "--remove"],
-                          cwd=tmp_path, capture_output=True, text=True, env=env)
+                          cwd=tmp_path, capture_output=True, text=True, env=no_engine_env(tmp_path))
     assert done.returncode == 0, done.stderr
     assert by_module["shared"].exists() and not by_module["alone"].exists() and not venvs["gone"].exists()
     imported = subprocess.run([str(venvs["kept"] / "bin" / "python"), "-c", "import shared; print(shared.x)"],

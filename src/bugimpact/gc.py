@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from .artifacts.docker import RUNTIME_REPO, TOOLCHAIN_REPO, docker
+from .artifacts.docker import RUNTIME_REPO, TOOLCHAIN_REPO
 from .io import read_json
 
 
@@ -105,14 +105,8 @@ def _unlinked_cache_entries(caches, removed):
 
 def _images():
     """The project's docker images: (repo:tag, size in bytes); none when Docker is not running."""
-    if not shutil.which("docker"):
-        return []
-    out = docker("images", "--format", "{{.Repository}}:{{.Tag}}", check=False)
-    if out.returncode != 0:
-        return []
-    names = [n for n in out.stdout.split() if n.split(":")[0] in (RUNTIME_REPO, TOOLCHAIN_REPO)]
-    return [(n, int(docker("image", "inspect", "--format", "{{.Size}}", n).stdout.strip() or 0))
-            for n in names]
+    from .artifacts.engine import Engine
+    return Engine().images((RUNTIME_REPO, TOOLCHAIN_REPO)) if Engine.answers() else []
 
 
 def garbage(configs, results="results"):
@@ -159,9 +153,10 @@ def remove(items):
     problems = []
     for kind, what, _ in items:
         if kind == "docker image":
-            done = docker("rmi", what, check=False)
-            if done.returncode != 0:
-                problems.append(f"{what}: {done.stderr.strip()[-300:]}")
+            from .artifacts.engine import Engine
+            refused = Engine().remove_image(what)
+            if refused:
+                problems.append(f"{what}: {refused[-300:]}")
         elif os.path.isdir(what):
             shutil.rmtree(what)
         else:

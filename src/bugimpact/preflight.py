@@ -184,21 +184,20 @@ def _submodules(config, docker_arms, timeout):
 
 def _docker(config):
     from .artifacts.docker import TOOLCHAIN_REPO, recipe, toolchain_name
+    from .artifacts.engine import Engine
     cfg = config["artifacts"]["docker"]
-    if not shutil.which("docker") or subprocess.run(["docker", "info"], capture_output=True,
-                                                    timeout=60).returncode:
+    if not Engine.answers():
         return [Check("docker", "FAIL", "no Docker engine answers",
                       "start dockerd (bin/start-docker), or use release wheels (source pypi/onefix)")]
+    engine = Engine()
     parts = recipe(cfg)[0]
     tag = f"{TOOLCHAIN_REPO}:{toolchain_name(cfg)}"
-    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
+    if engine.image_id(tag):
         return [Check("toolchain image", "pass", f"{tag} exists")]
     base = cfg.get("base_image") or re.search(r"ARG BASE_IMAGE=(\S+)", parts["dockerfile"]).group(1)
-    if subprocess.run(["docker", "image", "inspect", base], capture_output=True).returncode == 0:
+    if engine.image_id(base):
         return [Check("toolchain image", "pass", f"{tag} will be built from {base} (present)")]
-    remote = subprocess.run(["docker", "manifest", "inspect", base], capture_output=True, text=True,
-                            timeout=60)
-    if remote.returncode == 0:
+    if engine.in_registry(base):
         return [Check("toolchain image", "pass", f"{tag} will be built from {base} (in its registry)")]
     return [Check("toolchain image", "FAIL", f"{tag} is not built and its base image {base} is "
                   "neither here nor reachable in a registry",

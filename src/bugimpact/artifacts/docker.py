@@ -4,7 +4,8 @@ One toolchain image per era (``envs/docker/<toolchain>/Dockerfile``) builds both
 the same command and environment. Sources come from the user's clone through a shared clone per
 build (the user's clone is never touched); a compiler cache volume is shared by all builds, so the
 second arm recompiles only what the fix touched. Containers are never privileged, and no token is
-passed to them: the build environment is only what the config names.
+passed to them: the build environment is only what the config names. The engine is spoken to
+through its API (``engine.Engine``), never the CLI.
 """
 import hashlib
 import json
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from ..io import write_text
 from .common import SRC
+from .engine import Engine, gpu_requests
 from .sources import PROBE, sha256_file
 
 ROOT = SRC.parent
@@ -36,13 +38,6 @@ class BuildFailed(Exception):
     def __init__(self, failure_class, message):
         super().__init__(message)
         self.failure_class = failure_class
-
-
-def docker(*args, check=True, **kwargs):
-    out = subprocess.run(["docker", *args], capture_output=True, text=True, **kwargs)
-    if check and out.returncode != 0:
-        raise RuntimeError(f"docker {' '.join(args[:2])} failed: {out.stderr.strip()[-1500:]}")
-    return out
 
 
 # Variables that change how fast a build runs, never what it produces: kept out of the recipe hash,
@@ -98,13 +93,15 @@ def _context(folder, dockerfile_text, ca_bundle):
 
 
 def _build_args(base_image):
-    args = []
-    if base_image:
-        args += ["--build-arg", f"BASE_IMAGE={base_image}"]
-    for var in PROXY_VARS:  # predefined build args: Docker keeps them out of the image history
-        if os.environ.get(var):
-            args += ["--build-arg", f"{var}={os.environ[var]}"]
+    args = {"BASE_IMAGE": base_image} if base_image else {}
+    # predefined build args: Docker keeps them out of the image history
+    args.update({var: os.environ[var] for var in PROXY_VARS if os.environ.get(var)})
     return args
+
+
+def _probe(engine, image, code):
+    """What ``code`` (a probe printing one JSON line) says in a fresh container of ``image``."""
+    return json.loads(engine.output(image, ["python", "-c", code]).strip().splitlines()[-1])
 
 
 def toolchain_name(docker_cfg):
@@ -116,21 +113,19 @@ def build_toolchain(docker_cfg, log):
     """Build the toolchain image of this recipe unless it exists (the toolchain rule's job, so that
     parallel builds never race to make it); returns its record: tag, image id, recipe hash and the
     interpreter inside, that release wheels for a docker runtime must fit."""
-    from .interpreters import probe
+    from .interpreters import PROBE as INTERPRETER
     parts, digest = recipe(docker_cfg)
     tag = f"{TOOLCHAIN_REPO}:{toolchain_name(docker_cfg)}"
-    if docker("image", "inspect", tag, check=False).returncode != 0:
+    engine = Engine()
+    if engine.image_id(tag) is None:
         with tempfile.TemporaryDirectory() as tmp:
             _context(Path(tmp), parts["dockerfile"], docker_cfg.get("ca_bundle"))
             log.write(f"building toolchain image {tag}\n")
             log.flush()
-            out = subprocess.run(["docker", "build", "-t", tag, *_build_args(parts["base_image"]),
-                                  tmp], stdout=log, stderr=subprocess.STDOUT)
-            if out.returncode != 0:
-                raise RuntimeError(f"toolchain image {tag} did not build; see the log")
-    return {"tag": tag, "image_id": docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip(),
+            engine.build(tmp, tag, log, _build_args(parts["base_image"]))
+    return {"tag": tag, "image_id": engine.image_id(tag),
             "host": socket.gethostname(), "toolchain": docker_cfg["toolchain"], "recipe_sha": digest,
-            "python": probe("python", prefix=("docker", "run", "--rm", "--network", "none", tag))}
+            "python": _probe(engine, tag, INTERPRETER)}
 
 
 def toolchain_present(toolchain):
@@ -141,8 +136,7 @@ def toolchain_present(toolchain):
         raise BuildFailed("configure", f"toolchain image {toolchain['tag']} was built on "
                           f"{toolchain['host']}, and this job runs on {here}: run the toolchain, "
                           "docker_build and runtime jobs on one node (README: Running on a cluster)")
-    found = docker("image", "inspect", "--format", "{{.Id}}", toolchain["tag"], check=False)
-    if found.returncode != 0 or found.stdout.strip() != toolchain["image_id"]:
+    if Engine().image_id(toolchain["tag"]) != toolchain["image_id"]:
         raise BuildFailed("configure", f"toolchain image {toolchain['tag']} ({toolchain['image_id'][:19]}) "
                           "is gone or was rebuilt: delete its record under results/toolchains/ and "
                           "rerun, which builds it again")
@@ -199,20 +193,22 @@ def build_wheel(commit, docker_cfg, toolchain, out_dir, log_path):
                  log, "submodules")
             wheels = work / "out"
             wheels.mkdir()
-            env_args = [a for k, v in {**parts["build_env"], **parts["runner_env"]}.items()
-                        for a in ("-e", f"{k}={v}")]
             script = f"{parts['build_command']} && cp dist/*.whl /out/"
             log.write(f"$ {script}\n")
             log.flush()
-            volume = docker_cfg["ccache_volume"]
-            args = ["--user", f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp", "-v", f"{src}:/src",
-                    "-v", f"{wheels}:/out", "-v", f"{volume}:/ccache", *env_args, "-w", "/src", tag,
-                    "bash", "-c", script]
-            _ccache_volume(volume, tag)
+            engine, volume = Engine(), docker_cfg["ccache_volume"]
+            _ccache_volume(engine, volume, tag)
             try:
-                code = run_container(args, f"bugimpact-build-{commit[:12]}-{os.getpid()}", log,
-                                     docker_cfg["timeout_s"])
-            except subprocess.TimeoutExpired:
+                code = engine.run(
+                    # one name per artifact: the next attempt removes a container a killed job left
+                    tag, ["bash", "-c", script], name=f"bugimpact-build-{commit[:12]}-{digest}",
+                    log=log, timeout=docker_cfg["timeout_s"], user=f"{os.getuid()}:{os.getgid()}",
+                    environment={"HOME": "/tmp", **parts["build_env"], **parts["runner_env"]},
+                    volumes={str(src): {"bind": "/src", "mode": "rw"},
+                             str(wheels): {"bind": "/out", "mode": "rw"},
+                             volume: {"bind": "/ccache", "mode": "rw"}},
+                    working_dir="/src")
+            except TimeoutError:
                 log.write(f"\ntimed out after {docker_cfg['timeout_s']}s: container removed\n")
                 raise BuildFailed("timeout", f"build exceeded {docker_cfg['timeout_s']}s") from None
         built = sorted(wheels.glob("*.whl"))
@@ -235,32 +231,11 @@ def build_wheel(commit, docker_cfg, toolchain, out_dir, log_path):
     return manifest
 
 
-def run_container(args, name, log, timeout=None):
-    """``docker run --rm --name NAME ARGS``; returns its exit code. On a timeout (re-raised) or an
-    interrupt the container itself is killed and removed: killing the client leaves it running."""
-    proc = subprocess.Popen(["docker", "run", "--rm", "--name", name, *args], stdout=log,
-                            stderr=subprocess.STDOUT)
-    try:
-        return proc.wait(timeout=timeout)
-    except BaseException:
-        remove_container(name)
-        proc.kill()
-        proc.wait()
-        raise
-
-
-def remove_container(name):
-    """Kill and remove a container by name, through the CLI as every other docker call; gone
-    already is fine."""
-    docker("rm", "--force", name, check=False)
-
-
-def _ccache_volume(volume, image):
+def _ccache_volume(engine, volume, image):
     """A named volume owned by the build user (named volumes start owned by root)."""
-    if docker("volume", "inspect", volume, check=False).returncode != 0:
-        docker("volume", "create", volume)
-        docker("run", "--rm", "-v", f"{volume}:/ccache", "--entrypoint", "chown", image,
-               f"{os.getuid()}:{os.getgid()}", "/ccache")
+    if engine.volume(volume):
+        engine.output(image, [f"{os.getuid()}:{os.getgid()}", "/ccache"], entrypoint="chown",
+                      volumes={volume: {"bind": "/ccache", "mode": "rw"}})
 
 
 RUNTIME_DOCKERFILE = """FROM {base}
@@ -278,9 +253,10 @@ def prepare_runtime(artifact, toolchain, requirements, gpus, folder):
                                      toolchain["recipe_sha"]]).encode()).hexdigest()[:12]
     tag = f"{RUNTIME_REPO}:{key}"
     Path(folder).mkdir(parents=True, exist_ok=True)
+    engine = Engine()
     with open(Path(folder) / "build.log", "a") as log:
         base, _ = toolchain_present(toolchain)
-        if docker("image", "inspect", tag, check=False).returncode != 0:
+        if engine.image_id(tag) is None:
             with tempfile.TemporaryDirectory() as tmp:
                 wheels = Path(tmp) / "wheels"
                 wheels.mkdir()
@@ -293,38 +269,40 @@ def prepare_runtime(artifact, toolchain, requirements, gpus, folder):
                         packages.append(item)
                 write_text(Path(tmp) / "Dockerfile", RUNTIME_DOCKERFILE.format(
                     base=base, packages=" ".join(f"'{p}'" for p in packages)))
-                out = subprocess.run(["docker", "build", "-t", tag, *_build_args(""), tmp],
-                                     stdout=log, stderr=subprocess.STDOUT)
-                if out.returncode != 0:
-                    raise RuntimeError(f"runtime image {tag} did not build; see {folder}/build.log")
-    probe = docker("run", "--rm", "--network", "none", tag, "python", "-c", PROBE).stdout
-    return {"kind": "docker", "image": tag, "python": "python",
-            "image_id": docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip(),
-            "gpus": gpus,
-            "probe": json.loads(probe.strip().splitlines()[-1])}
+                engine.build(tmp, tag, log, _build_args(""))
+    return {"kind": "docker", "image": tag, "python": "python", "image_id": engine.image_id(tag),
+            "gpus": gpus, "probe": _probe(engine, tag, PROBE)}
 
 
 def container_name(out):
-    """A run's container name, unique per record path, so a timeout can remove it."""
+    """A run's container name, unique per record path: a run killed before it could remove its
+    container has it removed by the next attempt."""
     return "bugimpact-run-" + hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()[:16]
 
 
-def run_command(runtime, out, env, data):
-    """``docker run`` for one harness run: harness and data read-only, the run folder writable,
-    no network, the caller's uid, the harness environment variables, GPUs when configured."""
+# what the harness process needs of the launcher's environment (threads, hashing, the GPU)
+HARNESS_ENV = ("PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+               "CUDA_VISIBLE_DEVICES")
+
+
+def run_harness(runtime, spec, out, env, log, timeout=None):
+    """One harness run in its runtime image: harness, data and spec read-only, the run folder
+    writable, no network, the caller's uid, the harness environment variables, GPUs when
+    configured. Returns the exit code; ``TimeoutError`` once the container is gone."""
     out = Path(out).resolve()
-    spec_env = ["PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                "CUDA_VISIBLE_DEVICES"]
-    data_dir = Path(data).resolve().parent
-    cmd = ["docker", "run", "--rm", "-i", "--name", container_name(out), "--network", "none", "--user",
-           f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp", "-e", "PYTHONPATH=/bugimpact/src",
-           "-e", "PYTHONDONTWRITEBYTECODE=1",
-           "-v", f"{SRC}:/bugimpact/src:ro", "-v", f"{out.parent}:{out.parent}"]
-    cmd += ["-v", f"{data_dir}:{data_dir}:ro"]
-    for name in spec_env:
-        if env.get(name) is not None:
-            cmd += ["-e", f"{name}={env[name]}"]
-    if runtime.get("gpus"):
-        cmd += ["--gpus", runtime["gpus"]]
-    return cmd + [runtime["image"], "python", "-m", "bugimpact.harness", "--spec", "-",
-                  "--out", str(out)]
+    data_dir = Path(spec["data"]).resolve().parent
+    with tempfile.TemporaryDirectory(prefix="bugimpact-spec-") as tmp:
+        spec_file = Path(tmp) / "spec.json"
+        spec_file.write_text(json.dumps(spec))
+        return Engine().run(
+            runtime["image"], ["python", "-m", "bugimpact.harness", "--spec", "/bugimpact/spec.json",
+                               "--out", str(out)],
+            name=container_name(out), log=log, timeout=timeout, network_mode="none",
+            user=f"{os.getuid()}:{os.getgid()}",
+            environment={"HOME": "/tmp", "PYTHONPATH": "/bugimpact/src", "PYTHONDONTWRITEBYTECODE": "1",
+                         **{name: env[name] for name in HARNESS_ENV if env.get(name) is not None}},
+            volumes={str(SRC): {"bind": "/bugimpact/src", "mode": "ro"},
+                     str(spec_file): {"bind": "/bugimpact/spec.json", "mode": "ro"},
+                     str(out.parent): {"bind": str(out.parent), "mode": "rw"},
+                     str(data_dir): {"bind": str(data_dir), "mode": "ro"}},
+            device_requests=gpu_requests(runtime.get("gpus") or ""))

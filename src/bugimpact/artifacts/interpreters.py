@@ -26,10 +26,10 @@ HOW_TO_GET = ("get one with `pyenv install 3.7`, `uv python install 3.7` or "
               "`conda create -p /opt/py37 python=3.7`, then give its path or its version")
 
 
-def probe(python, prefix=()):
-    """What ``python`` is; ``prefix`` runs it elsewhere (e.g. ``docker run --rm IMAGE``)."""
+def probe(python):
+    """What the interpreter ``python`` is (``PROBE``'s answer)."""
     try:
-        out = subprocess.run([*prefix, python, "-c", PROBE], capture_output=True, text=True,
+        out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True,
                              timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RuntimeError(f"{python} does not run: {exc}") from exc

@@ -1,8 +1,8 @@
 """Runtime kinds: where an arm's runs execute, each in one class behind one interface.
 
 A kind says which artifact sources it runs (and why not the others), what its identity is made
-of (part of the experiment key), which interpreter its wheels must fit, how a runtime is made, the
-command that runs the harness in it, and what is left to clean up when a run is killed. The plan,
+of (part of the experiment key), which interpreter its wheels must fit, how a runtime is made, and
+how the harness runs in it (a process by default; the docker kind's, a container). The plan,
 the steps, preflight and the launcher ask the kind; adding one (conda, apptainer) is one class
 registered in ``KINDS`` here or with ``@register`` from a plugin (``bugimpact.plugins``); the config
 schema takes the names from there (``config.code_lists``)."""
@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 
 from ..io import InputError
 
@@ -56,8 +57,25 @@ class RuntimeKind:
         """The harness's command line in this runtime, and the environment to give it."""
         return [runtime["python"], "-m", "bugimpact.harness", "--spec", "-", "--out", str(out)], env
 
-    def after_kill(self, out):
-        """What a killed run leaves behind that its process group did not take with it."""
+    def run(self, runtime, spec, out, env, log, timeout=None):
+        """Run the harness once (its output to ``log``); returns its exit code. After ``timeout``
+        seconds, or on any interrupt, everything it started is killed, and only then is
+        ``TimeoutError`` (or the interrupt) raised."""
+        cmd, env = self.command(runtime, out, env, spec["data"])
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, text=True, env=env, stdout=log, stderr=log,
+                                start_new_session=True)
+        try:
+            proc.communicate(json.dumps(spec), timeout=timeout)
+        except BaseException as exc:
+            try:
+                os.killpg(proc.pid, 9)  # the session: what the harness started goes with it
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise TimeoutError(f"the harness still ran after {timeout}s") from None
+            raise
+        return proc.returncode
 
 
 class Local(RuntimeKind):
@@ -128,13 +146,9 @@ class Docker(RuntimeKind):
         return prepare_runtime(manifest, read_json(settings["toolchain_json"]),
                                settings["requirements"], settings["gpus"], folder)
 
-    def command(self, runtime, out, env, data):
-        from .docker import run_command
-        return run_command(runtime, out, env, data), None
-
-    def after_kill(self, out):
-        from .docker import container_name, remove_container
-        remove_container(container_name(out))
+    def run(self, runtime, spec, out, env, log, timeout=None):
+        from .docker import run_harness
+        return run_harness(runtime, spec, out, env, log, timeout)
 
 
 KINDS = {kind.name: kind() for kind in (Local, Venv, Docker)}

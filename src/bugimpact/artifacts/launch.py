@@ -1,8 +1,6 @@
 """One run of the harness in its runtime: on a GPU slot claimed for it, forked from a server where
 the runtime's kind allows it, killed with everything it started when it hangs."""
-import json
 import os
-import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
@@ -55,24 +53,8 @@ def launch(runtime, spec, out, log_handle, options=None):
             except ServerUnavailable as exc:
                 log_handle.write(f"{exc}: this run goes in a process of its own\n")
                 log_handle.flush()
-        env = harness_env(options.threads, lock.device)
-        cmd, env = kind.command(runtime, out, env, spec["data"])
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, text=True, env=env, stdout=log_handle,
-                                stderr=log_handle, start_new_session=True)
         try:
-            proc.communicate(json.dumps(spec), timeout=options.timeout)
-        except BaseException as exc:
-            _kill(proc, kind, out)
-            if isinstance(exc, subprocess.TimeoutExpired):
-                raise RunTimeout(f"timed out after {options.timeout}s") from None
-            raise
-    return proc.returncode
-
-
-def _kill(proc, kind, out):
-    try:
-        os.killpg(proc.pid, 9)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-    kind.after_kill(out)
+            return kind.run(runtime, spec, out, harness_env(options.threads, lock.device), log_handle,
+                            options.timeout)
+        except TimeoutError:
+            raise RunTimeout(f"timed out after {options.timeout}s") from None
