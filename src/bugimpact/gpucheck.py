@@ -64,8 +64,10 @@ def workload(config, folder, device="cuda", epochs=1):
         data = shaped_data(train["challenge"], Path(folder) / "shaped.npz", n_train, n_test)
         note = (f"random pixels in the shapes of {train['challenge']} {challenge.shape}, "
                 f"{n_train} + {n_test} images (prepare the data for the real thing)")
-    spec = dict(experiment(train), epochs=epochs, bug="__gpucheck__", arm="check", fault="",
-                artifact=host_source(), data=str(Path(data).resolve()), data_sha256=sha256_file(data))
+    from .train import RunTarget, build_spec
+    spec = build_spec(dict(experiment(train), epochs=epochs),
+                      RunTarget("__gpucheck__", "check", {"artifact": host_source()}, 0), 0, data,
+                      sha256_file(data))  # each run of the check sets its own run and seed
     return Workload(runtime, spec, note)
 
 

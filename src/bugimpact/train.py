@@ -18,22 +18,24 @@ from .io import write_json
 
 @dataclass(frozen=True)
 class RunTarget:
-    """Which run a train job makes: from its path (bug, arm, run, experiment key) and the plan
-    (the arm's spec: its artifact and fault)."""
+    """Which run a harness job makes: for a train job, from its path (bug, arm, run, experiment
+    key) and the plan (the arm's spec: its artifact and fault); a reach trace and the GPU check
+    name their own."""
     bug: str
     arm: str
     arm_spec: dict
     run: int
-    key: str
+    key: str = ""
 
 
-def build_spec(attributes, target, seeds, data_npz, data_meta):
-    """The harness's spec: the experiment's attributes (from its file), the run and its data."""
+def build_spec(attributes, target, seed, data_npz, data_sha256, **extra):
+    """The harness's spec, the one place its fields are named: an experiment's attributes, which
+    run it is (``target``), its seed and its data; ``extra``: what a reach trace adds."""
     spec = dict(attributes)
-    spec.update({"bug": target.bug, "arm": target.arm, "run": target.run,
-                 "seed": seeds["seeds"][target.run], "fault": target.arm_spec.get("fault", ""),
-                 "artifact": target.arm_spec["artifact"], "experiment_key": target.key,
-                 "data": os.path.abspath(data_npz), "data_sha256": data_meta["sha256"]})
+    spec.update({"bug": target.bug, "arm": target.arm, "run": target.run, "seed": seed,
+                 "fault": target.arm_spec.get("fault", ""), "artifact": target.arm_spec["artifact"],
+                 "experiment_key": target.key, "data": os.path.abspath(data_npz),
+                 "data_sha256": data_sha256, **extra})
     return spec
 
 

@@ -18,12 +18,10 @@ TABLES_VERSION = 3  # bump when what the tables hold changes: cached tables are 
 def trace_spec(train_cfg, steps, data_npz, data_sha256, artifact, key=""):
     """The harness spec of a reach trace: the study's experiment, a seed of its own, the data."""
     from ..experiment import derive_seeds, experiment
-    spec = experiment(train_cfg)
-    spec.update({"bug": "__reach__", "arm": "trace", "run": 0, "fault": "", "artifact": artifact,
-                 "seed": derive_seeds(train_cfg["study_seed"], "__reach__", "paired", 1)[0],
-                 "experiment_key": key, "data": str(Path(data_npz).resolve()),
-                 "data_sha256": data_sha256, "trace": {"steps": steps}})
-    return spec
+    from ..train import RunTarget, build_spec
+    return build_spec(experiment(train_cfg), RunTarget("__reach__", "trace", {"artifact": artifact}, 0, key),
+                      derive_seeds(train_cfg["study_seed"], "__reach__", "paired", 1)[0], data_npz,
+                      data_sha256, trace={"steps": steps})
 
 
 def trace(train_cfg, steps, runtime_json, data, key, artifact, out, log_path):

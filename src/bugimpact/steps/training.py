@@ -40,8 +40,8 @@ def train_run(train_cfg, target, files, out, log_path, experiment_spec=None):
     if not Path(files["experiment"]).exists() and experiment_spec:
         write_json(files["experiment"], experiment_spec)  # as its rule would have, before the gate
     attributes = read_experiment(files["experiment"], target.key)
-    spec = build_spec(attributes, target, archived_seeds(files["seeds"], train_cfg, target.bug),
-                      files["data"], read_json(files["meta"]))
+    seeds = archived_seeds(files["seeds"], train_cfg, target.bug)["seeds"]
+    spec = build_spec(attributes, target, seeds[target.run], files["data"], read_json(files["meta"])["sha256"])
     return train_one(spec, out, log_path, read_json(files["runtime"]), RunOptions.of(train_cfg))
 
 
