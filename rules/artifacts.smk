@@ -18,7 +18,7 @@ rule preflight:
 # use it take its record, which also names the interpreter that release wheels must fit.
 rule toolchain:
     output:
-        "results/toolchains/{toolchain}.json",
+        layout.TOOLCHAIN,
     log:
         "logs/toolchains/{toolchain}.log",
     benchmark:
@@ -33,7 +33,7 @@ rule artifact:
     input:
         toolchain=runtime_image_input,
     output:
-        "results/artifacts/{artifact}/manifest.json",
+        layout.ARTIFACT,
     log:
         "logs/artifacts/{artifact}.log",
     benchmark:
@@ -54,7 +54,7 @@ rule runtime:
         artifact=artifact_manifest,
         toolchain=runtime_image_input,
     output:
-        "results/runtimes/{runtime}/{artifact}/runtime.json",
+        layout.RUNTIME,
     log:
         "logs/runtimes/{runtime}/{artifact}.log",
     benchmark:
@@ -79,7 +79,7 @@ rule docker_build:
         preflight=ancient(f"{OUT}/preflight.txt"),  # waited for; being redone never rebuilds a wheel
         toolchain=toolchain_input,
     output:
-        "results/artifacts/{artifact}/manifest.json",
+        layout.ARTIFACT,
     log:
         "logs/artifacts/{artifact}.log",
     benchmark:

@@ -10,6 +10,7 @@ SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, SRC)
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, dict(os.environ).get("PYTHONPATH")])))
 
+from bugimpact import layout
 from bugimpact.config import SHEET_SCHEMA, check_paths, validate_config
 from bugimpact.harness.registry import ARMS
 from bugimpact.plan import Plan
@@ -78,8 +79,8 @@ def train_inputs(wildcards):
     rewritten retrains nothing. The seeds are archived by the arms gate (before any run is asked
     for) and read by the run itself; the decisions ask for records (``needed``)."""
     return {
-        "data": f"results/data/{config['train']['challenge']}.npz",
-        "meta": f"results/data/{config['train']['challenge']}.json",
+        "data": PLAN.data_files()[0],
+        "meta": PLAN.data_files()[1],
         "runtime": PLAN.runtime_json(wildcards.bug, wildcards.arm),
     }
 
@@ -137,9 +138,7 @@ def arms_inputs(wildcards):
 def build_status_inputs(wildcards):
     if reach_gated(wildcards.bug):
         return {"reach": PLAN.reach_json(wildcards.bug)}
-    return {
-        "manifest": f"results/artifacts/{PLAN.arm(wildcards.bug, wildcards.arm)['artifact']}/manifest.json"
-    }
+    return {"manifest": PLAN.artifact_json(wildcards.bug, wildcards.arm)}
 
 
 def arm_json(wildcards):
@@ -154,7 +153,7 @@ def raw_data(wildcards):
 
 
 def artifact_manifest(wildcards):
-    return f"results/artifacts/{wildcards.artifact}/manifest.json"
+    return layout.ARTIFACT.format(artifact=wildcards.artifact)
 
 
 def where_the_study_stands():

@@ -2,8 +2,8 @@ rule prepare_data:
     input:
         raw_data,
     output:
-        npz="results/data/{challenge}.npz",
-        meta="results/data/{challenge}.json",
+        npz=layout.DATA,
+        meta=layout.DATA_META,
     log:
         "logs/data/{challenge}.log",
     params:
@@ -16,7 +16,7 @@ rule prepare_data:
 # hashes to the key in its path, so no record can disagree with where it lies).
 rule experiment:
     output:
-        "results/experiments/{key}.json",
+        layout.EXPERIMENT,
     log:
         "logs/experiments/{key}.log",
     params:
@@ -29,7 +29,7 @@ rule experiment:
 # study seed, the policy and the bug id, so changing the run count never changes them.
 rule seeds:
     output:
-        "results/seeds/{bug}/{key}.json",
+        layout.SEEDS,
     log:
         "logs/seeds/{bug}/{key}.log",
     params:

@@ -5,10 +5,10 @@
 rule reach_trace:
     input:
         runtime=lambda wc: PLAN.runtime_json_of(wc.artifact),
-        data=f"results/data/{config['train']['challenge']}.npz",
-        meta=f"results/data/{config['train']['challenge']}.json",
+        data=PLAN.data_files()[0],
+        meta=PLAN.data_files()[1],
     output:
-        "results/reach/traces/{key}/{artifact}.json",
+        layout.TRACE,
     log:
         "logs/reach/traces/{key}/{artifact}.log",
     benchmark:
@@ -26,7 +26,7 @@ checkpoint reach:
     input:
         trace=lambda wc: PLAN.reach_trace(wc.bug) or [],
     output:
-        "results/reach/{bug}/{key}.json",
+        layout.REACH,
     log:
         "logs/reach/{bug}/{key}.log",
     benchmark:

@@ -6,7 +6,7 @@ checkpoint arms:
     input:
         unpack(arms_inputs),
     output:
-        "results/arms/{bug}/{key}.json",
+        layout.ARMS_GATE,
     log:
         "logs/arms/{bug}/{key}.log",
     params:
@@ -23,7 +23,7 @@ rule train:
     input:
         unpack(train_inputs),
     output:
-        "results/runs/{bug}/{key}/{arm}/{run}.json",
+        layout.RUN,
     log:
         "logs/train/{bug}/{key}/{arm}/{run}.log",
     benchmark:
@@ -53,7 +53,7 @@ rule train:
 # determinism flag proves nothing (before torch 1.8 nothing reports a non-deterministic kernel).
 use rule train as train_repeat with:
     output:
-        "results/repeats/{bug}/{key}/{arm}/{run}.json",
+        layout.REPEAT,
     log:
         "logs/train/{bug}/{key}/{arm}/{run}.repeat.log",
     benchmark:
@@ -68,7 +68,7 @@ checkpoint early_decision:
         records=lambda wc: PLAN.records(wc.bug, PLAN.early_runs()),
         repeats=lambda wc: PLAN.repeat_records(wc.bug),
     output:
-        "results/early/{bug}/{key}.json",
+        layout.EARLY,
     log:
         "logs/early/{bug}/{key}.log",
     params:
@@ -83,7 +83,7 @@ checkpoint stage_decision:
     input:
         records=lambda wc: PLAN.records(wc.bug, int(wc.pairs)),
     output:
-        "results/stages/{bug}/{key}/{pairs}.json",
+        layout.STAGE,
     log:
         "logs/stages/{bug}/{key}/{pairs}.log",
     params:

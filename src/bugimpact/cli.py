@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from . import steps, workflow
+from . import layout, steps, workflow
 from .config import SHEET_SCHEMA, load_config
 from .io import InputError, read_json
 
@@ -50,8 +50,8 @@ def _parser():
 
     p = command("retry-failed", help="delete failed run records and failed build manifests "
                                     "so that the next workflow run retries them")
-    p.add_argument("--runs", default="results/runs")
-    p.add_argument("--artifacts", default="results/artifacts")
+    p.add_argument("--runs", default=layout.RUNS)
+    p.add_argument("--artifacts", default=layout.ARTIFACTS)
 
     p = command("preflight", help="check in seconds what hours of builds need: commits, "
                                   "submodules, images, disk, GPUs, data, wheels")
@@ -60,7 +60,7 @@ def _parser():
 
     p = command("verify", help="list run records that are cut short, edited or from "
                                "another harness version; --remove deletes only those")
-    p.add_argument("--runs", default="results/runs")
+    p.add_argument("--runs", default=layout.RUNS)
     p.add_argument("--remove", action="store_true")
 
     p = command("gc", help="list the artifacts, runtimes (venvs), docker images and cached "
@@ -233,6 +233,7 @@ def _run_bug(bug, config_path, cores, extra):
     """Everything one bug still needs: its failed run records (and its arms' failed artifacts)
     are removed so that they are tried again, then its target is made; its line is printed."""
     from pathlib import Path
+    from .harness.registry import ARMS
     from .plan import Plan
     from .records import record_paths, to_retry
     from .status import bug_row, table, verdicts
@@ -243,9 +244,8 @@ def _run_bug(bug, config_path, cores, extra):
                          f"{', ...' if len(known) > 12 else ''}); a sheet row is a bug once its "
                          f"decision is accept", field="--bug")
     dry = "--dry-run" in extra
-    runs = Path("results/runs") / bug / plan.keys[bug]
-    manifests = [Path(f"results/artifacts/{plan.arm(bug, arm)['artifact']}/manifest.json")
-                 for arm in ("buggy", "corrected")]
+    runs = Path(layout.RUNS) / bug / plan.keys[bug]  # the bug's records, every arm
+    manifests = [Path(plan.artifact_json(bug, arm)) for arm in ARMS]
     _remove_to_retry(to_retry(record_paths(runs), manifests), dry)
     code = workflow.run(None, cores, extra + plan.bug_targets(bug), config_path)
     print(table([bug_row(Plan(load_config(config_path), SHEET_SCHEMA), bug, verdicts(plan.out))]))
@@ -289,7 +289,7 @@ def _reach(args):
     reach_cfg = dict(config["reach"], **({"tables": args.tables} if args.tables else {}))
     rows = batch.rows_of(args.rows or config["sheet"], args.ids)
     table = batch.judge_rows(rows, batch.load_traces(args.trace), sources, reach_cfg,
-                             "results/reach/tables", args.patches)
+                             layout.REACH_TABLES, args.patches)
     batch.print_table(table)
     if args.out:
         batch.write_table(args.out, table)

@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import layout
 from .io import write_json
 
 SHARES = (1, 2, 4)
@@ -55,7 +56,7 @@ def workload(config, folder, device="cuda", epochs=1):
     from .reach.batch import shaped_data
     train = dict(config["train"], device=device)
     runtime = prepare_local({"source": host_source()})
-    prepared = Path("results/data") / f"{train['challenge']}.npz"
+    prepared = Path(layout.DATA.format(challenge=train["challenge"]))
     if prepared.exists():
         data, note = prepared, f"the study's {train['challenge']} ({prepared})"
     else:

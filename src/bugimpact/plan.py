@@ -6,6 +6,7 @@ controls), each arm's artifact, the experiment key, and every target path.
 import re
 from pathlib import Path
 
+from . import layout
 from .artifacts.kinds import kind as runtime_kind
 from .artifacts.kinds import runtime_id
 from .artifacts.source_kinds import artifact_id, source
@@ -24,7 +25,7 @@ class Plan:
         # what this study alone makes (its tables, report, sheet merge) lives under its own folder,
         # so two studies in one checkout keep their reports side by side; runs, artifacts and
         # runtimes are keyed by what they are and shared
-        self.out = f"results/{config['study']}"
+        self.out = layout.STUDY.format(study=config["study"])
         strays = sorted(set(config["bugs"].get("overrides") or {}) - {r.get("id") for r in rows})
         if rows and strays:  # (a first run's sheet is still empty: mining fills it)
             raise InputError("config.yaml", f"bugs.overrides names {', '.join(strays)}, which "
@@ -122,7 +123,7 @@ class Plan:
         ident = self.reach_artifacts.get(bug)
         if not ident:
             return None
-        return f"results/reach/traces/{self._trace_key(ident)}/{ident}.json"
+        return layout.TRACE.format(key=self._trace_key(ident), artifact=ident)
 
     def _trace_key(self, ident):
         return experiment_key(self.config["train"], self.runtime_ids[ident])
@@ -134,7 +135,7 @@ class Plan:
         return sorted(set(self.keys.values()) | traces)
 
     def reach_json(self, bug):
-        return f"results/reach/{bug}/{self.keys[bug]}.json" if self.config["reach"]["enabled"] else None
+        return layout.REACH.format(bug=bug, key=self.keys[bug]) if self.config["reach"]["enabled"] else None
 
     def reach_identity(self, bug):
         """What a bug's reach verdict is judged from: its kind and its arms (their diffs or
@@ -172,7 +173,7 @@ class Plan:
         return {bug for bug in self.bugs if self.reach_stop(bug)}
 
     def runtime_json_of(self, ident):
-        return f"results/runtimes/{self.runtime_ids[ident]}/{ident}/runtime.json"
+        return layout.RUNTIME.format(runtime=self.runtime_ids[ident], artifact=ident)
 
     @staticmethod
     def _check_arm(bug, arm, spec):
@@ -202,10 +203,10 @@ class Plan:
         return [n for n in seq["stages"] if n < self.runs] if seq["enabled"] else []
 
     def early_json(self, bug):
-        return f"results/early/{bug}/{self.keys[bug]}.json"
+        return layout.EARLY.format(bug=bug, key=self.keys[bug])
 
     def stage_json(self, bug, pairs):
-        return f"results/stages/{bug}/{self.keys[bug]}/{pairs}.json"
+        return layout.STAGE.format(bug=bug, key=self.keys[bug], pairs=pairs)
 
     def needed(self, bug, read):
         """The records this bug needs and the decisions that gate them, in run order: the early
@@ -234,13 +235,13 @@ class Plan:
         needed = early.get("repeat", "cuda") == "always" or self.config["train"]["device"] == "cuda"
         if not (self.early_runs() and needed):
             return []
-        return [f"results/repeats/{bug}/{self.keys[bug]}/buggy/0.json"]
+        return [layout.REPEAT.format(bug=bug, key=self.keys[bug], arm="buggy", run=0)]
 
     def arm(self, bug, arm):
         return self.bugs[bug]["arms"][arm]
 
     def record(self, bug, arm, run):
-        return f"results/runs/{bug}/{self.keys[bug]}/{arm}/{run}.json"
+        return layout.RUN.format(bug=bug, key=self.keys[bug], arm=arm, run=run)
 
     def records(self, bug, runs=None):
         count = self.runs if runs is None else runs
@@ -249,13 +250,13 @@ class Plan:
     def seeds_json(self, bug):
         """A bug's seeds, per experiment key (which holds the study seed and the policy they are
         derived from: two studies with other seeds never share a file)."""
-        return f"results/seeds/{bug}/{self.keys[bug]}.json"
+        return layout.SEEDS.format(bug=bug, key=self.keys[bug])
 
     def experiment_json(self, bug):
-        return f"results/experiments/{self.keys[bug]}.json"
+        return layout.EXPERIMENT.format(key=self.keys[bug])
 
     def arms_gate(self, bug):
-        return f"results/arms/{bug}/{self.keys[bug]}.json"
+        return layout.ARMS_GATE.format(bug=bug, key=self.keys[bug])
 
     def runnable(self, bug):
         """Whether the bug's arms gate, once written, let its runs be made (None: not yet known)."""
@@ -267,7 +268,15 @@ class Plan:
 
     def toolchain_json(self):
         """The toolchain image's record (built by its own rule), or None when no step uses docker."""
-        return f"results/toolchains/{self.toolchain}.json" if self.toolchain else None
+        return layout.TOOLCHAIN.format(toolchain=self.toolchain) if self.toolchain else None
+
+    def artifact_json(self, bug, arm):
+        return layout.ARTIFACT.format(artifact=self.arm(bug, arm)["artifact"])
+
+    def data_files(self):
+        """The prepared challenge: its .npz and its metadata."""
+        challenge = self.config["train"]["challenge"]
+        return layout.DATA.format(challenge=challenge), layout.DATA_META.format(challenge=challenge)
 
     def runtime_json(self, bug, arm):
         return self.runtime_json_of(self.arm(bug, arm)["artifact"])

@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import layout
 from .artifacts.source_kinds import source as source_kind
 from .io import InputError
 
@@ -209,7 +210,7 @@ def _disk(config, plan, docker_arms):
     from .artifacts.docker import preset
     per_build = float(preset(config["artifacts"]["docker"]).get("disk_gb_per_build", 2))
     todo = sorted({spec["artifact"] for _, _, spec in docker_arms
-                   if not Path(f"results/artifacts/{spec['artifact']}/manifest.json").exists()})
+                   if not Path(layout.ARTIFACT.format(artifact=spec["artifact"])).exists()})
     need = per_build * len(todo)
     folder = Path(".").resolve()
     free = shutil.disk_usage(folder).free / 1e9

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from ..io import atomic_open, read_json, write_json
+from ..layout import REACH_TABLES
 from . import patch
 from .static import map_diff, needs_tables
 from .tables import DirTree, GitTree, Tables
@@ -103,7 +104,7 @@ def map_fix(diff_text, sources, reach_cfg, arm, cache_dir):
     return map_diff(diff_text, tables, old_tree, new_tree)
 
 
-def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir="results/reach/tables"):
+def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir=REACH_TABLES):
     """The reach verdict of one bug, written to ``out``; what cannot be judged is ``unknown``."""
     from ..artifacts.diffs import fix_diff
     from ..artifacts.source_kinds import source

@@ -1,0 +1,24 @@
+"""Where the shared results live: one path pattern per identity, its fields the rules' wildcards.
+
+A rule's output is its pattern, read from here; the plan, the CLI and the checks fill a pattern in
+(``str.format``) instead of spelling the path again. A study's own outputs (tables, figures, the
+report) live under ``results/<study>/`` (``Plan.out``). docs/outputs.md says what each file holds.
+"""
+DATA = "results/data/{challenge}.npz"  # a prepared challenge
+DATA_META = "results/data/{challenge}.json"  # its checksum and shapes
+EXPERIMENT = "results/experiments/{key}.json"  # what every run of the key computes with
+SEEDS = "results/seeds/{bug}/{key}.json"
+TOOLCHAIN = "results/toolchains/{toolchain}.json"  # the docker toolchain image's record
+ARTIFACTS = "results/artifacts"
+ARTIFACT = ARTIFACTS + "/{artifact}/manifest.json"
+RUNTIME = "results/runtimes/{runtime}/{artifact}/runtime.json"
+TRACE = "results/reach/traces/{key}/{artifact}.json"
+REACH = "results/reach/{bug}/{key}.json"  # a fix's reach verdict
+REACH_TABLES = "results/reach/tables"  # the operator tables read from sources, cached
+ARMS_GATE = "results/arms/{bug}/{key}.json"
+RUNS = "results/runs"
+RUN = RUNS + "/{bug}/{key}/{arm}/{run}.json"  # one sealed record per run
+REPEAT = "results/repeats/{bug}/{key}/{arm}/{run}.json"  # the early decision's measured repeat
+EARLY = "results/early/{bug}/{key}.json"
+STAGE = "results/stages/{bug}/{key}/{pairs}.json"  # a group-sequential look
+STUDY = "results/{study}"  # a study's own tables, figures and report
