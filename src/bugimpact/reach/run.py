@@ -135,6 +135,11 @@ def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir=REACH_TA
             result["unknown"] = [f"{type(exc).__name__}: {exc}"]
     result["scope"] = scope(trace_json, result)
     result["wall_s"] = round(time.time() - started, 3)
+    # A remade verdict never has the bytes of the one before. The arms gate, a checkpoint, waits on
+    # it, and the statistics on the gate: Snakemake expects the gate to be remade once the verdict
+    # is, but skips it when the verdict's bytes did not change, and then drops the statistics and
+    # their changed settings from that run without a word (snakemake#1493 is of this kind).
+    result["judged_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     write_json(out, result)
     log.info("%s: %s", bug, result["verdict"])
     return result
