@@ -13,6 +13,7 @@ from .tables import DirTree, GitTree, Tables
 from .verdict import judge
 
 log = logging.getLogger("bugimpact.reach")
+JUDGED_AT = "judged_at"  # when a verdict was made: in its file only (``judge_bug``)
 TABLES_VERSION = 3  # bump when what the tables hold changes: cached tables are then remade
 
 
@@ -138,8 +139,9 @@ def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir=REACH_TA
     # A remade verdict never has the bytes of the one before. The arms gate, a checkpoint, waits on
     # it, and the statistics on the gate: Snakemake expects the gate to be remade once the verdict
     # is, but skips it when the verdict's bytes did not change, and then drops the statistics and
-    # their changed settings from that run without a word (snakemake#1493 is of this kind).
-    result["judged_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    # their changed settings from that run without a word (snakemake#1493 is of this kind). The
+    # gate leaves this out, so what comes after is still the same bytes for the same verdict.
+    result[JUDGED_AT] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     write_json(out, result)
     log.info("%s: %s", bug, result["verdict"])
     return result

@@ -131,8 +131,9 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated=""):
     scheduled, with one short reason. Also what each arm is, for the verdict's scope, and the
     bug's reach verdict; ``gated``: the reach verdict that stopped it before its artifacts."""
     from ..artifacts.onefix import describe
-    from ..reach.run import summary_line
-    reach = read_json(reach_json) if reach_json else None
+    from ..reach.run import JUDGED_AT, summary_line
+    # what the verdict says, not when: the same verdict gives the same gate and statistics
+    reach = {k: v for k, v in read_json(reach_json).items() if k != JUDGED_AT} if reach_json else None
     if gated:
         result = {"bug": bug, "runnable": False, "gated": gated, "reach": reach, "arms": {},
                   "reason": f"no artifacts, no runs: reach says {summary_line(reach)}"}
