@@ -17,7 +17,7 @@ from typing import Optional
 
 import docker
 import requests
-from docker.errors import APIError, BuildError, DockerException, ImageNotFound, NotFound
+from docker.errors import APIError, ContainerError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
 
@@ -82,19 +82,16 @@ class Engine:
 
     def build(self, context, tag, log, buildargs=None):
         """Build ``context`` (a folder with a Dockerfile) as ``tag``, its output streamed to
-        ``log``; returns the image id. Intermediate containers are removed, failed or not."""
+        ``log``. Intermediate containers are removed, failed or not."""
         try:
             for chunk in self.client.api.build(path=str(context), tag=tag, buildargs=buildargs or {},
                                                rm=True, forcerm=True, decode=True):
-                if "stream" in chunk:
-                    log.write(chunk["stream"])
-                    log.flush()
-                elif "error" in chunk:
-                    log.write(chunk["error"] + "\n")
-                    raise BuildError(chunk["error"], [])
-        except (BuildError, APIError) as exc:
-            raise EngineError(f"image {tag} did not build: {getattr(exc, 'msg', exc)}") from None
-        return self.image_id(tag)
+                log.write(chunk.get("stream") or (chunk["error"] + "\n" if "error" in chunk else ""))
+                log.flush()
+                if "error" in chunk:
+                    raise EngineError(f"image {tag} did not build: {chunk['error']}")
+        except APIError as exc:
+            raise EngineError(f"image {tag} did not build: {exc}") from None
 
     # volumes
 
@@ -116,7 +113,7 @@ class Engine:
         try:
             return self.client.containers.run(image, command, remove=True, stdout=True, stderr=False,
                                               **options).decode()
-        except docker.errors.ContainerError as exc:
+        except ContainerError as exc:
             stderr = (exc.stderr or b"").decode(errors="replace").strip()[-1500:]
             raise EngineError(f"{command[0]} in {image} exited {exc.exit_status}: {stderr}") from None
         except (ImageNotFound, APIError) as exc:
@@ -190,8 +187,6 @@ def _sigterm_as_exit():
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
-
-
 
 
 def gpu_requests(value):
