@@ -197,9 +197,9 @@ def test_the_schema_takes_its_lists_from_the_registries_and_the_harness_agrees()
     for names in (registry.FAULTS, registry.METRICS, ("onefix", "installed"), ("venv", "local")):
         assert not re.search(r"enum: \[[^]]*\b%s\b" % names[0], text), names
     assert faults.FAULTS == registry.FAULTS and tuple(models.BUILTIN) == registry.MODELS
-    # every metric the config can name is computed, as floats in the harness and exactly here
-    y = np.array([0, 1, 1, 2])
-    assert tuple(metrics.classification_metrics(y, np.array([0, 1, 2, 2]))) == registry.METRICS
+    # every metric the config can name is recorded by the harness and computed exactly here
+    counts = metrics.confusion_counts(np.array([0, 1, 1, 2]), np.array([0, 1, 2, 2]))
+    assert tuple(metrics.recorded_metrics(counts)) == registry.METRICS
     assert tuple(exact_metrics({"matrix": [[1, 0, 0], [0, 1, 1], [0, 0, 1]]})) == registry.METRICS
     assert schema["properties"]["stats"]["properties"]["metrics"]["items"]["enum"] == list(registry.METRICS)
     source = (ROOT / "src" / "bugimpact" / "harness" / "faults.py").read_text()

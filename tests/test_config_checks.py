@@ -181,3 +181,35 @@ def test_an_inf_metric_is_a_failed_measurement_in_a_sequential_look_too(tmp_path
     decision = stage(stats, design, "b", 4, records, str(tmp_path / "look.json"))
     assert decision["decision"] == "continue"
     assert decision["reason"] == "accuracy is not a finite number in buggy run 2"
+
+
+def test_a_look_uses_the_runs_the_final_analysis_uses(tmp_path):
+    """A run whose reported-only metric is not a number is dropped by the final analysis. Before,
+    the look checked the monitored metric alone, so it stopped the bug for impact on 8 pairs
+    while the analysis of the same records tested 7."""
+    from bugimpact.stats.analysis import analyse_bug
+    from bugimpact.steps import sequential_options, stage, study_design
+    records, paths = [], []
+    for i in range(8):
+        for arm, acc in (("buggy", 0.5), ("corrected", 0.9)):
+            f1 = math.nan if (arm, i) == ("corrected", 5) else acc
+            record = {"status": "ok", "record_schema": 1, "spec": {"arm": arm, "run": i},
+                      "metrics": {"accuracy": acc + i / 100, "f1": f1}, "fingerprints": {}}
+            paths.append(tmp_path / f"{arm}{i}.json")
+            paths[-1].write_text(json.dumps(record))
+            records.append(record)
+    design = study_design({"runs": 16, "seed_policy": "paired",
+                           "sequential": {"enabled": True, "stages": [8, 16], "spending": "pocock",
+                                          "futility_power": None, "metric": "accuracy"}})
+    stats = {"metrics": ["accuracy", "f1"], "alpha": 0.05, "power": 0.8, "min_effect": 0.0}
+    decision = stage(stats, design, "b", 8, [str(p) for p in paths], str(tmp_path / "look.json"))
+    assert decision["decision"] == "continue"
+    assert decision["reason"] == "f1 is not a finite number in corrected run 5"
+    _, info = analyse_bug("b", [dict(r, fingerprints={"init": "x", "epochs": [], "predictions": "y"})
+                                for r in records], stats["metrics"], 16, "paired",
+                          sequential=sequential_options(design, stats))
+    assert info["pairs"] == 7 and info["sequential"] is None  # 7 pairs are no stage of the design
+    # what the look said before: impact, on the monitored metric of all 8 pairs
+    before = stage(dict(stats, metrics=["accuracy"]), design, "b", 8, [str(p) for p in paths],
+                   str(tmp_path / "before.json"))
+    assert before["decision"] == "impact"

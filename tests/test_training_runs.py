@@ -11,7 +11,7 @@ import pytest
 
 from bugimpact.challenges import prepare
 from bugimpact.experiment import derive_seeds, experiment_key
-from bugimpact.harness.metrics import classification_metrics
+from bugimpact.harness.metrics import confusion_counts, recorded_metrics
 
 from conftest import ROOT
 
@@ -139,6 +139,11 @@ def test_seeded_augmentation_is_reproducible(tmp_path, digits):
     b, _ = run_harness(tmp_path, spec(digits, epochs=1, augment=True), "b.json")
     plain, _ = run_harness(tmp_path, spec(digits, epochs=1), "c.json")
     assert a["fingerprints"] == b["fingerprints"] != plain["fingerprints"]
+
+
+def classification_metrics(y_true, y_pred):
+    """What the harness records of these predictions."""
+    return recorded_metrics(confusion_counts(y_true, y_pred))
 
 
 def test_metrics_match_scikit_learn():

@@ -2,13 +2,16 @@
 them before any run starts (the harness modules use the same names)."""
 import hashlib
 import json
+
+from .metrics import METRICS as _METRIC_DEFINITIONS
+
 MODELS = ("vggx", "alexnet", "smallcnn")
 ARMS = ("buggy", "corrected")  # every bug's two arms, in this order
 RECORD_SCHEMA = 1  # bump when a run record's fields change meaning
 FAULTS = ("relu_leak", "momentum_ignored", "dropout_shift", "grad_scale", "label_noise")
-# the metrics every run record holds as floats (metrics.py), and stats.metrics' default; the
-# statistics compute these and any a plugin adds exactly from the counts (stats.exact.METRICS)
-METRICS = ("accuracy", "precision", "recall", "f1")
+# the metrics every run record holds (metrics.py), and stats.metrics' default; the statistics
+# compute these and any a plugin adds exactly from the counts (stats.exact.METRICS)
+METRICS = tuple(_METRIC_DEFINITIONS)
 
 
 def model_error(name):

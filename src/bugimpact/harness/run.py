@@ -180,8 +180,8 @@ def train(spec):
                  % (epoch, spec["epochs"], mean_loss, accuracy, wall))
         nondeterministic = sorted({str(w.message).splitlines()[0] for w in caught
                                    if "determinis" in str(w.message)})
-    record["metrics"] = metrics.classification_metrics(y_test, predictions)
     record["counts"] = metrics.confusion_counts(y_test, predictions)
+    record["metrics"] = metrics.recorded_metrics(record["counts"])
     record["fingerprints"]["logits"] = hashlib.sha256(np.ascontiguousarray(logits).tobytes()).hexdigest()
     record["fingerprints"]["predictions"] = hashlib.sha256(predictions.tobytes()).hexdigest()
     record["nondeterministic_ops"] = nondeterministic

@@ -166,13 +166,40 @@ def _describe(values):
                 min=float(v.min()), max=float(v.max()))
 
 
-def sequential_look(design, pb, pc, alpha, min_effect=0.0, futility_power=None):
-    """Where the group-sequential design stands on these pairs (the monitored metric, run order)."""
+def sequential_look(sequential, monitored, runs, alpha):
+    """Where the group-sequential design stands on the monitored metric of these run pairs, in
+    seed order (``monitored``: {arm: {run: value}}; ``sequential``: {design, min_effect,
+    futility_power, metric})."""
     from .sequential import run_design
 
     def interval(x, y):
         return hodges_lehmann(x, y, paired=True, level=1 - alpha)[1:3]
-    return run_design(design, list(pb), list(pc), min_effect, interval, futility_power)
+    return run_design(sequential["design"], [monitored["buggy"][i] for i in runs],
+                      [monitored["corrected"][i] for i in runs], sequential.get("min_effect", 0.0),
+                      interval, sequential.get("futility_power"))
+
+
+def interim_look(records, pairs, metrics, sequential, alpha):
+    """The look after the first ``pairs`` run pairs, on the runs the final analysis would use
+    (``_usable_runs`` over the tested ``metrics``): continue while any of them is not usable (the
+    runs are there to be made, or a failed one to be retried), so a look never decides on a run
+    the analysis drops."""
+    arms, ok, _ = _usable_runs(records, metrics)
+    unusable = [_why_unusable(arms[arm].get(i), metrics, f"{arm} run {i}")
+                for i in range(pairs) for arm in ARMS if i not in ok[arm]]
+    if unusable:
+        return {"decision": "continue", "runs": pairs, "reason": "; ".join(unusable)}
+    look = sequential_look(sequential, exact_by_run(ok, sequential["metric"]), range(pairs), alpha)
+    return dict(look, runs=pairs, metric=sequential["metric"])
+
+
+def _why_unusable(record, metrics, name):
+    if record is None:
+        return f"{name} has no record"
+    if record["status"] != "ok":
+        return f"{name} {'failed' if record['status'] == 'failed' else 'was skipped'}"
+    bad = [m for m in metrics if not finite(record["metrics"].get(m))]
+    return f"{' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a finite number in {name}"
 
 
 def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, power=0.8,
@@ -193,10 +220,7 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
     exact = {metric: exact_by_run(ok, metric) for metric in metrics}  # what the tests compare
     look = None
     if sequential and paired:
-        monitored = exact[sequential["metric"]]
-        look = sequential_look(sequential["design"], [monitored["buggy"][i] for i in common],
-                               [monitored["corrected"][i] for i in common], alpha,
-                               sequential.get("min_effect", 0.0), sequential.get("futility_power"))
+        look = sequential_look(sequential, exact[sequential["metric"]], common, alpha)
         if look and look["decision"] in ("impact", "futility"):
             required_runs = look["pairs"]  # the bug stopped there: the later runs were skipped
             look["runs_saved"] = 2 * (sequential["design"].stages[-1] - look["pairs"])

@@ -6,32 +6,11 @@ p-value by up to 0.25). From the counts, every metric is a Fraction, and ties, s
 are exact. Records without counts (made by an older harness) keep their float metrics, compared on
 the 1e-12 grid of ``rank_tests.snap``.
 """
-from fractions import Fraction
+from ..harness.metrics import METRICS as _HARNESS_METRICS
 
-
-def _per_class(matrix):
-    size = len(matrix)
-    for c in range(size):
-        tp = matrix[c][c]
-        predicted = sum(matrix[r][c] for r in range(size))
-        actual = sum(matrix[c])
-        precision = Fraction(tp, predicted) if predicted else Fraction(0)
-        recall = Fraction(tp, actual) if actual else Fraction(0)
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else Fraction(0)
-        yield precision, recall, f1
-
-
-def _macro(index):
-    def metric(matrix):
-        classes = list(_per_class(matrix))
-        return sum(values[index] for values in classes) / len(classes)
-    return metric
-
-
-# metric -> its value from the confusion matrix (rows: true label, columns: predicted), exact. The
-# harness records the first four as floats too (``harness.metrics``, macro means as here).
-METRICS = {"accuracy": lambda m: Fraction(sum(m[c][c] for c in range(len(m))), sum(map(sum, m))),
-           "precision": _macro(0), "recall": _macro(1), "f1": _macro(2)}
+# metric -> its exact value from the confusion matrix: the harness's own (each defined once, in
+# ``harness.metrics``), and any a plugin registers here
+METRICS = dict(_HARNESS_METRICS)
 
 
 def register_metric(name, of_matrix):

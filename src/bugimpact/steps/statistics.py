@@ -40,25 +40,11 @@ def study_design(train_cfg, family=1):
 
 def stage(stats_cfg, design, bug, pairs, records, out):
     """One interim look (``design``: ``study_design``), asked for only when the looks before it
-    continued; a look that lacks a finished pair says continue (the runs are there to be made)."""
+    continued (``stats.analysis.interim_look``)."""
     from ..records import read_record
-    from ..stats.analysis import finished_pairs, finite, sequential_look
-    from ..stats.exact import metric_values
-    options = sequential_options(design, stats_cfg)
-    metric = options["metric"]
-    pairs_ok = finished_pairs([read_record(p) for p in records], pairs)
-    bad = [] if pairs_ok is None else [
-        f"{r['spec'].get('arm')} run {r['spec'].get('run')}" for pair in pairs_ok for r in pair
-        if not finite(r["metrics"].get(metric))]
-    if pairs_ok is None or bad:  # a non-finite metric is a failed measurement, as in the analysis
-        why = (f"{metric} is not a finite number in {', '.join(bad)}" if bad
-               else f"a run of the first {pairs} pairs did not finish")
-        decision = {"decision": "continue", "runs": pairs, "reason": why}
-    else:
-        values = metric_values([r for pair in pairs_ok for r in pair], metric)  # exact if counted
-        look = sequential_look(options["design"], values[0::2], values[1::2], stats_cfg["alpha"],
-                               options["min_effect"], options["futility_power"])
-        decision = dict(look, runs=pairs, metric=metric)
+    from ..stats.analysis import interim_look
+    decision = interim_look([read_record(p) for p in records], pairs, stats_cfg["metrics"],
+                            sequential_options(design, stats_cfg), stats_cfg["alpha"])
     decision["bug"] = bug
     write_json(out, decision)
     log.info("%s after %d pairs: %s (%s)", bug, pairs, decision["decision"], decision["reason"])
