@@ -41,7 +41,7 @@ rule artifact:
     wildcard_constraints:
         artifact=artifact_pattern(built=False),
     params:
-        spec=lambda wc: PLAN.artifact_spec(wc.artifact),
+        spec=lambda wc: PLAN.artifacts[wc.artifact].spec,
         sources=untracked(artifact_sources(config)),  # where from, not what: that is {artifact}
     script:
         "../scripts/artifact.py"
@@ -60,7 +60,7 @@ rule runtime:
     benchmark:
         "benchmarks/runtimes/{runtime}/{artifact}.tsv"
     params:
-        kind=lambda wc: PLAN.kind_of(PLAN.artifacts[wc.artifact]),  # per artifact
+        kind=lambda wc: PLAN.artifacts[wc.artifact].kind,  # per artifact
         # how it is called (python or python3 of one environment) is not what it is: its
         # identity is in the path ({runtime})
         interpreter=untracked(PLAN.interpreter),
@@ -87,7 +87,7 @@ rule docker_build:
     wildcard_constraints:
         artifact=artifact_pattern(built=True),
     params:
-        spec=lambda wc: PLAN.artifact_spec(wc.artifact),
+        spec=lambda wc: PLAN.artifacts[wc.artifact].spec,
         docker=untracked(config["artifacts"]["docker"]),  # the recipe is hashed into {artifact}
     script:
         "../scripts/docker_build.py"

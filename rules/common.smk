@@ -69,10 +69,6 @@ def runtime_image_input(wildcards):
     return toolchain_input(wildcards) if PLAN.kind.needs_toolchain else []
 
 
-def seeds_json(wildcards):
-    return PLAN.seeds_json(wildcards.bug)
-
-
 def train_inputs(wildcards):
     """What a run is made from, and nothing that decides whether it is needed: a finished record
     is never the product of a gate (seeds, arms, decisions), so a gate being missing, failed or
@@ -81,7 +77,7 @@ def train_inputs(wildcards):
     return {
         "data": PLAN.data_files()[0],
         "meta": PLAN.data_files()[1],
-        "runtime": PLAN.runtime_json(wildcards.bug, wildcards.arm),
+        "runtime": PLAN.artifact_of(wildcards.bug, wildcards.arm).runtime_json,
     }
 
 
@@ -89,11 +85,13 @@ def made_decision(bug):
     """``Plan.needed``'s reader in the workflow: each decision from its checkpoint."""
     from bugimpact.io import read_json
 
+    key = PLAN.bug(bug).key
+
     def read(kind, pairs, path):
         if kind == "early":
-            checkpoints.early_decision.get(bug=bug, key=PLAN.keys[bug])
+            checkpoints.early_decision.get(bug=bug, key=key)
         else:
-            checkpoints.stage_decision.get(bug=bug, key=PLAN.keys[bug], pairs=pairs)
+            checkpoints.stage_decision.get(bug=bug, key=key, pairs=pairs)
         return read_json(path)
 
     return read
@@ -103,7 +101,7 @@ def bug_stats_inputs(wildcards):
     """The bug's records, once its arms gate says they can be made (none when it cannot), as far
     as its decisions ask for them, and those decisions."""
     bug = wildcards.bug
-    gate = checkpoints.arms.get(bug=bug, key=PLAN.keys[bug]).output[0]
+    gate = checkpoints.arms.get(bug=bug, key=PLAN.bug(bug).key).output[0]
     with open(gate) as handle:
         runnable = json.load(handle)["runnable"]
     if not runnable:
@@ -118,7 +116,7 @@ def reach_gated(bug):
     from bugimpact.io import read_json
 
     def read(path):
-        checkpoints.reach.get(bug=bug, key=PLAN.keys[bug])
+        checkpoints.reach.get(bug=bug, key=PLAN.bug(bug).key)
         return read_json(path)
 
     return PLAN.reach_stop(bug, read)
@@ -128,21 +126,21 @@ def arms_inputs(wildcards):
     bug = wildcards.bug
     inputs = {"reach": PLAN.reach_json(bug)} if PLAN.reach_json(bug) else {}
     if not reach_gated(bug):
-        inputs["seeds"] = seeds_json(wildcards)  # archived before any run is asked for
+        inputs["seeds"] = PLAN.bug(bug).seeds  # archived before any run is asked for
         # the file every run of the key reads
-        inputs["experiment"] = PLAN.experiment_json(bug)
-        inputs.update({arm: PLAN.runtime_json(bug, arm) for arm in ARMS})
+        inputs["experiment"] = PLAN.bug(bug).experiment
+        inputs.update({arm: PLAN.artifact_of(bug, arm).runtime_json for arm in ARMS})
     return inputs
 
 
 def build_status_inputs(wildcards):
     if reach_gated(wildcards.bug):
         return {"reach": PLAN.reach_json(wildcards.bug)}
-    return {"manifest": PLAN.artifact_json(wildcards.bug, wildcards.arm)}
+    return {"manifest": PLAN.artifact_of(wildcards.bug, wildcards.arm).manifest}
 
 
 def arm_json(wildcards):
-    return json.dumps(PLAN.arm(wildcards.bug, wildcards.arm), sort_keys=True)
+    return json.dumps(PLAN.bug(wildcards.bug).arm(wildcards.arm), sort_keys=True)
 
 
 def raw_data(wildcards):
@@ -153,7 +151,7 @@ def raw_data(wildcards):
 
 
 def artifact_manifest(wildcards):
-    return layout.ARTIFACT.format(artifact=wildcards.artifact)
+    return PLAN.artifacts[wildcards.artifact].manifest
 
 
 def where_the_study_stands():

@@ -4,7 +4,7 @@
 # when reach.skip says so: no artifact, no build, no run.
 rule reach_trace:
     input:
-        runtime=lambda wc: PLAN.runtime_json_of(wc.artifact),
+        runtime=lambda wc: PLAN.artifacts[wc.artifact].runtime_json,
         data=PLAN.data_files()[0],
         meta=PLAN.data_files()[1],
     output:
@@ -32,7 +32,7 @@ checkpoint reach:
     benchmark:
         "benchmarks/reach/{bug}/{key}.tsv"
     params:
-        spec=lambda wc: PLAN.reach_identity(wc.bug),
+        spec=lambda wc: PLAN.bug(wc.bug).reach_identity,
         sources=untracked(artifact_sources(config)),  # where diffs come from, not what they are
         reach=config["reach"],
     script:

@@ -33,11 +33,11 @@ rule train:
     params:
         arm=arm_json,
         train=untracked(json.dumps({k: config["train"][k] for k in JOB_SETTINGS})),
-        # read from results/experiments/{key}.json (made before the gate): made here if missing
+        # what results/experiments/{key}.json holds (made before the gate): used while it is lost
         experiment=lambda wildcards, output: json.dumps(PLAN.experiments[wildcards.key]),
         # the gate's files a run reads, not inputs: a gate lost or rewritten retrains nothing
-        experiment_json=lambda wildcards, output: PLAN.experiment_json(wildcards.bug),
-        seeds_json=lambda wildcards, output: PLAN.seeds_json(wildcards.bug),
+        experiment_json=lambda wildcards, output: PLAN.bug(wildcards.bug).experiment,
+        seeds_json=lambda wildcards, output: PLAN.bug(wildcards.bug).seeds,
         python=untracked(sys.executable),
         shim=untracked(TRAIN_SHIM),
     shell:
@@ -65,7 +65,7 @@ use rule train as train_repeat with:
 # redone, failed or deleted never retrains a finished run.
 checkpoint early_decision:
     input:
-        records=lambda wc: PLAN.records(wc.bug, PLAN.early_runs()),
+        records=lambda wc: PLAN.bug(wc.bug).records(PLAN.early_runs()),
         repeats=lambda wc: PLAN.repeat_records(wc.bug),
     output:
         layout.EARLY,
@@ -81,7 +81,7 @@ checkpoint early_decision:
 # only when the looks before it continued.
 checkpoint stage_decision:
     input:
-        records=lambda wc: PLAN.records(wc.bug, int(wc.pairs)),
+        records=lambda wc: PLAN.bug(wc.bug).records(int(wc.pairs)),
     output:
         layout.STAGE,
     log:

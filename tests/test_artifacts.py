@@ -86,8 +86,8 @@ def test_plan_checks_arms_and_runtimes(tmp_path):
         "docker arm" in local.cannot_run["pr1"]
     plan = Plan(config_with(sheet=str(sheet), **{"runtime.kind": "docker"}), SHEET_SCHEMA)
     assert sorted(plan.bugs) == ["aa", "fault-labelnoise", "fault-momentum", "pr1"]
-    assert plan.arm("pr1", "buggy")["artifact"].startswith("docker-aaaaaaaaaaaa-")
-    assert plan.arm("fault-momentum", "buggy")["fault"] == "momentum_ignored"
+    assert plan.bug("pr1").arm("buggy")["artifact"].startswith("docker-aaaaaaaaaaaa-")
+    assert plan.bug("fault-momentum").arm("buggy")["fault"] == "momentum_ignored"
     bad = config_with(sheet=str(sheet), **{"runtime.kind": "docker",
                                            "bugs.overrides": {"pr1": {"buggy": {"source": "pypi"}}}})
     with pytest.raises(InputError, match="bug pr1, arm buggy: source pypi needs 'version'"):

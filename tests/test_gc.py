@@ -29,7 +29,7 @@ def test_gc_lists_then_removes_only_what_nothing_refers_to(tmp_path):
                          **{"artifacts.wheel_cache": "cache"})
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
     res = tmp_path / "results"
-    runtime_id = Plan(config, SHEET_SCHEMA).runtime_ids["installed"]
+    runtime_id = Plan(config, SHEET_SCHEMA).artifacts["installed"].runtime
     old_wheel = put(tmp_path / "cache" / "pypi" / "torch-1.4.0" / "cp37" / "torch-1.4.0.whl", "w")
     kept = [
         put(res / "artifacts" / "installed" / "manifest.json", {"source": "installed"}),
@@ -76,7 +76,7 @@ def test_gc_removes_the_uv_cache_entries_no_kept_venv_links_and_counts_linked_by
     from bugimpact.artifacts.runtimes import uv_binary
     config = config_with(sheet=str(tmp_path / "none.csv"), **{"runtime.cache": "uv"})
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
-    runtime_id = Plan(config, SHEET_SCHEMA).runtime_ids["installed"]
+    runtime_id = Plan(config, SHEET_SCHEMA).artifacts["installed"].runtime
     shared = make_wheel(tmp_path, "shared", {"shared.py": "x = 1\n" * 200_000})
     alone = make_wheel(tmp_path, "alone", {"alone.py": "y = 2\n" * 300_000})
     venvs = {"kept": tmp_path / "results" / "runtimes" / runtime_id / "installed" / "venv",

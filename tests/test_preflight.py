@@ -155,8 +155,8 @@ def test_accepted_one_fix_rows_the_sheet_says_no_to_are_named_before_any_downloa
                             "artifacts.onefix.release": {"source": "pypi", "version": "sheet"},
                             "artifacts.onefix.patches": str(patches)})
     plan = Plan(config, SHEET_SCHEMA)
-    assert plan.arm("pr2", "buggy")["patch"] == str(patches / "pr2.diff")
-    assert plan.arm("pr2", "buggy")["release"] == {"source": "pypi", "version": "1.4.0"}
+    assert plan.bug("pr2").arm("buggy")["patch"] == str(patches / "pr2.diff")
+    assert plan.bug("pr2").arm("buggy")["release"] == {"source": "pypi", "version": "1.4.0"}
     checks = rows(preflight.run(config, plan))
     row = checks["one-fix sheet rows"]
     assert row.status == "warn"

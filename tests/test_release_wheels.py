@@ -261,18 +261,19 @@ def test_the_runtime_interpreter_is_part_of_the_runtime_and_the_experiment(tmp_p
                                      "corrected": {"source": "pypi", "version": "1.5.1"}}}}
     info = py37()
     plan37 = Plan(config_with(**base, **{"runtime.python": "3.7"}), SHEET_SCHEMA)
-    assert plan37.arm("aa", "buggy")["artifact"] == "pypi-1.5.1-cp37-cp37m-linux_x86_64"
-    ident = plan37.arm("aa", "buggy")["artifact"]
-    assert plan37.runtime_ids[ident].startswith(f"venv-py{info['version']}-")
-    assert plan37.runtime_json("aa", "buggy").startswith(f"results/runtimes/{plan37.runtime_ids[ident]}/")
+    assert plan37.bug("aa").arm("buggy")["artifact"] == "pypi-1.5.1-cp37-cp37m-linux_x86_64"
+    ident = plan37.bug("aa").arm("buggy")["artifact"]
+    runtime = plan37.artifacts[ident].runtime
+    assert runtime.startswith(f"venv-py{info['version']}-")
+    assert plan37.artifact_of("aa", "buggy").runtime_json.startswith(f"results/runtimes/{runtime}/")
     # Another interpreter of the same version (a venv of it: another path) is another runtime.
     other = tmp_path / "py37b"
     subprocess.run([info["executable"], "-m", "venv", "--without-pip", str(other)], check=True)
     plan_b = Plan(config_with(**base, **{"runtime.python": str(other / "bin" / "python")}), SHEET_SCHEMA)
-    assert plan_b.runtime_ids[ident] != plan37.runtime_ids[ident] and plan_b.keys["aa"] != plan37.keys["aa"]
-    assert plan_b.arm("aa", "buggy")["artifact"] == ident  # same wheel
+    assert plan_b.artifacts[ident].runtime != runtime and plan_b.keys["aa"] != plan37.keys["aa"]
+    assert plan_b.bug("aa").arm("buggy")["artifact"] == ident  # same wheel
     again = Plan(config_with(**base, **{"runtime.python": info["executable"]}), SHEET_SCHEMA)
-    assert (again.runtime_ids, again.keys) == (plan37.runtime_ids, plan37.keys)
+    assert (again.artifacts, again.keys) == (plan37.artifacts, plan37.keys)
 
 
 def test_each_file_of_a_diff_is_classified_on_the_wheels_own_list():
@@ -342,13 +343,13 @@ def test_accepted_sheet_rows_run_as_one_fix_artifacts(tmp_path):
                         "corrected": {"source": "pypi", "version": "1.5.1"}}}
     plan = Plan(config_with(**base, **{"artifacts.onefix.release": release,
                                        "bugs.overrides": override}), SHEET_SCHEMA)
-    buggy = plan.arm("pr1", "buggy")
+    buggy = plan.bug("pr1").arm("buggy")
     assert buggy["source"] == "onefix" and buggy["release"] == release and buggy["arm"] == "buggy"
     assert (buggy["buggy_sha"], buggy["corrected_sha"]) == ("a" * 40, "b" * 40)
     assert buggy["artifact"].startswith("onefix-buggy-")
-    assert plan.arm("pr1", "corrected")["artifact"].startswith("onefix-corrected-")
-    assert plan.arm("pr2", "buggy")["buggy_sha"] == "c" * 40  # an override takes the row's commits
-    assert plan.artifacts[buggy["artifact"]]["python"]["version"].startswith("3.7")
+    assert plan.bug("pr1").arm("corrected")["artifact"].startswith("onefix-corrected-")
+    assert plan.bug("pr2").arm("buggy")["buggy_sha"] == "c" * 40  # an override takes the row's commits
+    assert plan.artifacts[buggy["artifact"]].spec["python"]["version"].startswith("3.7")
     # accepted rows a docker runtime cannot run are named, one line each; the study goes on
     docker = Plan(config_with(**{**base, "artifacts.onefix.release": release, "runtime.kind": "docker"}),
                   SHEET_SCHEMA)

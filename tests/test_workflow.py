@@ -85,7 +85,7 @@ def test_paper_config_dry_run_prints_the_expected_jobs(tmp_path):
         plan = Plan(config, SHEET_SCHEMA)
     finally:
         os.chdir(here)
-    assert sum(len(plan.records(bug)) for bug in plan.bugs) == 1800
+    assert sum(len(plan.bug(bug).records(plan.runs)) for bug in plan.bugs) == 1800
     assert plan.stages() == [10, 20, 30] and plan.early_runs() == 2
     assert all(len(plan.repeat_records(bug)) == 1 for bug in plan.bugs)
 

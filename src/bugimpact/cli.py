@@ -244,8 +244,8 @@ def _run_bug(bug, config_path, cores, extra):
                          f"{', ...' if len(known) > 12 else ''}); a sheet row is a bug once its "
                          f"decision is accept", field="--bug")
     dry = "--dry-run" in extra
-    runs = Path(layout.RUNS) / bug / plan.keys[bug]  # the bug's records, every arm
-    manifests = [Path(plan.artifact_json(bug, arm)) for arm in ARMS]
+    runs = Path(plan.bug(bug).runs_folder)  # the bug's records, every arm
+    manifests = [Path(plan.artifact_of(bug, arm).manifest) for arm in ARMS]
     _remove_to_retry(to_retry(record_paths(runs), manifests), dry)
     code = workflow.run(None, cores, extra + plan.bug_targets(bug), config_path)
     print(table([bug_row(Plan(load_config(config_path), SHEET_SCHEMA), bug, verdicts(plan.out))]))

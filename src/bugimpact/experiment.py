@@ -51,12 +51,18 @@ def experiment_file(train, runtime_id):
 def read_experiment(path, key):
     """The attributes of experiment ``key`` from its file; a file that is not that experiment
     (edited, or from another version) stops the run: a record never disagrees with its path."""
-    from .io import InputError, read_json
-    found = read_json(path)
+    from .io import read_json
+    return experiment_attributes(read_json(path), key, path)
+
+
+def experiment_attributes(found, key, where):
+    """The attributes of ``found`` (an ``experiment_file`` value), which must be experiment
+    ``key``; ``where``: the file or setting it came from, named when it is not."""
+    from .io import InputError
     attrs = found.get("attributes") if isinstance(found, dict) else None
     if not isinstance(attrs, dict) or found.get("key") != key or experiment_key(
             attrs, found.get("runtime")) != key:
-        raise InputError(path, f"not the experiment {key}: its attributes hash to another key; "
+        raise InputError(where, f"not the experiment {key}: its attributes hash to another key; "
                          "delete it and run again (it is made from the config)")
     return attrs
 

@@ -23,14 +23,15 @@ def referenced(configs, results="results"):
     for config in configs:
         plan = Plan(config, SHEET_SCHEMA)
         keep["artifacts"] |= set(plan.artifacts)
-        keep["runtimes"] |= {f"{plan.runtime_ids[a]}/{a}" for a in plan.artifacts}
+        keep["runtimes"] |= {f"{a.runtime}/{a.ident}" for a in plan.artifacts.values()}
         if plan.toolchain:
             keep["toolchains"].add(plan.toolchain)
         cache = config["artifacts"]["wheel_cache"]
         keep["wheel_caches"].add(cache)
         keep["uv_caches"].add(config["runtime"]["cache"])
-        keep["wheel_dirs"] |= {str(d) for d in release_wheel_dirs(plan.artifacts.values(), cache)}
-        keep["named"] |= {str(Path(w).resolve()) for w in named_wheels(plan.artifacts.values())}
+        specs = [a.spec for a in plan.artifacts.values()]
+        keep["wheel_dirs"] |= {str(d) for d in release_wheel_dirs(specs, cache)}
+        keep["named"] |= {str(Path(w).resolve()) for w in named_wheels(specs)}
     for folder in ("runs", "repeats"):
         for path in Path(results, folder).rglob("*.json"):
             try:

@@ -1,8 +1,9 @@
 """Where the shared results live: one path pattern per identity, its fields the rules' wildcards.
 
-A rule's output is its pattern, read from here; the plan, the CLI and the checks fill a pattern in
-(``str.format``) instead of spelling the path again. A study's own outputs (tables, figures, the
-report) live under ``results/<study>/`` (``Plan.out``). docs/outputs.md says what each file holds.
+A rule's output is its pattern, read from here; the objects of ``identities`` (a bug, an
+artifact) fill the patterns in, so the plan, the CLI and the checks never spell a path again. A
+study's own outputs (tables, figures, the report) live under ``results/<study>/`` (``Plan.out``).
+docs/outputs.md says what each file holds.
 """
 DATA = "results/data/{challenge}.npz"  # a prepared challenge
 DATA_META = "results/data/{challenge}.json"  # its checksum and shapes
@@ -17,7 +18,8 @@ REACH = "results/reach/{bug}/{key}.json"  # a fix's reach verdict
 REACH_TABLES = "results/reach/tables"  # the operator tables read from sources, cached
 ARMS_GATE = "results/arms/{bug}/{key}.json"
 RUNS = "results/runs"
-RUN = RUNS + "/{bug}/{key}/{arm}/{run}.json"  # one sealed record per run
+BUG_RUNS = RUNS + "/{bug}/{key}"  # a bug's records under one experiment, every arm
+RUN = BUG_RUNS + "/{arm}/{run}.json"  # one sealed record per run
 REPEAT = "results/repeats/{bug}/{key}/{arm}/{run}.json"  # the early decision's measured repeat
 EARLY = "results/early/{bug}/{key}.json"
 STAGE = "results/stages/{bug}/{key}/{pairs}.json"  # a group-sequential look

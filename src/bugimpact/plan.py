@@ -12,6 +12,7 @@ from .artifacts.kinds import runtime_id
 from .artifacts.source_kinds import artifact_id, source
 from .experiment import experiment_file, experiment_key, study_bugs
 from .harness.registry import ARMS, FAULTS, model_error
+from .identities import Artifact, Bug
 from .io import InputError
 from .sheet import validate
 
@@ -47,7 +48,7 @@ class Plan:
             recipe_sha = recipe(config["artifacts"]["docker"])[1]
             self.toolchain = toolchain_name(config["artifacts"]["docker"])
         self.interpreter, target = self.kind.interpreter(config["runtime"], recipe_sha)
-        self.artifacts, self.runtime_ids = {}, {}  # artifact id -> its spec, its runtime's id
+        self.artifacts = {}  # artifact id -> Artifact
         for bug, spec in self.bugs.items():
             for arm in ARMS:
                 arm_spec = spec["arms"][arm]
@@ -58,12 +59,13 @@ class Plan:
                     base["python"] = self.interpreter  # the wheel must fit the runtime's Python
                 self._register(ident, base, recipe_sha)
                 arm_spec["artifact"] = ident
-        self.keys, self.experiments = self._experiments()
+        keys, self.experiments = self._experiments()
+        self._bugs = {bug: Bug(bug, keys[bug], spec) for bug, spec in self.bugs.items()}
         for bug in self.bugs:
-            check_seeds(Path(self.seeds_json(bug)), bug)
+            check_seeds(Path(self.bug(bug).seeds), bug)
         self.reach_artifacts = {bug: self._reach_artifact(bug, recipe_sha, target) for bug in self.bugs}
-        refused = sorted((why, ident) for ident, spec in self.artifacts.items()
-                         if (why := runtime_kind(self.kind_of(spec)).refusal(spec["source"])))
+        refused = sorted((why, a.ident) for a in self.artifacts.values()
+                         if (why := runtime_kind(a.kind).refusal(a.spec["source"])))
         if refused:
             raise InputError("config.yaml", f"{refused[0][0]} (artifact {refused[0][1]})",
                              field="runtime.kind")
@@ -82,7 +84,7 @@ class Plan:
         keeps its runs."""
         keys, experiments = {}, {}
         for bug, spec in self.bugs.items():
-            runtime = "+".join(sorted({self.runtime_ids[spec["arms"][arm]["artifact"]] for arm in ARMS}))
+            runtime = "+".join(sorted({self.artifacts[spec["arms"][arm]["artifact"]].runtime for arm in ARMS}))
             found = experiment_file(self.config["train"], runtime)
             keys[bug], experiments[found["key"]] = found["key"], found
         return keys, experiments
@@ -91,11 +93,9 @@ class Plan:
         """The release a sheet bug's reach trace runs on (registered as an artifact), or None:
         controls and release-vs-release bugs need no trace, and reach may be off."""
         reach = self.config["reach"]
-        spec = self.bugs[bug]
-        arms = spec["arms"]
-        if not reach["enabled"] or spec.get("kind") == "control":
+        if not reach["enabled"] or self.bug(bug).is_control:
             return None
-        corrected = arms["corrected"]
+        corrected = self.bug(bug).arm("corrected")
         version = reach["release"]
         if version == "sheet":
             row = next((r for r in self.sheet_rows if r.get("id") == bug), {})
@@ -109,24 +109,34 @@ class Plan:
         self._register(ident, release, recipe_sha)
         return ident
 
-    def kind_of(self, spec):
-        """The runtime kind an artifact runs in (``RuntimeKind.runs_in``)."""
-        return self.kind.runs_in(spec["source"], self.config["runtime"])
-
     def _register(self, ident, spec, recipe_sha):
-        self.artifacts.setdefault(ident, spec)
-        kind = self.kind_of(spec)
-        self.runtime_ids.setdefault(ident, runtime_id({**self.config["runtime"], "kind": kind},
-                                                      self.interpreter, recipe_sha))
+        """The artifact ``ident`` and the runtime it runs in (``RuntimeKind.runs_in``)."""
+        if ident not in self.artifacts:
+            kind = self.kind.runs_in(spec["source"], self.config["runtime"])
+            runtime = runtime_id({**self.config["runtime"], "kind": kind}, self.interpreter, recipe_sha)
+            self.artifacts[ident] = Artifact(ident, runtime, kind, spec)
+
+    @property
+    def keys(self):
+        """Each bug's experiment key."""
+        return {name: bug.key for name, bug in self._bugs.items()}
+
+    def bug(self, name):
+        """The study's bug ``name`` (``identities.Bug``): its spec, experiment key and paths."""
+        return self._bugs[name]
+
+    def artifact_of(self, bug, arm):
+        """The artifact an arm of a bug runs (``identities.Artifact``)."""
+        return self.artifacts[self.bug(bug).arm(arm)["artifact"]]
 
     def reach_trace(self, bug):
         ident = self.reach_artifacts.get(bug)
         if not ident:
             return None
-        return layout.TRACE.format(key=self._trace_key(ident), artifact=ident)
+        return self.artifacts[ident].trace(self._trace_key(ident))
 
     def _trace_key(self, ident):
-        return experiment_key(self.config["train"], self.runtime_ids[ident])
+        return experiment_key(self.config["train"], self.artifacts[ident].runtime)
 
     def experiment_keys(self):
         """Every experiment key a path of this study may hold: a path under any other key (typed
@@ -135,20 +145,14 @@ class Plan:
         return sorted(set(self.keys.values()) | traces)
 
     def reach_json(self, bug):
-        return layout.REACH.format(bug=bug, key=self.keys[bug]) if self.config["reach"]["enabled"] else None
-
-    def reach_identity(self, bug):
-        """What a bug's reach verdict is judged from: its kind and its arms (their diffs or
-        commits), never its label, tags or a person's notes on its sheet row, so that editing
-        those judges nothing again."""
-        spec = self.bugs[bug]
-        return {"kind": spec["kind"], "arms": spec["arms"]}
+        """The bug's reach verdict, or None when the study judges no reach."""
+        return self.bug(bug).reach if self.config["reach"]["enabled"] else None
 
     def reach_gates(self, bug):
         """Whether a not-reached verdict stops this bug (reach.skip; auto: docker builds, where
         it saves hours). Controls are never stopped."""
         skip = self.config["reach"]["skip"]
-        if not self.config["reach"]["enabled"] or self.bugs[bug].get("kind") == "control":
+        if not self.config["reach"]["enabled"] or self.bug(bug).is_control:
             return False
         if skip == "auto":
             return any(source(a["source"]).built for a in self.bugs[bug]["arms"].values())
@@ -171,9 +175,6 @@ class Plan:
     def gated_bugs(self):
         """Bugs that the reach verdicts written so far stop before any artifact."""
         return {bug for bug in self.bugs if self.reach_stop(bug)}
-
-    def runtime_json_of(self, ident):
-        return layout.RUNTIME.format(runtime=self.runtime_ids[ident], artifact=ident)
 
     @staticmethod
     def _check_arm(bug, arm, spec):
@@ -202,12 +203,6 @@ class Plan:
         seq = self.config["train"]["sequential"]
         return [n for n in seq["stages"] if n < self.runs] if seq["enabled"] else []
 
-    def early_json(self, bug):
-        return layout.EARLY.format(bug=bug, key=self.keys[bug])
-
-    def stage_json(self, bug, pairs):
-        return layout.STAGE.format(bug=bug, key=self.keys[bug], pairs=pairs)
-
     def needed(self, bug, read):
         """The records this bug needs and the decisions that gate them, in run order: the early
         decision after its k pairs, then each group-sequential look. Decisions are made from the
@@ -221,13 +216,13 @@ class Plan:
         gates = [(n, 1, "stage") for n in self.stages()]
         if self.early_runs():
             gates.append((self.early_runs(), 0, "early"))
-        decisions = []
+        decisions, of = [], self.bug(bug)
         for pairs, _, kind in sorted(gates):
-            decisions.append(self.early_json(bug) if kind == "early" else self.stage_json(bug, pairs))
+            decisions.append(of.early if kind == "early" else of.stage(pairs))
             decision = read(kind, pairs, decisions[-1])
             if decision is None or stops(decision):
-                return self.records(bug, pairs), decisions
-        return self.records(bug), decisions
+                return of.records(pairs), decisions
+        return of.records(self.runs), decisions
 
     def repeat_records(self, bug):
         """The repeat the early decision needs first: buggy run 0 once more (on CUDA, or always)."""
@@ -235,32 +230,11 @@ class Plan:
         needed = early.get("repeat", "cuda") == "always" or self.config["train"]["device"] == "cuda"
         if not (self.early_runs() and needed):
             return []
-        return [layout.REPEAT.format(bug=bug, key=self.keys[bug], arm="buggy", run=0)]
-
-    def arm(self, bug, arm):
-        return self.bugs[bug]["arms"][arm]
-
-    def record(self, bug, arm, run):
-        return layout.RUN.format(bug=bug, key=self.keys[bug], arm=arm, run=run)
-
-    def records(self, bug, runs=None):
-        count = self.runs if runs is None else runs
-        return [self.record(bug, arm, i) for arm in ARMS for i in range(count)]
-
-    def seeds_json(self, bug):
-        """A bug's seeds, per experiment key (which holds the study seed and the policy they are
-        derived from: two studies with other seeds never share a file)."""
-        return layout.SEEDS.format(bug=bug, key=self.keys[bug])
-
-    def experiment_json(self, bug):
-        return layout.EXPERIMENT.format(key=self.keys[bug])
-
-    def arms_gate(self, bug):
-        return layout.ARMS_GATE.format(bug=bug, key=self.keys[bug])
+        return [self.bug(bug).repeat("buggy", 0)]
 
     def runnable(self, bug):
         """Whether the bug's arms gate, once written, let its runs be made (None: not yet known)."""
-        gate = Path(self.arms_gate(bug))
+        gate = Path(self.bug(bug).arms_gate)
         if not gate.exists():
             return None
         from .io import read_json
@@ -270,27 +244,19 @@ class Plan:
         """The toolchain image's record (built by its own rule), or None when no step uses docker."""
         return layout.TOOLCHAIN.format(toolchain=self.toolchain) if self.toolchain else None
 
-    def artifact_json(self, bug, arm):
-        return layout.ARTIFACT.format(artifact=self.arm(bug, arm)["artifact"])
-
     def data_files(self):
         """The prepared challenge: its .npz and its metadata."""
         challenge = self.config["train"]["challenge"]
         return layout.DATA.format(challenge=challenge), layout.DATA_META.format(challenge=challenge)
 
-    def runtime_json(self, bug, arm):
-        return self.runtime_json_of(self.arm(bug, arm)["artifact"])
-
     def build_statuses(self):
         return [f"{self.out}/builds/{bug}/{arm}.status" for bug in sorted(self.bugs) for arm in ARMS]
-
-    def artifact_spec(self, ident):
-        return self.artifacts[ident]
 
     def bug_targets(self, bug):
         """What one bug needs made, listed from the files on disk: its arms gate, its decisions
         and its missing records as far as the decisions made so far ask (the others are made),
-        its statistics and figure, its line.
+        its statistics and figure, its line; and its seeds archive and experiment file when they
+        were lost after the gate was made from them (runs read them; only their rules write them).
 
         Snakemake (9.27) neither remakes a missing checkpoint output nor rechecks the jobs that
         ask it when their outputs exist, and it does not look for the missing inputs of a job whose
@@ -299,8 +265,10 @@ class Plan:
         record or decision is made again even when the statistics are up to date. Before the arms
         gate is written, the statistics ask for the records through the checkpoint."""
         records, decisions = self.known(bug)
-        missing = [r for r in records if not Path(r).exists()]
-        return [self.arms_gate(bug)] + decisions + missing + list(self.bug_inputs(bug).values()) + \
+        of = self.bug(bug)
+        archives = [of.seeds, of.experiment] if self.runnable(bug) else []
+        missing = [p for p in archives + records if not Path(p).exists()]
+        return [of.arms_gate] + decisions + missing + list(self.bug_inputs(bug).values()) + \
             [f"{self.out}/bugs/{bug}.txt"]
 
     def bug_inputs(self, bug):

@@ -22,7 +22,7 @@ def bug_row(plan, bug, verdicts=None):
     spec = plan.bugs[bug]
     sheet = {r["id"]: r for r in plan.sheet_rows}.get(bug)
     decision = (sheet or {}).get("decision") or ("control" if spec["kind"] == "control" else "config")
-    gate = Path(plan.arms_gate(bug))
+    gate = Path(plan.bug(bug).arms_gate)
     runnable = plan.runnable(bug)
     if runnable is None:
         arms, needed = "not made yet", []

@@ -129,17 +129,25 @@ def test_a_lost_early_decision_is_made_again_from_the_records(finished, tmp_path
     assert verdicts(work)["aa"]["verdict"] == "not triggered"
 
 
-def test_lost_seeds_and_one_lost_record_remake_that_record_only(finished, tmp_path):
+def test_lost_seeds_experiment_and_record_remake_that_record_only(finished, tmp_path):
+    """The seeds archive and the experiment file are made again by their own rules (before: by the
+    run that found them lost, writing another rule's output), identical."""
     work = copy_of(finished, "early", tmp_path)
-    seeds = next((work / "results" / "seeds" / "fault-momentum").glob("*.json"))
-    archived = seeds.read_bytes()
+    key = key_dir(work, "fault-momentum").name
+    seeds = work / "results" / "seeds" / "fault-momentum" / f"{key}.json"
+    experiment = work / "results" / "experiments" / f"{key}.json"
+    archived = {path: path.read_bytes() for path in (seeds, experiment)}
     seeds.unlink()
+    experiment.unlink()
     lost = key_dir(work, "fault-momentum") / "corrected" / "3.json"
     lost.unlink()
     before = records(work)
-    snakemake(work, "--configfile", "study.yaml")
+    out = snakemake(work, "--configfile", "study.yaml")
     assert_kept(before, records(work), new=[str(lost.relative_to(work / "results"))])
-    assert seeds.read_bytes() == archived  # archived again, identical: a function of the study seed
+    for path, content in archived.items():  # identical: functions of the config
+        assert path.read_bytes() == content
+    for rule in ("seeds", "experiment"):
+        assert f"rule {rule}:" in out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("change", ["early_runs_3", "sequential_on"])

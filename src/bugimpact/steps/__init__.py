@@ -27,4 +27,4 @@ from .statistics import (  # noqa: F401
     study_setup,
     study_stats,
 )
-from .training import archived_seeds, early, experiment, prepare_data, seeds, train_run  # noqa: F401
+from .training import early, experiment, prepare_data, run_seeds, seeds, train_run  # noqa: F401

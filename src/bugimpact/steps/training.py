@@ -24,38 +24,41 @@ def seeds(study_seed, policy, bug, out):
 
 
 # What a train job reads of the config's ``train``: how a run is attempted (``RunOptions``) and how
-# a lost seeds archive is made again. What a run computes comes from its experiment's file.
+# its seed is derived while the seeds archive is lost. What a run computes is its experiment.
 JOB_SETTINGS = ("retries", "threads", "gpus", "runs_per_gpu", "timeout_s", "fork_server",
                 "study_seed", "seed_policy")
 
 
-def train_run(train_cfg, target, files, out, log_path, experiment_spec=None):
-    """Step 5: one run (``target``: a ``train.RunTarget``). What it computes comes from its
-    experiment's file (``files["experiment"]``, checked against the key in the run's path; made
-    from ``experiment_spec`` when missing); ``train_cfg`` (``JOB_SETTINGS`` of it) says how runs
-    are attempted (retries, timeout, GPUs, the fork server). ``files``: also the run's ``seeds``,
-    ``data``, ``meta`` and ``runtime`` files."""
-    from ..experiment import read_experiment
+def train_run(train_cfg, target, files, out, log_path, experiment_spec):
+    """Step 5: one run (``target``: a ``train.RunTarget``). What it computes is its experiment:
+    its file (``files["experiment"]``), else ``experiment_spec``, the value that file is made from,
+    each checked against the key in the run's path; ``train_cfg`` (``JOB_SETTINGS`` of it) says
+    how runs are attempted (retries, timeout, GPUs, the fork server). ``files``: also the run's
+    ``seeds``, ``data``, ``meta`` and ``runtime`` files. A run writes its record alone: an archive
+    it reads and finds lost is made again by its own rule (``Plan.bug_targets``)."""
+    from ..experiment import experiment_attributes, read_experiment
     from ..train import RunOptions, build_spec, train_one
-    if not Path(files["experiment"]).exists() and experiment_spec:
-        write_json(files["experiment"], experiment_spec)  # as its rule would have, before the gate
-    attributes = read_experiment(files["experiment"], target.key)
-    seeds = archived_seeds(files["seeds"], train_cfg, target.bug)["seeds"]
-    spec = build_spec(attributes, target, seeds[target.run], files["data"], read_json(files["meta"])["sha256"])
+    if Path(files["experiment"]).exists():
+        attributes = read_experiment(files["experiment"], target.key)
+    else:
+        attributes = experiment_attributes(experiment_spec, target.key, "the train rule's experiment")
+    seed = run_seeds(files["seeds"], train_cfg, target.bug)[target.run]
+    spec = build_spec(attributes, target, seed, files["data"], read_json(files["meta"])["sha256"])
     return train_one(spec, out, log_path, read_json(files["runtime"]), RunOptions.of(train_cfg))
 
 
-def archived_seeds(path, train_cfg, bug):
-    """The bug's archived seeds. The arms gate archives them before any run is asked for; a run
-    asked for directly, or after the archive was lost, archives them again: they are a function
-    of the study seed, the policy and the bug, so the file comes back identical."""
-    from ..experiment import write_seeds
+def run_seeds(path, train_cfg, bug):
+    """The bug's seeds: its archive, which the arms gate makes before any run is asked for; while
+    the archive is lost, the same seeds derived again (a function of the study seed, the policy
+    and the bug id, as the archive is)."""
+    from ..experiment import derive_seeds
     from ..plan import check_seeds
     if not Path(path).exists():
-        write_seeds(path, train_cfg["study_seed"], bug, train_cfg["seed_policy"])
-        log.warning("%s: the seeds archive was missing; archived again from the study seed", bug)
+        log.warning("%s: the seeds archive %s is lost; its rule makes it again, the run derives "
+                    "the same seeds from the study seed", bug, path)
+        return derive_seeds(train_cfg["study_seed"], bug, train_cfg["seed_policy"])
     check_seeds(Path(path), bug)
-    return read_json(path)
+    return read_json(path)["seeds"]
 
 
 def early(runs, bug, records, out, repeats=()):
