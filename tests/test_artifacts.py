@@ -174,8 +174,8 @@ def test_the_local_gpu_pool(tmp_path):
 
 def test_unknown_models_and_faults_stop_the_plan_before_any_run(tmp_path):
     sheet = str(tmp_path / "none.csv")
-    with pytest.raises(InputError, match=r"field 'train\.model': unknown model 'resnet50'"):
-        Plan(config_with(sheet=sheet, **{"train.model": "resnet50"}), SHEET_SCHEMA)
+    with pytest.raises(InputError, match=r"key 'train\.model': unknown model 'resnet50'"):
+        config_with(sheet=sheet, **{"train.model": "resnet50"})
     Plan(config_with(sheet=sheet, **{"train.model": "periodic.models:PeriodicCNN"}), SHEET_SCHEMA)
     bad = {"x": {"buggy": {"source": "installed", "fault": "lr_scale"},
                  "corrected": {"source": "installed"}}}

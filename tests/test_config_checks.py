@@ -28,10 +28,21 @@ def default():
     ("stats.metrics", ["accuracy", "accuracy"], "key 'stats.metrics': ['accuracy', 'accuracy'] has non-unique elements"),
     ("mine.section_patterns", ["Bug (Fixes"], "key 'mine.section_patterns[0]': not a regular expression"),
     ("mine.versions", ">=1.1.0,<<1.7", "key 'mine.versions': '>=1.1.0,<<1.7' is not a version range"),
+    ("train.model", "resnet50", "key 'train.model': unknown model 'resnet50'"),
+    ("train.sequential", {"enabled": True, "stages": [10, 5]},
+     "key 'train.sequential.stages': [10, 5] do not increase"),
+    ("train.sequential", {"enabled": True, "stages": [5, 5]},
+     "key 'train.sequential.stages': [5, 5] do not increase"),
 ])
 def test_a_bad_value_is_refused_naming_its_key(dotted, value, message):
     with pytest.raises(InputError, match=re.escape(message)):
         config_with(**{dotted: value})
+
+
+def test_a_group_sequential_design_tests_paired_seeds():
+    with pytest.raises(InputError, match=re.escape(
+            "key 'train.sequential.enabled': the group-sequential design tests paired seeds")):
+        config_with(**{"train.sequential": {"enabled": True}, "train.seed_policy": "fixed"})
 
 
 def test_the_monitored_metric_is_one_of_those_tested():

@@ -110,7 +110,9 @@ def _numbers(node, path=""):
 def _beyond_schema(config):
     """What JSON Schema cannot say, checked here so that the workflow and ``validate-config``
     refuse the same configs: finite numbers, patterns that compile, a version range that parses,
-    a monitored metric that is tested, ids used once."""
+    a model that can be built, a group-sequential design that can run, a monitored metric that is
+    tested, ids used once."""
+    from .harness.registry import model_error
     problems = [f"key '{path}': {value} is not a finite number" for path, value in _numbers(config)
                 if not math.isfinite(value)]
     mine = config.get("mine", {})
@@ -126,7 +128,15 @@ def _beyond_schema(config):
         except InvalidSpecifier:
             problems.append(f"key 'mine.versions': {mine['versions']!r} is not a version range "
                             "(e.g. '>=1.1.0,<1.7.0')")
-    monitored, metrics = config["train"]["sequential"]["metric"], config["stats"]["metrics"]
+    if model_error(config["train"]["model"]):
+        problems.append(f"key 'train.model': {model_error(config['train']['model'])}")
+    sequential = config["train"]["sequential"]
+    if sequential["enabled"] and config["train"]["seed_policy"] != "paired":
+        problems.append("key 'train.sequential.enabled': the group-sequential design tests paired "
+                        "seeds: set train.seed_policy to paired")
+    if sequential["enabled"] and sequential["stages"] != sorted(set(sequential["stages"])):
+        problems.append(f"key 'train.sequential.stages': {sequential['stages']} do not increase")
+    monitored, metrics = sequential["metric"], config["stats"]["metrics"]
     if monitored not in metrics:
         problems.append(f"key 'train.sequential.metric': {monitored!r} is not among the metrics "
                         f"tested (stats.metrics: {', '.join(metrics)})")

@@ -11,7 +11,7 @@ from .artifacts.kinds import kind as runtime_kind
 from .artifacts.kinds import runtime_id
 from .artifacts.source_kinds import artifact_id, source
 from .experiment import experiment_file, experiment_key, study_bugs
-from .harness.registry import ARMS, FAULTS, model_error
+from .harness.registry import ARMS, FAULTS
 from .identities import Artifact, Bug
 from .io import InputError
 from .sheet import validate
@@ -37,9 +37,6 @@ class Plan:
                            if (why := cannot_run(spec, config))}
         for bug in self.cannot_run:
             del self.bugs[bug]
-        problem = model_error(config["train"]["model"])
-        if problem:  # checked here, not by every run failing
-            raise InputError("config.yaml", problem, field="train.model")
         self.kind = runtime_kind(config["runtime"]["kind"])
         arms = [a for b in self.bugs.values() for a in b["arms"].values()]
         recipe_sha, self.toolchain = "", None  # the toolchain image, where a step uses docker
@@ -69,14 +66,6 @@ class Plan:
         if refused:
             raise InputError("config.yaml", f"{refused[0][0]} (artifact {refused[0][1]})",
                              field="runtime.kind")
-        seq = config["train"]["sequential"]
-        if seq["enabled"]:
-            if config["train"]["seed_policy"] != "paired":
-                raise InputError("config.yaml", "the group-sequential design tests paired seeds: set "
-                                 "train.seed_policy to paired", field="train.sequential.enabled")
-            if seq["stages"] != sorted(set(seq["stages"])):
-                raise InputError("config.yaml", f"stages must increase: {seq['stages']}",
-                                 field="train.sequential.stages")
 
     def _experiments(self):
         """Each bug's experiment key, and the experiment of each key (``experiment_file``, one
