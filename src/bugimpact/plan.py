@@ -11,7 +11,7 @@ from .artifacts.kinds import kind as runtime_kind
 from .artifacts.kinds import runtime_id
 from .artifacts.source_kinds import artifact_id, source
 from .experiment import experiment_file, experiment_key, study_bugs
-from .harness.registry import ARMS, FAULTS
+from .harness.registry import ARMS
 from .identities import Artifact, Bug
 from .io import InputError
 from .sheet import validate
@@ -49,7 +49,7 @@ class Plan:
         for bug, spec in self.bugs.items():
             for arm in ARMS:
                 arm_spec = spec["arms"][arm]
-                self._check_arm(bug, arm, arm_spec)
+                source(arm_spec["source"]).check(bug, arm, arm_spec)
                 ident = artifact_id(arm_spec, recipe_sha, target)
                 base = {k: v for k, v in arm_spec.items() if k != "fault"}
                 if source(arm_spec["source"]).fits_interpreter:
@@ -164,14 +164,6 @@ class Plan:
     def gated_bugs(self):
         """Bugs that the reach verdicts written so far stop before any artifact."""
         return {bug for bug in self.bugs if self.reach_stop(bug)}
-
-    @staticmethod
-    def _check_arm(bug, arm, spec):
-        if spec.get("fault") and spec["fault"] not in FAULTS:  # the harness's own registry
-            raise InputError("config.yaml", f"bug {bug}, arm {arm}: unknown fault "
-                             f"{spec['fault']!r}; the harness knows {', '.join(FAULTS)}",
-                             field=f"bugs.{bug}.{arm}.fault")
-        source(spec["source"]).check(bug, arm, spec)
 
     @property
     def runs(self):
