@@ -33,35 +33,17 @@ class Bug:
     def _path(self, pattern, **fields):
         return pattern.format(bug=self.name, key=self.key, **fields)
 
-    @property
-    def seeds(self):
-        """Its seeds (the key holds the study seed and the policy they are derived from: two
-        studies with other seeds never share a file)."""
-        return self._path(layout.SEEDS)
-
-    @property
-    def experiment(self):
-        return self._path(layout.EXPERIMENT)
-
-    @property
-    def arms_gate(self):
-        return self._path(layout.ARMS_GATE)
-
-    @property
-    def reach(self):
-        """Its reach verdict."""
-        return self._path(layout.REACH)
-
-    @property
-    def early(self):
-        return self._path(layout.EARLY)
+    # its files keyed by the bug and its key alone (the seeds' key holds the study seed and the
+    # policy they are derived from: two studies with other seeds never share a file)
+    seeds = property(lambda self: self._path(layout.SEEDS))
+    experiment = property(lambda self: self._path(layout.EXPERIMENT))
+    arms_gate = property(lambda self: self._path(layout.ARMS_GATE))
+    reach = property(lambda self: self._path(layout.REACH), doc="its reach verdict")
+    early = property(lambda self: self._path(layout.EARLY))
+    runs_folder = property(lambda self: self._path(layout.BUG_RUNS))
 
     def stage(self, pairs):
         return self._path(layout.STAGE, pairs=pairs)
-
-    @property
-    def runs_folder(self):
-        return self._path(layout.BUG_RUNS)
 
     def record(self, arm, run):
         return self._path(layout.RUN, arm=arm, run=run)

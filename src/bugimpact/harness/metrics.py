@@ -11,7 +11,7 @@ def confusion_counts(y_true, y_pred):
     """The labels seen and the confusion matrix (rows: true label, columns: predicted), as ints."""
     y_true, y_pred = [int(v) for v in y_true], [int(v) for v in y_pred]
     labels = sorted(set(y_true) | set(y_pred))
-    index = dict((label, i) for i, label in enumerate(labels))
+    index = {label: i for i, label in enumerate(labels)}
     matrix = [[0] * len(labels) for _ in labels]
     for t, p in zip(y_true, y_pred):
         matrix[index[t]][index[p]] += 1
@@ -47,4 +47,4 @@ METRICS = {"accuracy": _accuracy, "precision": _macro(0), "recall": _macro(1), "
 
 def recorded_metrics(counts):
     """What a record holds as ``metrics``: each metric's float, from ``confusion_counts``."""
-    return dict((name, float(of_matrix(counts["matrix"]))) for name, of_matrix in METRICS.items())
+    return {name: float(of_matrix(counts["matrix"])) for name, of_matrix in METRICS.items()}

@@ -198,7 +198,7 @@ def _why_unusable(record, metrics, name):
         return f"{name} has no record"
     if record["status"] != "ok":
         return f"{name} {'failed' if record['status'] == 'failed' else 'was skipped'}"
-    bad = [m for m in metrics if not finite(record["metrics"].get(m))]
+    bad = _not_numbers(record, metrics)
     return f"{' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a finite number in {name}"
 
 
@@ -263,12 +263,17 @@ def _usable_runs(records, metrics):
                        for arm in ARMS for i, r in sorted(arms[arm].items()) if r["status"] == "failed"])
     for arm in ARMS:
         for i, r in sorted(ok[arm].items()):
-            bad = [m for m in metrics if not finite(r["metrics"].get(m))]
+            bad = _not_numbers(r, metrics)
             if bad:
                 failed.append(f"{arm} run {i}: {', '.join(bad)} is not a number "
                               f"({r['metrics'].get(bad[0])!r}): a failed measurement")
                 del ok[arm][i]
     return arms, ok, failed
+
+
+def _not_numbers(record, metrics):
+    """The metrics of a finished record that are not finite numbers (failed measurements)."""
+    return [m for m in metrics if not finite(record["metrics"].get(m))]
 
 
 def _metric_row(bug, metric, values, exact, pairs, alpha, power):
