@@ -68,6 +68,8 @@ rule runtime:
         gpus=untracked(config["runtime"]["gpus"]),
         installer=untracked(config["runtime"]["installer"]),  # how, not what: the same files
         cache=untracked(config["runtime"]["cache"]),
+        # where a cached download the artifact names is fetched again from, if it has gone
+        sources=untracked(artifact_sources(config)),
     script:
         "../scripts/runtime.py"
 

@@ -21,9 +21,11 @@ from bugimpact.challenges import challenges
 from bugimpact.steps import artifact_sources, study_design, study_setup
 from bugimpact.steps.training import JOB_SETTINGS
 
-config.update(validate_config(dict(config), source="config (config.yaml and --config)"))
-check_paths(config, source="config (config.yaml and --config)")
-PLAN = Plan(config, SHEET_SCHEMA)
+# the files the config was read from, which its errors name (--config values may change it)
+CONFIG_SOURCE = ", ".join(map(str, workflow.overwrite_configfiles)) or "config.yaml"
+config.update(validate_config(dict(config), source=CONFIG_SOURCE))
+check_paths(config, source=CONFIG_SOURCE)
+PLAN = Plan(config, SHEET_SCHEMA, CONFIG_SOURCE)
 OUT = PLAN.out  # this study's own outputs: results/<study>/
 GPU_JOBS = config["train"]["device"] == "cuda"  # the train and reach_trace jobs each need a GPU
 TRAIN_SHIM = str(Path(workflow.basedir) / "scripts" / "train.py")

@@ -7,4 +7,5 @@ steps.run_script(snakemake, steps.runtime, kind=snakemake.params.kind,
                            "requirements": snakemake.params.requirements,
                            "gpus": snakemake.params.gpus,
                            "toolchain_json": snakemake.input.toolchain or None,
-                           "installer": snakemake.params.installer, "cache": snakemake.params.cache})
+                           "installer": snakemake.params.installer, "cache": snakemake.params.cache,
+                           "sources": snakemake.params.sources})

@@ -54,10 +54,12 @@ def test_retry_failed_removes_only_failures(tmp_path):
     (runs / "b" / "k" / "buggy").mkdir(parents=True)
     (arts / "docker-x").mkdir(parents=True)
     (runs / "b" / "k" / "buggy" / "0.json").write_text(json.dumps({"status": "failed"}))
-    (runs / "b" / "k" / "buggy" / "1.json").write_text(json.dumps({"status": "ok"}))
+    from bugimpact.harness.registry import RECORD_SCHEMA
+    (runs / "b" / "k" / "buggy" / "1.json").write_text(json.dumps(
+        {"status": "ok", "spec": {}, "record_schema": RECORD_SCHEMA, "metrics": {}, "fingerprints": {}}))
     (arts / "docker-x" / "manifest.json").write_text(json.dumps({"status": "failed"}))
     out = cli("retry-failed", "--runs", str(runs), "--artifacts", str(arts))
-    assert out.returncode == 0 and "2 failed records removed" in out.stdout
+    assert out.returncode == 0 and "2 removed" in out.stdout
     assert (runs / "b" / "k" / "buggy" / "1.json").exists()
     assert not (arts / "docker-x" / "manifest.json").exists()
 

@@ -236,7 +236,7 @@ def test_gc_removes_an_image_that_nothing_uses(setup, tmp_path, monkeypatch):
     tag = f"bugimpact-runtime:gc-test-{uuid.uuid4().hex[:8]}"
     subprocess.run(["docker", "tag", setup["toolchain"]["tag"], tag], check=True)
     monkeypatch.chdir(tmp_path)
-    items = gc.garbage([config_with(sheet=str(tmp_path / "none.csv"))], "results")
+    items = gc.garbage({"config.yaml": config_with(sheet=str(tmp_path / "none.csv"))}, "results")
     assert tag in [what for kind, what, _ in items if kind == "docker image"]
     assert gc.remove([item for item in items if item[1] == tag]) == []
     assert tag not in images()

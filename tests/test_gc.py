@@ -46,6 +46,12 @@ def test_gc_lists_then_removes_only_what_nothing_refers_to(tmp_path):
         "cached wheel": tmp_path / "cache" / "pypi" / "torch-1.5.0" / "cp37" / "torch-1.5.0.whl",
     }
     put(garbage["artifact"] / "manifest.json", {"source": "docker"})
+    # a cached download is the project's when a manifest it wrote names it
+    put(res / "artifacts" / "pypi-1.5.0-cp37" / "manifest.json", {"wheel": str(garbage["cached wheel"])})
+    garbage["artifact "] = res / "artifacts" / "pypi-1.5.0-cp37"
+    # one that no manifest names is a person's: never listed, never removed
+    theirs = put(tmp_path / "cache" / "mine" / "torch-9.9-cp37-cp37m-linux_x86_64.whl", "their build")
+    kept.append(theirs)
     put(garbage["artifact"] / "torch-1.0-cp37.whl", "x" * 5000)
     put(garbage["runtime"] / "venv" / "bin" / "python", "")
     put(garbage["toolchain record"], {"tag": "bugimpact-toolchain:cpu-0000000000"})
@@ -58,13 +64,13 @@ def test_gc_lists_then_removes_only_what_nothing_refers_to(tmp_path):
 
     dry = gc()
     assert dry.returncode == 0, dry.stderr
-    listed = dict(re.findall(r"^(.+?)\s+[\d.]+ MB  (.+)$", dry.stdout, re.M))
-    assert listed == {kind: str(path.relative_to(tmp_path)) for kind, path in garbage.items()}
-    assert "4 item(s)" in dry.stdout and "dry run: nothing removed" in dry.stdout
+    listed = sorted(re.findall(r"^(.+?)\s+[\d.]+ MB  (.+)$", dry.stdout, re.M))
+    assert listed == sorted((kind.strip(), str(path.relative_to(tmp_path))) for kind, path in garbage.items())
+    assert "5 item(s)" in dry.stdout and "dry run: nothing removed" in dry.stdout
     assert all(p.exists() for p in garbage.values())
 
     done = gc("--remove")
-    assert done.returncode == 0 and "removed 4 item(s)" in done.stdout
+    assert done.returncode == 0 and "removed 5 item(s)" in done.stdout
     assert not any(p.exists() for p in garbage.values())
     assert all(p.exists() for p in kept)
     assert "nothing to remove" in gc().stdout

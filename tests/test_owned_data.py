@@ -27,15 +27,19 @@ def test_gc_never_removes_a_wheel_a_config_names(tmp_path):
     config["runtime"] = {"kind": "venv", "python": sys.executable}
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
     stray = put(tmp_path / "cache" / "pypi" / "torch-1.0.0" / "x" / "torch-1.0.0.whl", "w")
+    put(tmp_path / "results" / "artifacts" / "pypi-1.0.0-x" / "manifest.json", {"wheel": str(stray)})
+    foreign = put(tmp_path / "cache" / "pypi" / "torch-1.1.0" / "x" / "torch-1.1.0.whl", "not ours")
     out = cli(tmp_path, "gc", "--keep", "study.yaml", "--remove")
     assert out.returncode == 0, out.stderr
-    assert mine.exists() and not stray.exists()
+    assert mine.exists() and not stray.exists()  # what the project fetched and recorded, unwanted
+    assert foreign.exists()  # a wheel no manifest of the project names is never removed
 
 
 def test_verify_and_retry_touch_run_records_only(tmp_path):
     res = tmp_path / "results"
     seeds = put(res / "seeds" / "b.json", {"bug": "b", "seeds": [1, 2]})
-    manifest = put(res / "artifacts" / "pypi-1" / "manifest.json", {"status": "ok"})
+    manifest = put(res / "artifacts" / "installed" / "manifest.json",
+                   {"source": "installed", "status": "ok", "wheel": None})
     early = put(res / "early" / "b" / "k.json", {"decision": "continue"})
     stats = put(res / "stats" / "b.json", {"info": {}, "rows": []})
     cut = put(res / "runs" / "b" / "k" / "buggy" / "0.json", '{"status": "ok", "met')
@@ -49,8 +53,10 @@ def test_verify_and_retry_touch_run_records_only(tmp_path):
     put(a_list, [1, 2])
     out = cli(tmp_path, "retry-failed", "--runs", "results/runs", "--artifacts", "results/artifacts")
     assert out.returncode == 0, out.stderr
-    assert not failed.exists() and a_list.exists() and "1 failed records removed" in out.stdout
+    assert not failed.exists() and not a_list.exists() and "2 removed" in out.stdout
+    assert f"removed {a_list.relative_to(tmp_path)}: broken (not a valid run record: a list, not a record)" in out.stdout
     assert json.loads(seeds.read_text())["seeds"] == [1, 2]
+    assert all(p.exists() for p in (seeds, manifest, early, stats))
 
 
 def test_a_crashed_run_says_it_was_killed_by_a_signal():

@@ -48,10 +48,15 @@ def _parser():
     p = command("validate-config", help="check a study config; errors name file, line, key")
     p.add_argument("file", nargs="?", help="default: --config")
 
-    p = command("retry-failed", help="delete failed run records and failed build manifests "
-                                    "so that the next workflow run retries them")
+    p = command("retry-failed", help="remove every run record, artifact manifest, runtime record "
+                                    "and arms gate that is broken, failed or stale, saying each, "
+                                    "so that the next workflow run makes it again")
     p.add_argument("--runs", default=layout.RUNS)
+    p.add_argument("--repeats", default=layout.REPEATS)
     p.add_argument("--artifacts", default=layout.ARTIFACTS)
+    p.add_argument("--runtimes", default=layout.RUNTIMES)
+    p.add_argument("--gates", default=layout.ARMS_GATES)
+    p.add_argument("--dry-run", action="store_true", help="say what would be removed")
 
     p = command("preflight", help="check in seconds what hours of builds need: commits, "
                                   "submodules, images, disk, GPUs, data, wheels")
@@ -137,7 +142,7 @@ def _run(args):
 def _status(args):
     from .plan import Plan
     from .status import summary
-    print(summary(Plan(_config(args), SHEET_SCHEMA)))
+    print(summary(Plan(_config(args), SHEET_SCHEMA, args.config)))
 
 
 def _steps(args):
@@ -151,7 +156,7 @@ def _validate_config(args):
     path = args.file or args.config
     config = load_config(path)
     check_paths(config, path)
-    Plan(config, SHEET_SCHEMA)  # what the workflow refuses at its start, refused here too
+    Plan(config, SHEET_SCHEMA, path)  # what the workflow refuses at its start, refused here too
     print(f"{path}: valid")
 
 
@@ -187,7 +192,7 @@ def _gc(args):
     from . import gc
     names = args.keep or ["config.yaml"] + sorted(str(p) for p in Path("configs").glob("*.yaml"))
     print(f"current configs: {', '.join(names)}")
-    items = gc.garbage([load_config(n) for n in names], args.results)
+    items = gc.garbage({n: load_config(n) for n in names}, args.results)
     print("\n".join(gc.report(items)))
     if not args.remove:
         print("dry run: nothing removed (--remove deletes these)" if items else "nothing to remove")
@@ -212,43 +217,32 @@ def _config_docs(args):
 
 
 def _retry_failed(args):
-    from pathlib import Path
-    from .records import record_paths, to_retry
+    from . import recovery
     _need_folder(args.runs, "--runs")
-    removed = _remove_to_retry(to_retry(record_paths(args.runs),
-                                        list(Path(args.artifacts).glob("*/manifest.json"))))
-    print(f"{len(removed)} failed records removed; rerun snakemake to retry them")
-
-
-def _remove_to_retry(paths, dry=False):
-    """Remove failed records and manifests (``records.to_retry``), saying each; returns them."""
-    for path in paths:
-        print(f"{'would remove' if dry else 'removed'} {path}: failed, to be tried again")
-        if not dry:
-            path.unlink()
-    return paths
+    found = recovery.under(args.runs, args.repeats, args.artifacts, args.runtimes, args.gates)
+    print("\n".join(recovery.remove(found, args.dry_run) or ["nothing broken, failed or stale"]))
+    if found and not args.dry_run:
+        print(f"{len(found)} removed; rerun snakemake (or bugimpact run --bug ID) to make them again")
 
 
 def _run_bug(bug, config_path, cores, extra):
-    """Everything one bug still needs: its failed run records (and its arms' failed artifacts)
-    are removed so that they are tried again, then its target is made; its line is printed."""
-    from pathlib import Path
-    from .harness.registry import ARMS
+    """Everything one bug still needs: its broken, failed and stale records (runs, its arms'
+    artifacts and runtimes: ``recovery``) are removed, saying each, so that they are made again,
+    then its target is made; its line is printed."""
+    from . import recovery
     from .plan import Plan
-    from .records import record_paths, to_retry
     from .status import bug_row, table, verdicts
-    plan = Plan(load_config(config_path), SHEET_SCHEMA)
+    plan = Plan(load_config(config_path), SHEET_SCHEMA, config_path)
     if bug not in plan.bugs:
         known = sorted(plan.bugs)
         raise InputError(config_path, f"no bug {bug!r} in this study (it has {', '.join(known[:12])}"
                          f"{', ...' if len(known) > 12 else ''}); a sheet row is a bug once its "
                          f"decision is accept", field="--bug")
-    dry = "--dry-run" in extra
-    runs = Path(plan.bug(bug).runs_folder)  # the bug's records, every arm
-    manifests = [Path(plan.artifact_of(bug, arm).manifest) for arm in ARMS]
-    _remove_to_retry(to_retry(record_paths(runs), manifests), dry)
+    for line in recovery.remove(recovery.of_plan(plan, [bug]), "--dry-run" in extra):
+        print(line)
     code = workflow.run(None, cores, extra + plan.bug_targets(bug), config_path)
-    print(table([bug_row(Plan(load_config(config_path), SHEET_SCHEMA), bug, verdicts(plan.out))]))
+    print(table([bug_row(Plan(load_config(config_path), SHEET_SCHEMA, config_path), bug,
+                         verdicts(plan.out))]))
     return code
 
 

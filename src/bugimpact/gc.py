@@ -4,7 +4,9 @@ Kept: every artifact (build manifest and wheel) that a current config's plan or 
 names (a record's artifact is its provenance); the runtimes (venvs, runtime images) and toolchain
 images the current configs would use; the cached wheels the kept artifacts point at; the packages
 in uv's cache that a kept venv links to. The rest is a cache that the workflow rebuilds when a
-config needs it again. Sizes are what removing frees: bytes a kept venv still links are not.
+config needs it again. A cached wheel is removed only when a manifest the project wrote names it
+(one it no longer needs): a wheel no manifest names is not the project's, and is never touched.
+Sizes are what removing frees: bytes a kept venv still links are not.
 """
 import os
 import shutil
@@ -15,13 +17,14 @@ from .io import read_json
 
 
 def referenced(configs, results="results"):
-    """What the configs' plans and the records under ``results`` use."""
+    """What the configs' plans and the records under ``results`` use (``configs``: each config by
+    the file it was read from)."""
     from .config import SHEET_SCHEMA
     from .plan import Plan
     keep = {"artifacts": set(), "runtimes": set(), "toolchains": set(), "wheel_caches": set(),
             "wheel_dirs": set(), "named": set(), "uv_caches": set()}
-    for config in configs:
-        plan = Plan(config, SHEET_SCHEMA)
+    for path, config in configs.items():
+        plan = Plan(config, SHEET_SCHEMA, path)
         keep["artifacts"] |= set(plan.artifacts)
         keep["runtimes"] |= {f"{a.runtime}/{a.ident}" for a in plan.artifacts.values()}
         if plan.toolchain:
@@ -63,6 +66,20 @@ def release_wheel_dirs(specs, cache):
         if folder is not None:
             # a docker runtime's interpreter is only known inside its image: any tag of the version
             yield folder / wheel_tags(spec["python"])["key"] if spec.get("python") else folder
+
+
+def _wheels_named(manifests):
+    """The wheels (resolved paths) that these artifact manifests name: what the project fetched
+    into its cache and recorded."""
+    out = set()
+    for manifest in manifests:
+        try:
+            record = read_json(manifest)
+        except (OSError, ValueError):
+            continue  # a broken manifest names nothing (`bugimpact retry-failed` lists it)
+        if isinstance(record, dict) and record.get("wheel"):
+            out.add(str(Path(record["wheel"]).resolve()))
+    return out
 
 
 def _stats(path):
@@ -130,11 +147,13 @@ def garbage(configs, results="results"):
     for record in sorted((res / "toolchains").glob("*.json")):
         if record.stem not in keep["toolchains"]:
             found.append(("toolchain record", record))
-    wheels = {str(Path(read_json(m).get("wheel") or "").resolve()) for m in kept_manifests
-              if m.exists()}
+    kept_wheels = _wheels_named(kept_manifests)
+    ours = kept_wheels | _wheels_named(folder / "manifest.json" for kind, folder in found
+                                       if kind == "artifact")
     for cache in sorted(keep["wheel_caches"]):
         for wheel in sorted(Path(cache).glob("**/*.whl")):
-            if str(wheel.resolve()) not in wheels | keep["named"] and not any(
+            # a wheel no manifest names is not the project's (a person put it there): never removed
+            if str(wheel.resolve()) in ours - kept_wheels - keep["named"] and not any(
                     str(wheel).startswith(d + os.sep) for d in keep["wheel_dirs"]):
                 found.append(("cached wheel", wheel))
     found += [("uv cache entry", entry) for entry in _unlinked_cache_entries(

@@ -41,6 +41,7 @@ class Bug:
     reach = property(lambda self: self._path(layout.REACH), doc="its reach verdict")
     early = property(lambda self: self._path(layout.EARLY))
     runs_folder = property(lambda self: self._path(layout.BUG_RUNS))
+    repeats_folder = property(lambda self: self._path(layout.BUG_REPEATS))
 
     def stage(self, pairs):
         return self._path(layout.STAGE, pairs=pairs)

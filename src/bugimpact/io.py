@@ -110,4 +110,21 @@ class InputError(ValueError):
         if field is not None:
             where += f", field '{field}'"
         super().__init__(f"{where}: {message}")
-        self.path, self.row, self.field = str(path), row, field
+        self.path, self.row, self.field, self.message = str(path), row, field, message
+
+
+class ConfigError(InputError):
+    """A config that cannot run, found where its file is not known: whoever read the file names it
+    (``config_file``); named ``config.yaml`` only where nothing does."""
+
+    def __init__(self, message, field=None):
+        super().__init__("config.yaml", message, field=field)
+
+
+@contextmanager
+def config_file(path):
+    """Config errors raised inside name ``path``, the file the config was read from."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise InputError(path, exc.message, field=exc.field) from None

@@ -13,12 +13,17 @@ from .artifacts.source_kinds import artifact_id, source
 from .experiment import experiment_file, experiment_key, study_bugs
 from .harness.registry import ARMS
 from .identities import Artifact, Bug
-from .io import InputError
+from .io import ConfigError, InputError, config_file
 from .sheet import validate
 
 
 class Plan:
-    def __init__(self, config, sheet_schema):
+    def __init__(self, config, sheet_schema, source="config.yaml"):
+        """``source``: the file the config was read from, which the config's errors name."""
+        with config_file(source):
+            self._make(config, sheet_schema)
+
+    def _make(self, config, sheet_schema):
         self.config = config
         sheet_path = Path(config["sheet"])
         rows = validate(sheet_path, sheet_schema) if sheet_path.exists() else []
@@ -29,8 +34,8 @@ class Plan:
         self.out = layout.STUDY.format(study=config["study"])
         strays = sorted(set(config["bugs"].get("overrides") or {}) - {r.get("id") for r in rows})
         if rows and strays:  # (a first run's sheet is still empty: mining fills it)
-            raise InputError("config.yaml", f"bugs.overrides names {', '.join(strays)}, which "
-                             f"{config['sheet']} does not hold", field=f"bugs.overrides.{strays[0]}")
+            raise ConfigError(f"bugs.overrides names {', '.join(strays)}, which "
+                              f"{config['sheet']} does not hold", field=f"bugs.overrides.{strays[0]}")
         self.bugs = study_bugs(config, rows)
         # accepted sheet rows that cannot run here: said once at the start, the rest goes on
         self.cannot_run = {bug: why for bug, spec in self.bugs.items()
@@ -64,8 +69,8 @@ class Plan:
         refused = sorted((why, a.ident) for a in self.artifacts.values()
                          if (why := runtime_kind(a.kind).refusal(a.spec["source"])))
         if refused:
-            raise InputError("config.yaml", f"{refused[0][0]} (artifact {refused[0][1]})",
-                             field="runtime.kind")
+            raise ConfigError(f"{refused[0][0]} (artifact {refused[0][1]})",
+                              field="runtime.kind")
 
     def _experiments(self):
         """Each bug's experiment key, and the experiment of each key (``experiment_file``, one

@@ -71,20 +71,15 @@ def record_paths(root):
             if p.stem.isdigit() and p.parent.name in ("buggy", "corrected")]
 
 
+def why_broken(path):
+    """Why a run record does not read as a valid record, or None when it does."""
+    try:
+        read_record(path)
+    except InputError as exc:
+        return str(exc).split(": ", 1)[1].split(f"; {FIX}")[0]
+    return None
+
+
 def broken(root):
     """(path, reason) of every run record under ``root`` that does not read as a valid record."""
-    out = []
-    for path in record_paths(root):
-        try:
-            read_record(path)
-        except InputError as exc:
-            out.append((path, str(exc).split(": ", 1)[1].split(f"; {FIX}")[0]))
-    return out
-
-
-def to_retry(records, manifests):
-    """Among these run records and build manifests, those the next workflow run should try again
-    once removed: failed runs (and the skipped ones earlier versions wrote for runs a decision
-    made unneeded) and failed builds."""
-    return ([p for p in records if record_status(p) in ("failed", "skipped")] +
-            [p for p in manifests if Path(p).exists() and record_status(p) == "failed"])
+    return [(path, why) for path in record_paths(root) if (why := why_broken(path))]

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from .io import read_csv, read_json
 from .records import record_status
+from .recovery import of_plan
 
 COLUMNS = ("bug", "sheet", "arms", "runs", "failed", "verdict", "next")
 OWN = " *"  # marks a verdict from the bug's own statistics, newer than the study's table
@@ -39,9 +40,16 @@ def bug_row(plan, bug, verdicts=None):
         runs += f" (+{planned - len(needed)} skipped)"
     verdict = (_own_verdict(plan, bug, bug in (verdicts or {}))
                or (verdicts or {}).get(bug, {}).get("verdict", ""))
-    todo = runnable is None or failed or states.count("missing") or not verdict
+    todo = runnable is None or failed or states.count("missing") or not verdict or (
+        runnable is False and _made_again(plan, bug))
     return {"bug": bug, "sheet": decision, "arms": arms, "runs": runs, "failed": failed or "",
             "verdict": verdict or "-", "next": f"bugimpact run --bug {bug}" if todo else ""}
+
+
+def _made_again(plan, bug):
+    """Whether ``bugimpact run --bug`` would try again what stops a bug that cannot run: a failed
+    or stale arm (not a refused fix, nor a reach verdict)."""
+    return any(f.state != "refused" for f in of_plan(plan, [bug]))
 
 
 def _own_verdict(plan, bug, table_has_it):
@@ -86,6 +94,11 @@ def summary(plan):
         lines.append("*: from the bug's own statistics; the study's tables and report (with the "
                      "correction over all its bugs) are remade by the next full run (snakemake, or "
                      "bugimpact run report)")
+    found = [f for f in of_plan(plan) if f.state != "refused"]  # a refusal: the bug's arms say it
+    if found:
+        lines.append(f"{len(found)} record(s) to make again (`bugimpact retry-failed` removes them, "
+                     "`bugimpact run --bug ID` those of one bug):")
+        lines += [f"  {finding.line()}" for finding in found]
     if undecided:
         lines.append(f"{undecided} sheet rows undecided: edit {plan.config['sheet']} (decision: "
                      "accept or reject), then run again")

@@ -224,3 +224,36 @@ def test_an_updated_script_retrains_nothing(finished, tmp_path):
     dry = snakemake(work, "--configfile", "study.yaml", "-n")
     assert "Nothing to be done" in dry.stdout + dry.stderr
     assert records(work) == before
+
+
+def bugimpact(work, *args):
+    return subprocess.run([sys.executable, "-m", "bugimpact", *args], cwd=work, capture_output=True,
+                          text=True, env={"PYTHONPATH": str(work / "src"), "PATH": "/usr/bin:/bin"})
+
+
+def test_retry_failed_names_broken_records_and_the_next_run_makes_only_them(finished, tmp_path):
+    """N10: a record replaced by a JSON list and one cut to 100 bytes. Before, `retry-failed`
+    said "0 failed records removed" (exit 0) and `status` named neither: only `verify` did."""
+    work = copy_of(finished, "early", tmp_path)
+    folder = key_dir(work, "fault-momentum") / "buggy"
+    a_list, cut = folder / "3.json", folder / "2.json"
+    a_list.write_text("[1, 2]")
+    cut.write_bytes(cut.read_bytes()[:100])
+    broken = [str(p.relative_to(work)) for p in (cut, a_list)]
+    before = records(work)
+    status = bugimpact(work, "status", "--config", "study.yaml")
+    assert status.returncode == 0, status.stderr
+    assert "2 record(s) to make again (`bugimpact retry-failed` removes them" in status.stdout
+    for path in broken:
+        assert f"  {path}: broken (" in status.stdout
+    out = bugimpact(work, "retry-failed")
+    assert out.returncode == 0, out.stderr
+    assert f"removed {broken[1]}: broken (not a valid run record: a list, not a record); the next " \
+           "run trains it again" in out.stdout
+    assert f"removed {broken[0]}: broken (" in out.stdout and "2 removed" in out.stdout
+    for path in broken:
+        del before[str((work / path).relative_to(work / "results"))]
+    snakemake(work, "--configfile", "study.yaml")
+    assert_kept(before, records(work), new=[str((work / p).relative_to(work / "results")) for p in broken])
+    again = bugimpact(work, "retry-failed")
+    assert again.stdout.strip() == "nothing broken, failed or stale"

@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 
-from ..io import InputError
+from ..io import ConfigError
 
 
 class RuntimeKind:
@@ -52,6 +52,12 @@ class RuntimeKind:
         """The runtime record for an artifact (``settings``: interpreter, requirements, gpus,
         toolchain_json, installer, cache)."""
         raise NotImplementedError
+
+    def lost(self, runtime):
+        """What a made runtime's record names that is gone (its interpreter, a venv deleted by
+        hand): any, and the runtime is stale."""
+        python = runtime.get("python")
+        return [python] if python and not os.path.exists(python) else []
 
     def command(self, runtime, out, env, data):
         """The harness's command line in this runtime, and the environment to give it."""
@@ -137,6 +143,9 @@ class Docker(RuntimeKind):
     def interpreter(self, runtime_cfg, recipe_sha):
         return None, f"image-{recipe_sha}"  # inside the image: the artifact job asks it
 
+    def lost(self, runtime):
+        return []  # its interpreter is inside its image
+
     def identity(self, interpreter, recipe_sha):
         return "image", recipe_sha
 
@@ -177,8 +186,8 @@ def kind(name):
     try:
         return lookup(KINDS, name)
     except KeyError:
-        raise InputError("config.yaml", f"unknown runtime kind {name!r}; known: {', '.join(KINDS)}",
-                         field="runtime.kind") from None
+        raise ConfigError(f"unknown runtime kind {name!r}; known: {', '.join(KINDS)}",
+                          field="runtime.kind") from None
 
 
 def runtime_id(runtime_cfg, interpreter, recipe_sha=""):

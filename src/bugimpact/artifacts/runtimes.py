@@ -7,16 +7,19 @@ path; the spec goes in on standard input and the record comes back as a file.
 """
 import fcntl
 import json
+import logging
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from ..io import InputError, write_json
+from ..io import ConfigError, write_json
 from ..progress import run_logged
 from .common import SRC
 from .sources import PROBE, pip_setting
+
+log = logging.getLogger(__name__)
 
 
 def _probe(python):
@@ -31,9 +34,9 @@ def prepare_local(artifact, python=sys.executable, kind="local"):
     runtime of ``kind`` (the local kind, or one made from it)."""
     from .source_kinds import source
     if not source(artifact["source"]).on_host:
-        raise InputError("config.yaml", f"the {kind} runtime can only run the host's own torch, not "
-                         f"a {artifact['source']} artifact; use runtime.kind venv or docker",
-                         field="runtime.kind")
+        raise ConfigError(f"the {kind} runtime can only run the host's own torch, not "
+                          f"a {artifact['source']} artifact; use runtime.kind venv or docker",
+                          field="runtime.kind")
     return {"kind": kind, "python": python, "probe": _probe(python)}
 
 
@@ -49,26 +52,54 @@ def prepare_venv(artifact, folder, base_python="python3", requirements=(), insta
     venv is made is not part of its identity: both install the same files."""
     import shutil
     from .onefix import install_overlay
+    _refuse_unfit(artifact, base_python)
     venv = (Path(folder) / "venv").resolve()
     python = venv / "bin" / "python"
     done = venv / ".bugimpact-complete"
     if not done.exists():
-        shutil.rmtree(venv, ignore_errors=True)
         packages = ([artifact["wheel"]] if artifact.get("wheel") else []) + list(requirements)
         from .source_kinds import source
         system = source(artifact["source"]).on_host
         steps = (_uv_steps if installer == "uv" else _pip_steps)(base_python, venv, packages, system,
                                                                   cache)
-        for cmd, env, what in steps:
-            code, output = run_logged(cmd, f"{what} {venv.parent.name}", watch=venv, env=env)
-            if code != 0:
-                raise RuntimeError(f"{' '.join(cmd)} failed: {output.strip()[-800:]}")
+        # a second try from nothing: what fails an install once (an entry of uv's cache removed
+        # while it was linked, a download cut) is recorded as the runtime's failure only if it
+        # fails again
+        for attempt in (1, 2):
+            shutil.rmtree(venv, ignore_errors=True)
+            failure = _install(steps, venv)
+            if not failure:
+                break
+            if attempt == 2:
+                raise RuntimeError(failure)
+            log.warning("%s; trying once more from nothing", failure)
         done.write_text("")
     runtime = {"kind": kind, "python": str(python), "base_python": base_python}
     if artifact.get("overlay"):  # installed (again, on reuse: idempotent) and checked
         runtime["overlay_installed"] = install_overlay(artifact, _site_packages(python))
     runtime["probe"] = _probe(str(python))
     return runtime
+
+
+def _refuse_unfit(artifact, python):
+    """A wheel this interpreter cannot install (a user's wheel built for another Python) is
+    refused here, in words that name both, before an installer refuses it in its own."""
+    from .interpreters import describe, probe, wheel_tags
+    from .sources import fits
+    wheel = artifact.get("wheel")
+    if wheel and not fits(wheel, wheel_tags(info := probe(python))):
+        raise RuntimeError(f"{Path(wheel).name} is not for {describe(info)}: its tags are "
+                           f"{Path(wheel).name[:-4].split('-', 2)[2]}; set runtime.python to an "
+                           "interpreter it is for")
+
+
+def _install(steps, venv):
+    """Run the steps that make a venv; what failed, or "" when all of them ran."""
+    for cmd, env, what in steps:
+        code, output = run_logged(cmd, f"{what} {venv.parent.name}", watch=venv, env=env)
+        if code != 0:
+            return f"{' '.join(cmd)} failed: {output.strip()[-800:]}"
+    return ""
 
 
 def _pip_steps(base_python, venv, packages, system, cache):
@@ -103,8 +134,8 @@ def uv_binary():
         found = shutil.which("uv")
         if found:
             return found
-    raise InputError("config.yaml", "runtime.installer is uv, but uv is not installed "
-                     "(pip install uv), or set runtime.installer: pip", field="runtime.installer")
+    raise ConfigError("runtime.installer is uv, but uv is not installed "
+                      "(pip install uv), or set runtime.installer: pip", field="runtime.installer")
 
 
 def uv_environment(cache):

@@ -14,8 +14,14 @@ import hashlib
 import json
 import re
 import time
+from pathlib import Path
 
-from ..io import InputError, read_json
+from ..io import ConfigError, InputError, read_json
+
+
+class Lost(RuntimeError):
+    """A file an artifact's manifest names is gone and cannot be had again as it was: the artifact
+    must be made again (``bugimpact retry-failed`` removes its manifest)."""
 
 
 class Source:
@@ -37,8 +43,8 @@ class Source:
     def check(self, bug, arm, spec):
         """Refuse, naming the config key, an arm of this source the config leaves unmakeable."""
         if self.needs and not spec.get(self.needs):
-            raise InputError("config.yaml", f"bug {bug}, arm {arm}: source {self.name} needs "
-                             f"'{self.needs}'", field=f"bugs.{bug}.{arm}.{self.needs}")
+            raise ConfigError(f"bug {bug}, arm {arm}: source {self.name} needs "
+                              f"'{self.needs}'", field=f"bugs.{bug}.{arm}.{self.needs}")
 
     def unresolved(self, spec):
         """Whether a sheet row's arm still lacks what resolution gives (its commits or diff)."""
@@ -84,6 +90,21 @@ class Source:
         """The artifact's manifest (``sources``: ``steps.artifact_sources``)."""
         raise NotImplementedError(f"artifact source {self.name!r} is built by the docker step")
 
+    def lost(self, manifest):
+        """The files a made artifact's manifest names that are gone for good: missing, and not a
+        download this source fetches again (``fetched`` does that). Any: the artifact is stale."""
+        wheel = manifest.get("wheel")
+        return [wheel] if wheel and not Path(wheel).is_file() else []
+
+    def fetched(self, manifest, sources):
+        """The manifest with every file it names at hand, for the runtime that installs it: a
+        cached download that has gone is fetched again into the cache and must be the same bytes.
+        Raises ``Lost`` naming what cannot be had (``sources``: ``steps.artifact_sources``)."""
+        gone = self.lost(manifest)
+        if gone:
+            raise Lost(f"the artifact's {', '.join(gone)} is gone")
+        return manifest
+
 
 class Installed(Source):
     name, on_host, id_pattern = "installed", True, "installed"
@@ -115,6 +136,17 @@ class PyPI(Source):
         manifest.update(version_requested=spec["version"], python=python)
         return manifest
 
+    def lost(self, manifest):
+        return []  # the index has it: fetched again when the cache lost it
+
+    def fetched(self, manifest, sources):
+        from .sources import pypi_wheel, usable
+        if not sources or Path(manifest["wheel"]).is_file() and usable(manifest["wheel"]):
+            return super().fetched(manifest, sources)
+        wheel = pypi_wheel(manifest["version_requested"], sources["wheel_cache"], manifest["python"],
+                           sources["pip_index_url"])
+        return _same_bytes(manifest, wheel, f"the index's torch=={manifest['version_requested']}")
+
 
 class Wheel(Source):
     name, needs, a_release = "wheel", "wheel", True
@@ -128,7 +160,22 @@ class Wheel(Source):
         from .sources import user_wheel, wheel_manifest
         started = time.time()
         wheel = user_wheel(spec["wheel"], spec.get("sha256", ""), sources["wheel_cache"])
-        return wheel_manifest("wheel", wheel, started)
+        return dict(wheel_manifest("wheel", wheel, started), location=spec["wheel"])
+
+    def lost(self, manifest):
+        location = manifest.get("location", "")
+        remote = location.startswith(("http://", "https://"))
+        if Path(manifest["wheel"]).is_file() or remote or (location and Path(location).is_file()):
+            return []
+        return [manifest["wheel"]] + ([location] if location else [])
+
+    def fetched(self, manifest, sources):
+        from .sources import usable, user_wheel
+        if not sources or not manifest.get("location") or (  # (before manifests said where from)
+                Path(manifest["wheel"]).is_file() and usable(manifest["wheel"])):
+            return super().fetched(manifest, sources)
+        wheel = user_wheel(manifest["location"], manifest["wheel_sha256"], sources["wheel_cache"])
+        return _same_bytes(manifest, wheel, manifest["location"])
 
 
 class Docker(Source):
@@ -179,7 +226,6 @@ class OneFix(Source):
         """The release (version ``sheet``: the release whose notes list the fix, ``v1.4.0``:
         torch 1.4.0) and the diff: ``artifacts.onefix.patches/<id>.diff`` where one is there (no
         clone, no API needed), else the row's commits."""
-        from pathlib import Path
         onefix_cfg = artifacts_cfg[self.name]
         release = dict(onefix_cfg.get("release") or {})
         if release.get("version") == "sheet":
@@ -192,10 +238,9 @@ class OneFix(Source):
         return {**spec, "arm": arm, **{k: row[k] for k in ("buggy_sha", "corrected_sha") if not spec.get(k)}}
 
     def check(self, bug, arm, spec):
-        from pathlib import Path
         if not spec.get("release"):
-            raise InputError("config.yaml", f"bug {bug}, arm {arm}: source onefix needs 'release'",
-                             field="artifacts.onefix.release")
+            raise ConfigError(f"bug {bug}, arm {arm}: source onefix needs 'release'",
+                              field="artifacts.onefix.release")
         # (a release that is not a pypi version or a wheel is refused by the schema)
         if spec.get("patch") and not Path(spec["patch"]).is_file():
             raise InputError(spec["patch"], f"bug {bug}: the fix's patch file does not exist",
@@ -213,6 +258,19 @@ class OneFix(Source):
 
     def release(self, arm):
         return arm.get("release", arm)
+
+    def lost(self, manifest):
+        overlay = Path(manifest.get("overlay_dir") or ".")
+        return source(manifest["release"]["source"]).lost(manifest) + [
+            str(overlay / path) for path, digest in manifest.get("overlay", {}).items()
+            if digest is not None and not (overlay / path).is_file()]
+
+    def fetched(self, manifest, sources):
+        release = source(manifest["release"]["source"]).fetched(manifest, sources)
+        gone = self.lost(release)
+        if gone:
+            raise Lost(f"the artifact's {', '.join(gone)} is gone")
+        return release
 
     def make(self, sources, spec, folder, toolchain_json=None):
         from . import onefix
@@ -270,8 +328,8 @@ def source(name):
     try:
         return lookup(SOURCES, name)
     except KeyError:
-        raise InputError("config.yaml", f"unknown artifact source {name!r}; known: "
-                         f"{', '.join(SOURCES)}", field="source") from None
+        raise ConfigError(f"unknown artifact source {name!r}; known: "
+                          f"{', '.join(SOURCES)}", field="source") from None
 
 
 def artifact_id(arm, recipe_sha="", target=""):
@@ -279,6 +337,17 @@ def artifact_id(arm, recipe_sha="", target=""):
     commit plus the hash of the build recipe; release wheels by version and the wheel tags of the
     runtime's interpreter (``target``); one-fix artifacts by their release, their diff and the arm."""
     return source(arm["source"]).identity(arm, recipe_sha, target)
+
+
+def _same_bytes(manifest, wheel, where):
+    """The manifest with ``wheel``, fetched again, in place of the one it names: refused (``Lost``)
+    unless it holds the bytes the artifact was made from."""
+    from ..harness.files import sha256_file
+    got = sha256_file(wheel)
+    if got != manifest["wheel_sha256"]:
+        raise Lost(f"{manifest['wheel']} was gone and {where} now has other bytes (sha256 {got}, "
+                   f"made from {manifest['wheel_sha256']})")
+    return dict(manifest, wheel=str(Path(wheel).resolve()))
 
 
 def _target_interpreter(spec, toolchain_json):

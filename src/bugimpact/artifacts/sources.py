@@ -78,16 +78,18 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
             if code == 0 and got:
                 os.replace(got[0], folder / got[0].name)
                 return folder / got[0].name
-    try:  # why it failed, from the index itself: pip's wording depends on its version and config
-        versions = index_versions(tags, index_url)
-    except Exception as exc:  # noqa: BLE001 - the download's own error is then the best answer
-        versions = None
-        log.warning("the package index could not list torch's versions: %s", exc)
+    # why, in this project's words, from the index itself (pip's wording depends on its version
+    # and config): pip's own last lines come after, as the detail
+    try:
+        versions, why = index_versions(tags, index_url), "the index lists it for this interpreter"
+    except Exception as exc:  # noqa: BLE001 - said, with what pip said
+        versions, why = None, f"the index could not be asked which versions exist: {exc}"
     if versions is not None and version not in versions:
         raise RuntimeError(f"no torch=={version} wheel for {describe(interpreter)}; the versions "
                            f"that exist for it: {', '.join(versions) or 'none'}")
-    raise RuntimeError(f"pip download torch=={version} for {describe(interpreter)} failed: "
-                       f"{output.strip()[-800:]}")
+    said = " | ".join(line.strip() for line in output.strip().splitlines()[-3:])
+    raise RuntimeError(f"torch=={version} for {describe(interpreter)} could not be downloaded "
+                       f"({why}); pip said: {said[-600:]}")
 
 
 def index_versions(tags, index_url="", package="torch"):

@@ -95,14 +95,15 @@ def artifact(sources, spec, out, toolchain_json=None):
 
 
 RUNTIME_SETTINGS = {"interpreter": None, "requirements": (), "gpus": "", "toolchain_json": None,
-                    "installer": "uv", "cache": "data/cache/uv"}
+                    "installer": "uv", "cache": "data/cache/uv", "sources": None}
 
 
 def runtime(kind, artifact_manifest, out, settings=None):
     """The runtime that trains on one artifact; one that cannot be made is a recorded failure.
     ``settings`` (defaults: ``RUNTIME_SETTINGS``): the interpreter, extra ``requirements``,
-    docker's ``gpus``, the docker runtime's ``toolchain_json``, and how a venv is made
-    (``installer``, uv or pip, and uv's ``cache``)."""
+    docker's ``gpus``, the docker runtime's ``toolchain_json``, how a venv is made (``installer``,
+    uv or pip, and uv's ``cache``), and where the artifact's downloads are fetched again from when
+    their cache lost them (``sources``: ``artifact_sources``)."""
     from ..artifacts import runtimes
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
@@ -113,10 +114,19 @@ def runtime(kind, artifact_manifest, out, settings=None):
                   "reason": f"{what} failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
     else:
         from ..artifacts.kinds import kind as runtime_kind
+        from ..artifacts.source_kinds import Lost, source
+        settings = {**RUNTIME_SETTINGS, **(settings or {})}
         try:
-            result = runtime_kind(kind).make(manifest, folder, {**RUNTIME_SETTINGS, **(settings or {})})
+            # a cached download that has gone is fetched again (the same bytes) before it installs
+            manifest = source(manifest["source"]).fetched(manifest, settings["sources"])
+            result = runtime_kind(kind).make(manifest, folder, settings)
         except InputError:
             raise
+        except Lost as exc:
+            log.error("runtime %s: %s", kind, exc)
+            result = {"kind": kind, "status": "failed",
+                      "reason": f"artifact stale: {exc}; `bugimpact retry-failed` removes it, and "
+                                "the next run makes it again"}
         except Exception as exc:  # noqa: BLE001 - recorded: the bug becomes incomplete, not the study
             log.error("runtime %s failed: %s", kind, exc)
             result = {"kind": kind, "status": "failed", "reason": f"runtime failed: {exc}"}
@@ -147,8 +157,11 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated=""):
         reason = next(iter(failed.values()))  # both arms on one refused fix: said once
     else:
         reason = "; ".join(f"{arm}: {why}" for arm, why in failed.items())
+    refused = [r for r in runtimes.values() if (r.get("artifact") or {}).get("failure_class") == "refused"]
     result = {"bug": bug, "runnable": not failed, "reach": reach,
               "reason": f"no runs: {reason}" if failed else "",
+              # a fix a release cannot take: made again, refused again (`recovery`)
+              "refused": bool(failed) and len(refused) == len(failed),
               "arms": {arm: describe(r.get("artifact") or {}) for arm, r in runtimes.items()}}
     write_json(out, result)
     log.info("%s: %s", bug, result["reason"] or "both arms ready")
