@@ -74,6 +74,30 @@ rule runtime:
         "../scripts/runtime.py"
 
 
+# A compiled fix's override library, checked on the study's own workload before any run: the
+# faithful build trains as the release does, bit for bit, the workload's operators are called
+# through it, and the rebuilt code runs (src/bugimpact/steps/override.py). An arm without an
+# override passes at once. The arms gate refuses an arm whose check failed.
+rule override_check:
+    input:
+        runtime=lambda wc: PLAN.artifacts[wc.artifact].runtime_json,
+        data=PLAN.data_files()[0],
+        meta=PLAN.data_files()[1],
+    output:
+        layout.CHECK,
+    log:
+        "logs/checks/{key}/{artifact}.log",
+    benchmark:
+        "benchmarks/checks/{key}/{artifact}.tsv"
+    resources:
+        gpu=int(GPU_JOBS),
+    params:
+        train=untracked(config["train"]),  # the experiment is {key}
+        steps=config["artifacts"]["onefix"]["check_steps"],
+    script:
+        "../scripts/override_check.py"
+
+
 # Builds are keyed by commit and recipe hash: editing this project's code never rebuilds a wheel.
 # A failed build is a result (status failed, its class and log tail), so other bugs go on.
 rule docker_build:

@@ -132,6 +132,7 @@ def arms_inputs(wildcards):
         # the file every run of the key reads
         inputs["experiment"] = PLAN.bug(bug).experiment
         inputs.update({arm: PLAN.artifact_of(bug, arm).runtime_json for arm in ARMS})
+        inputs.update({f"check_{arm}": path for arm, path in PLAN.override_checks(bug).items()})
     return inputs
 
 

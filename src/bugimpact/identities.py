@@ -77,3 +77,7 @@ class Artifact:
     def trace(self, key):
         """Its reach trace under the experiment ``key`` (the workload traced)."""
         return layout.TRACE.format(key=key, artifact=self.ident)
+
+    def check(self, key):
+        """The check of its override library (a compiled fix's) on the workload of ``key``."""
+        return layout.CHECK.format(key=key, artifact=self.ident)

@@ -15,6 +15,7 @@ ARTIFACT = ARTIFACTS + "/{artifact}/manifest.json"
 RUNTIMES = "results/runtimes"
 RUNTIME = RUNTIMES + "/{runtime}/{artifact}/runtime.json"
 TRACE = "results/reach/traces/{key}/{artifact}.json"
+CHECK = "results/checks/{key}/{artifact}.json"  # a compiled fix's override, checked on the workload
 REACH = "results/reach/{bug}/{key}.json"  # a fix's reach verdict
 REACH_TABLES = "results/reach/tables"  # the operator tables read from sources, cached
 ARMS_GATES = "results/arms"

@@ -123,6 +123,12 @@ class Plan:
         """The artifact an arm of a bug runs (``identities.Artifact``)."""
         return self.artifacts[self.bug(bug).arm(arm)["artifact"]]
 
+    def override_checks(self, bug):
+        """The checks of the override libraries the bug's arms may carry (one-fix arms: a compiled
+        fix's kernels), by arm, under the bug's experiment."""
+        return {arm: self.artifact_of(bug, arm).check(self.bug(bug).key) for arm in ARMS
+                if source(self.artifact_of(bug, arm).spec["source"]).overrides}
+
     def reach_trace(self, bug):
         ident = self.reach_artifacts.get(bug)
         if not ident:

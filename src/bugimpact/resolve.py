@@ -344,26 +344,18 @@ def resolve_bugs(bugs, resolvers):
 
 
 def diff_facts(clone, buggy, corrected):
-    """What a fix's diff says, from its files: ``onefix`` (can a release wheel take it: ``yes``,
-    ``no: <why>``, or ``wheel: <files>`` when that depends on the wheel's own files) and
-    ``diff_tags`` (``cuda`` when it changes only CUDA sources). Empty when the clone cannot answer."""
-    from .artifacts.onefix import classify, cuda_only
-    out = subprocess.run(["git", "-C", str(clone), "diff", "--name-only", buggy, corrected, "--"],
+    """What a fix's diff says (``onefix.verdict``): ``onefix`` (can a release wheel take it: ``yes``,
+    ``yes: kernels (...)``, ``wheel: ...`` or ``no: <why>``) and ``diff_tags`` (``cuda`` when it
+    changes only CUDA sources). Empty when the clone cannot answer."""
+    from .artifacts.onefix import cuda_only, split_diff, verdict
+    out = subprocess.run(["git", "-C", str(clone), "diff", buggy, corrected, "--"],
                          capture_output=True, text=True)
     if out.returncode != 0:
         return {}
-    paths = out.stdout.split()
-    kinds = {}
-    for path in paths:
-        kinds.setdefault(classify(path), []).append(path)
-    bad, maybe = kinds.get("compiled", []) + kinds.get("unknown", []), kinds.get("wheel", [])
-    if bad:
-        verdict = f"no: compiled or build files ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})"
-    elif maybe:
-        verdict = f"wheel: yes if the release wheel ships {', '.join(maybe[:3])}"
-    else:
-        verdict = "yes" if kinds.get("python") else "no: changes no file of the package"
-    return {"onefix": verdict, "diff_tags": "cuda" if cuda_only(paths) else ""}
+    if not out.stdout.strip():
+        return {"onefix": "no: changes no file of the package", "diff_tags": ""}
+    paths = [path for path, _ in split_diff(out.stdout)]
+    return {"onefix": verdict(out.stdout), "diff_tags": "cuda" if cuda_only(paths) else ""}
 
 
 def mark_from_diff(rows, clone):

@@ -8,9 +8,11 @@ Which case holds is checked (the diff must apply in exactly one direction), neve
 The artifact is the release wheel plus an overlay: the patched files, made here on the host from
 the wheel's own copies, and copied over the installed package by the runtime. Each change is placed
 by its changed lines, as reach places it (``reach.patch``): a release cut from a branch may have
-moved or edited the lines around a fix. It is refused, with the reason recorded, when the diff
-touches compiled code or build inputs, or when a changed line itself is not in the release's file,
-or is there in more than one place alike.
+moved or edited the lines around a fix. A fix that changes kernels (ATen's op files and CPU
+kernels) also gets an override library of them, built from the release's own files
+(``compiled``, ``kernels``). It is refused, with the reason recorded, when the diff touches any
+other compiled code or build input (its kind named), or when a changed line itself is not in the
+release's file, or is there in more than one place alike.
 """
 import hashlib
 import os
@@ -32,6 +34,9 @@ BUILD_FILES = re.compile(r"(^|/)(CMakeLists\.txt|setup\.py|Makefile|BUILD|WORKSP
 NOT_SHIPPED_DIRS = ("test/", "docs/", "benchmarks/", "scripts/", ".github/", ".circleci/",
                     ".jenkins/", ".ci/", ".devcontainer/", "functorch/docs/", "torch/testing/_internal/data/")
 ROOT_DOC = re.compile(r"^[^/]+\.(md|rst)$|^(LICENSE|NOTICE|CODEOWNERS)[^/]*$|^\.[^/]+$")
+
+
+CANNOT = "which a release wheel cannot take"
 
 
 class Refused(Exception):
@@ -86,29 +91,64 @@ def split_diff(text):
 
 
 def isolate(diff_text, package=PACKAGE, wheel_files=None):
-    """The part of a fix's diff that a wheel can take, and the files of each kind; ``wheel_files``:
-    the release wheel's file list, which decides whether a file outside the package is shipped.
+    """The parts of a fix's diff that a release wheel can take, and the files of each kind;
+    ``wheel_files``: the release wheel's file list, which decides whether a file outside the
+    package is shipped.
 
-    Refuses when any file is compiled code, a build input, binary, or of unknown kind."""
-    kinds = {"python": [], "not_shipped": [], "compiled": [], "unknown": [], "wheel": []}
-    shipped = []
+    Returns ``(python patch, kinds, kernels)``: ``kernels`` is None for a Python-only fix, else the
+    compiled part (``compiled.Kernels``: its kind, its files by kind, its diff), which an override
+    library takes. Refuses a file of unknown kind or binary, and compiled code of a kind no
+    override can replace (``compiled.refusal``, which names the kind)."""
+    from . import compiled
+    kinds = {"python": [], "not_shipped": [], "compiled": [], "unknown": [], "wheel": [], "comments": []}
+    shipped, code = [], []
     for path, section in split_diff(diff_text):
         _check_section(path, section)
         kind = classify(path, package, wheel_files)
-        if kind == "python" and re.search(r"(?m)^(Binary files|GIT binary patch)", section):
+        if kind in ("python", "compiled") and re.search(r"(?m)^(Binary files|GIT binary patch)", section):
             kind = "unknown"
+        if kind == "compiled" and compiled.only_comments(section):
+            kind = "comments"  # changes no binary
         kinds[kind].append(path)
         if kind == "python":
             shipped.append(section)
-    if kinds["compiled"] or kinds["unknown"] or kinds["wheel"]:
-        bad = kinds["compiled"] + kinds["unknown"] + kinds["wheel"]
-        what = "compiled code or build inputs" if kinds["compiled"] else "files of unknown kind"
-        raise Refused(f"the fix touches {what}, which a release wheel cannot take: "
-                      f"{', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}")
-    if not shipped:
+        elif kind == "compiled":
+            code.append(section)
+    if kinds["unknown"] or kinds["wheel"]:
+        bad = kinds["unknown"] + kinds["wheel"]
+        raise Refused(f"the fix touches files of unknown kind ({', '.join(bad[:5])}"
+                      f"{' ...' if len(bad) > 5 else ''}), {CANNOT}")
+    kernels = None
+    if code:
+        fix, by_kind = compiled.fix_kind(kinds["compiled"])
+        why = compiled.refusal(fix, by_kind)
+        if why:
+            raise Refused(f"the fix touches {why}, {CANNOT}")
+        kernels = compiled.Kernels(fix, by_kind, "".join(code))
+    if not shipped and kernels is None:
         raise Refused("the fix changes no file of the installed package "
-                      f"(only: {', '.join(kinds['not_shipped'][:5])})")
-    return "".join(shipped), kinds
+                      f"(only: {', '.join((kinds['not_shipped'] + kinds['comments'])[:5])})")
+    return "".join(shipped), kinds, kernels
+
+
+def verdict(diff_text, package=PACKAGE):
+    """The sheet's ``onefix`` for a fix's diff: ``yes`` (its Python files are patched into a
+    release wheel), ``yes: kernels (...)`` (also, or only, an override library of its kernels),
+    ``wheel: ...`` (yes if the release wheel ships the Python files it changes outside the
+    package), or ``no: <why>``."""
+    paths = [path for path, _ in split_diff(diff_text)]
+    depends = [p for p in paths if classify(p, package) == "wheel"]
+    try:  # as if the wheel shipped them: whether it does is the wheel's to say
+        _, _, kernels = isolate(diff_text, package, wheel_files=set(paths) if depends else None)
+    except Refused as exc:
+        return "no: " + re.sub(r"^the fix (touches|changes) ", "", str(exc)).replace(f", {CANNOT}", "")
+    if depends:
+        return f"wheel: yes if the release wheel ships {', '.join(depends[:3])}"
+    if kernels is None:
+        return "yes"
+    built = kernels.built
+    return (f"yes: kernels ({kernels.kind}: {', '.join(built[:3])}{' ...' if len(built) > 3 else ''}"
+            f"{'; its CUDA half needs a CUDA compiler' if kernels.files.get('cuda') else ''})")
 
 
 def _check_section(path, section):
@@ -151,20 +191,7 @@ def make_overlay(wheel, patch_text, arm, out_dir):
         names = set(archive.namelist())
         release = {path: archive.read(path) if path in names else None
                    for fd in diffs for path in (fd.path, fd.old_path) if path}
-    done, why = {}, {}
-    for direction, side in (("forward", "old"), ("reverse", "new")):
-        try:
-            done[direction] = _patched(diffs, release, side)
-        except patch.NotPlaced as exc:
-            why[direction] = str(exc)
-    if len(done) == 2:
-        raise Refused("the diff applies both forwards and in reverse to the release's files: "
-                      "cannot tell whether the release contains the fix")
-    if not done:
-        raise Refused(f"the diff does not apply to the release's files, in either direction: "
-                      f"forwards, {why['forward']}; in reverse, {why['reverse']}")
-    direction = next(iter(done))
-    files, placement = done[direction]
+    direction, files, placement = direction_of(diffs, release)
     fix_in_release = direction == "reverse"
     if arm == ("corrected" if fix_in_release else "buggy"):
         return fix_in_release, None, {}, placement
@@ -179,7 +206,28 @@ def make_overlay(wheel, patch_text, arm, out_dir):
     return fix_in_release, direction, overlay, placement
 
 
-def _patched(diffs, release, side):
+def direction_of(diffs, release):
+    """Which way the diff goes on the release's files (``release``: path -> bytes, None where the
+    release lacks it): ``forward`` (the release lacks the fix) or ``reverse`` (it has it), exactly
+    one of which must place every change. Returns (direction, the files patched that way, where
+    each change sat); refuses when neither or both place it."""
+    done, why = {}, {}
+    for direction, side in (("forward", "old"), ("reverse", "new")):
+        try:
+            done[direction] = place(diffs, release, side)
+        except patch.NotPlaced as exc:
+            why[direction] = str(exc)
+    if len(done) == 2:
+        raise Refused("the diff applies both forwards and in reverse to the release's files: "
+                      "cannot tell whether the release contains the fix")
+    if not done:
+        raise Refused(f"the diff does not apply to the release's files, in either direction: "
+                      f"forwards, {why['forward']}; in reverse, {why['reverse']}")
+    direction = next(iter(done))
+    return (direction, *done[direction])
+
+
+def place(diffs, release, side):
     """Every file of the diff with its changes made (``side``: the form the release holds, old
     for forwards), and where each change sat; raises ``patch.NotPlaced``."""
     files, placement = {}, []
@@ -290,5 +338,12 @@ def describe(manifest):
             else f"wheel {Path(str(release.get('wheel', '?'))).name}")
     what = {None: "as released", "forward": "with the fix's diff applied",
             "reverse": "with the fix's diff reversed"}[manifest.get("apply")]
-    diff = f" (diff sha256 {manifest.get('patch_sha256', '?')[:12]})" if manifest.get("apply") else ""
-    return f"{name} {what}{diff}"
+    kernels = manifest.get("kernels")
+    digest = manifest.get("patch_sha256") or (kernels or {}).get("diff_sha256") or "?"
+    diff = f" (diff sha256 {digest[:12]})" if manifest.get("apply") else ""
+    rebuilt = ""
+    if kernels:
+        source = kernels["source"]
+        rebuilt = (f"; kernels rebuilt from {', '.join(Path(p).name for p in kernels['rebuild'])} "
+                   f"({'reconstructed' if source['reconstructed'] else 'tag ' + source.get('tag', '?')})")
+    return f"{name} {what}{diff}{rebuilt}"

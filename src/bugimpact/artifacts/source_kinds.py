@@ -33,6 +33,7 @@ class Source:
     in_docker = True  # can run in a docker runtime image
     a_release = False  # a released wheel: what a one-fix arm's release can be
     commit_fields = ()  # the arm's fields naming commits a clone must hold (preflight checks)
+    overrides = False  # may carry a compiled fix's override library, checked on the workload
 
     @property
     def id_pattern(self):
@@ -198,7 +199,7 @@ class Docker(Source):
 
 class OneFix(Source):
     """A release wheel plus one arm's overlay of the fix's Python files (no build)."""
-    name, needs, fits_interpreter, in_docker = "onefix", "release", True, False
+    name, needs, fits_interpreter, in_docker, overrides = "onefix", "release", True, False, True
     commit_fields = ("buggy_sha", "corrected_sha")  # the diff's, where no patch file gives it
 
     def clone(self, config):
@@ -261,9 +262,12 @@ class OneFix(Source):
 
     def lost(self, manifest):
         overlay = Path(manifest.get("overlay_dir") or ".")
+        kernels = manifest.get("kernels") or {"tree": ".", "sha256": {}}
         return source(manifest["release"]["source"]).lost(manifest) + [
             str(overlay / path) for path, digest in manifest.get("overlay", {}).items()
-            if digest is not None and not (overlay / path).is_file()]
+            if digest is not None and not (overlay / path).is_file()] + [
+            str(Path(kernels["tree"]) / path) for path in kernels["sha256"]
+            if not (Path(kernels["tree"]) / path).is_file()]
 
     def fetched(self, manifest, sources):
         release = source(manifest["release"]["source"]).fetched(manifest, sources)
@@ -284,16 +288,32 @@ class OneFix(Source):
                 raise onefix.Refused(f"{spec['onefix'][4:]}, which a release wheel cannot take (the "
                                      f"sheet's onefix, read from the fix's diff)") from None
             raise
-        patch_text, kinds = onefix.isolate(diff_text, wheel_files=onefix.wheel_files(base["wheel"]))
-        fix_in_release, direction, overlay, placement = onefix.make_overlay(
-            base["wheel"], patch_text, spec["arm"], folder)
+        patch_text, kinds, kernels = onefix.isolate(diff_text, wheel_files=onefix.wheel_files(base["wheel"]))
+        fix_in_release, direction, overlay, placement = (
+            onefix.make_overlay(base["wheel"], patch_text, spec["arm"], folder) if patch_text
+            else (None, None, {}, []))
+        built = None
+        if kernels is not None:  # its kernels: the release's own files, rebuilt by the runtime
+            from .compiled import prepare
+            in_release, apply, built = prepare(kernels, sources, spec, base["wheel"],
+                                               _release_version(base), folder)
+            if patch_text and in_release != fix_in_release:
+                raise onefix.Refused("the fix's Python files and its kernel files disagree on whether "
+                                     "the release holds it")
+            fix_in_release, direction = in_release, direction if patch_text else apply
         return {**base, "source": "onefix", "arm": spec["arm"], "release": release,
                 "diff_origin": origin, "diff_sha256": hashlib.sha256(diff_text.encode()).hexdigest(),
-                "patch": str((folder / "fix.diff").resolve()),
-                "patch_sha256": hashlib.sha256(patch_text.encode()).hexdigest(),
-                "files_changed": kinds["python"], "files_not_shipped": kinds["not_shipped"],
+                "patch": str((folder / "fix.diff").resolve()) if patch_text else None,
+                "patch_sha256": hashlib.sha256(patch_text.encode()).hexdigest() if patch_text else None,
+                "files_changed": kinds["python"] + (kernels.built if kernels else []),
+                "files_not_shipped": kinds["not_shipped"] + kinds["comments"],
                 "fix_in_release": fix_in_release, "apply": direction, "placement": placement,
-                "overlay_dir": str((folder / "overlay").resolve()), "overlay": overlay}
+                "overlay_dir": str((folder / "overlay").resolve()), "overlay": overlay, "kernels": built}
+
+
+def _release_version(manifest):
+    """The torch version of a release wheel's manifest: the index's, or its file name's."""
+    return manifest.get("version_requested") or Path(manifest["wheel"]).name.split("-")[1].split("+")[0]
 
 
 SOURCES = {s.name: s() for s in (Installed, PyPI, Wheel, Docker, OneFix)}

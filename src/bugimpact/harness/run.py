@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import HARNESS_VERSION, data, determinism, environment, faults, metrics, models
+from . import HARNESS_VERSION, data, determinism, environment, faults, metrics, models, overrides
 
 from .registry import RECORD_SCHEMA, sealed
 
@@ -135,6 +135,7 @@ def train(spec):
     flags = determinism.configure(spec.get("threads", 1), spec.get("device", "cpu"),
                                   bool(spec.get("allow_tf32", False)))
     device = torch.device("cuda" if spec.get("device") == "cuda" else "cpu")
+    override = overrides.load(spec.get("override"))  # a compiled fix's kernels, over the release's
     seed = int(spec["seed"])
     dataset = data.load(spec["data"], spec.get("data_sha256"), spec.get("test_fraction", 0.25))
     determinism.seed_everything(seed)
@@ -187,6 +188,22 @@ def train(spec):
     record["nondeterministic_ops"] = nondeterministic
     record["environment"] = environment.describe(spec.get("device", "cpu"), flags,
                                                  dataset["sha256"], HARNESS_VERSION)
+    if override is not None:
+        record["override"] = dict(overrides.counts(override), library=spec["override"])
+    return record
+
+
+def profiled(spec):
+    """``train`` under the autograd profiler, which computes nothing: the record adds the operators
+    the run dispatched (by base name, ``trace.op_base``) and how often."""
+    from .trace import op_base
+    with torch.autograd.profiler.profile() as prof:
+        record = train(spec)
+    ops = {}
+    for event in prof.function_events:
+        base = op_base(event.name)
+        ops[base] = ops.get(base, 0) + 1
+    record["ops"] = ops
     return record
 
 
@@ -235,7 +252,7 @@ def execute(spec, out):
         _log(spec, "reach trace written: %s" % out)
         return 0
     try:
-        record = train(spec)
+        record = profiled(spec) if spec.get("profile_ops") else train(spec)
     except data.DataError as exc:
         _log(spec, "refused: %s" % exc)
         return 3

@@ -107,6 +107,23 @@ class GitHubClient:
         return "".join(_file_diff(f) for f in files)
 
 
+    def file_at(self, repo, path, ref):
+        """A file's bytes at ``ref`` (a tag), or None where the repository has no such file."""
+        import base64
+        from urllib.parse import quote
+        where = f"/repos/{repo}/contents/{quote(path)}"
+        try:
+            data = self._call(f"GET {where}?ref={ref}", lambda: self.github.requester.requestJsonAndCheck(
+                "GET", where, parameters={"ref": ref})[1])
+        except GitHubError as exc:
+            if "HTTP 404" in str(exc):
+                return None
+            raise
+        if not isinstance(data, dict) or data.get("encoding") != "base64":
+            raise GitHubError(f"GET {where}?ref={ref}: not a file's contents (base64)")
+        return base64.b64decode(data["content"])
+
+
 def scrub(value, secrets=()):
     """``value`` with the token (and anything token-shaped) masked in every string it holds."""
     if isinstance(value, str):

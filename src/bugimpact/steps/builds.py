@@ -113,6 +113,7 @@ def runtime(kind, artifact_manifest, out, settings=None):
         result = {"kind": kind, "status": "failed",
                   "reason": f"{what} failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
     else:
+        from ..artifacts.kernels import BuildRefused
         from ..artifacts.kinds import kind as runtime_kind
         from ..artifacts.source_kinds import Lost, source
         settings = {**RUNTIME_SETTINGS, **(settings or {})}
@@ -120,8 +121,13 @@ def runtime(kind, artifact_manifest, out, settings=None):
             # a cached download that has gone is fetched again (the same bytes) before it installs
             manifest = source(manifest["source"]).fetched(manifest, settings["sources"])
             result = runtime_kind(kind).make(manifest, folder, settings)
+            if manifest.get("kernels"):  # a compiled fix: its override, built against this torch
+                result["override"] = _override(manifest["kernels"], result["python"], folder)
         except InputError:
             raise
+        except BuildRefused as exc:
+            log.error("runtime %s: %s", kind, exc)
+            result = {"kind": kind, "status": "failed", "reason": f"override build refused: {exc}"}
         except Lost as exc:
             log.error("runtime %s: %s", kind, exc)
             result = {"kind": kind, "status": "failed",
@@ -135,9 +141,23 @@ def runtime(kind, artifact_manifest, out, settings=None):
     return result
 
 
-def arms(bug, runtime_jsons, out, reach_json=None, gated=""):
+def _override(kernels, python, folder):
+    """The override libraries of a compiled fix's arm (``artifacts.kernels.build``), built in the
+    runtime's folder with its own torch; the build's commands and output go to ``override.log``."""
+    from ..artifacts.kernels import build
+    started = time.time()
+    with open(Path(folder) / "override.log", "w") as handle:
+        record = build(kernels, python, Path(folder) / "override", handle)
+    record["build_seconds"] = round(time.time() - started, 1)
+    log.info("override built in %.0f s: %d operators registered", record["build_seconds"],
+             len(record["registered"]))
+    return record
+
+
+def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
     """Whether a bug's two arms can run, read from their runtimes once both are made: a refused or
-    failed artifact, or a runtime that could not be made, stops the bug before any run is
+    failed artifact, a runtime that could not be made, or a compiled fix's override whose check
+    failed (``checks``: arm -> ``steps.override_check``'s file) stops the bug before any run is
     scheduled, with one short reason. Also what each arm is, for the verdict's scope, and the
     bug's reach verdict; ``gated``: the reach verdict that stopped it before its artifacts."""
     from ..artifacts.onefix import describe
@@ -153,6 +173,9 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated=""):
     runtimes = {arm: read_json(path) for arm, path in runtime_jsons.items()}
     failed = {arm: r.get("reason", "runtime unavailable") for arm, r in runtimes.items()
               if r.get("status") == "failed"}
+    checked = {arm: read_json(path) for arm, path in (checks or {}).items()}
+    failed.update({arm: f"override check failed: {c['reason']}" for arm, c in checked.items()
+                   if c.get("passed") is False and arm not in failed})
     if len(failed) == len(runtimes) and len(set(failed.values())) == 1:
         reason = next(iter(failed.values()))  # both arms on one refused fix: said once
     else:
@@ -162,7 +185,10 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated=""):
               "reason": f"no runs: {reason}" if failed else "",
               # a fix a release cannot take: made again, refused again (`recovery`)
               "refused": bool(failed) and len(refused) == len(failed),
-              "arms": {arm: describe(r.get("artifact") or {}) for arm, r in runtimes.items()}}
+              "arms": {arm: describe(r.get("artifact") or {}) for arm, r in runtimes.items()},
+              "override_checks": {arm: {k: c.get(k) for k in ("passed", "workload_calls", "canary_entries",
+                                                             "faithful_identical", "arm_identical")}
+                                  for arm, c in checked.items() if c.get("override") is not False}}
     write_json(out, result)
     log.info("%s: %s", bug, result["reason"] or "both arms ready")
     return result

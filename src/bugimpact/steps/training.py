@@ -43,8 +43,11 @@ def train_run(train_cfg, target, files, out, log_path, experiment_spec):
     else:
         attributes = experiment_attributes(experiment_spec, target.key, "the train rule's experiment")
     seed = run_seeds(files["seeds"], train_cfg, target.bug)[target.run]
-    spec = build_spec(attributes, target, seed, files["data"], read_json(files["meta"])["sha256"])
-    return train_one(spec, out, log_path, read_json(files["runtime"]), RunOptions.of(train_cfg))
+    runtime = read_json(files["runtime"])
+    override = (runtime.get("override") or {}).get("libraries", {}).get("arm")  # a compiled fix's
+    spec = build_spec(attributes, target, seed, files["data"], read_json(files["meta"])["sha256"],
+                      **({"override": override["library"]} if override else {}))
+    return train_one(spec, out, log_path, runtime, RunOptions.of(train_cfg))
 
 
 def run_seeds(path, train_cfg, bug):

@@ -1,0 +1,408 @@
+"""Building a compiled fix's override library for a release wheel: the rebuilt kernel files, a
+registration of every operator they implement under the key the release's generated code uses,
+and stand-ins for what the release does not export.
+
+Every way this was seen to go wrong was silent, so each is guarded here or by the check that runs
+the builds (``steps.override_check``):
+
+- **the key.** On torch 1.x an operator with no ``dispatch:`` and no derivative is called by the
+  autograd layer (``VariableType``) directly, so a kernel registered under the CPU key is never
+  called; it must go where the release's generated code puts it. The key is read from the
+  release's ``native_functions.yaml`` and ``derivatives.yaml`` (``registration_key``), and every
+  registered kernel counts its calls: the check refuses a build whose operators the workload never
+  called.
+- **symbol interposition.** Where libtorch's symbols are global, a library's calls to its own
+  functions can bind to the release's copies: it is linked ``-Bsymbolic``, and a canary build,
+  instrumented to count entries into the rebuilt code, must have run it.
+- **flags.** The release's own C++ standard, ABI and ``CXX_FLAGS`` (``torch.__config__``), its
+  build type's optimisation, and a kernel file's capability flags; the faithful build (the
+  release's own files, compiled the same way) must give the release's training bit for bit.
+- **what the release keeps to itself.** 1.x wheels do not export a DispatchStub's per-capability
+  kernels or ``get_cpu_capability``: stand-ins that fail loudly if a stub the release never chose
+  is reached; any other missing symbol refuses the build. ``DEFINE_DISPATCH`` lines are not
+  compiled again (the release defines each stub once).
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+PROBE = r"""
+import json, os, sys, torch
+root = os.path.dirname(torch.__file__)
+print(json.dumps({"version": torch.__version__.split("+")[0], "config": torch.__config__.show(),
+                  "abi": int(torch._C._GLIBCXX_USE_CXX11_ABI), "root": root,
+                  "include": [os.path.join(root, "include"),
+                              os.path.join(root, "include", "torch", "csrc", "api", "include")],
+                  "lib": os.path.join(root, "lib")}))
+"""
+BUILDS = ("arm", "faithful", "canary")  # the arm's files, the release's own, the release's instrumented
+CAPABILITY_FLAGS = {"DEFAULT": [], "AVX": ["-mavx"], "AVX2": ["-mavx2", "-mfma"],
+                    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]}
+BUILD_TYPE_FLAGS = {"Release": ["-O3", "-DNDEBUG"], "RelWithDebInfo": ["-O2", "-g", "-DNDEBUG"],
+                    "MinSizeRel": ["-Os", "-DNDEBUG"], "Debug": ["-g"]}
+DEFINE_DISPATCH = re.compile(rb"^(\s*DEFINE_DISPATCH\(\w+\);)", re.M)
+
+
+class BuildRefused(RuntimeError):
+    """The override cannot be built as the release was: the message says what failed."""
+
+
+def compiler():
+    """The host's C++ compiler and its version, or ``BuildRefused`` naming its absence."""
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise BuildRefused("no C++ compiler on this host (g++ or $CXX): a compiled fix is built "
+                           "with one (apt-get install g++)")
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
+    return cxx, (version or ["?"])[0]
+
+
+def release_settings(python):
+    """How the release was built, from the runtime's own torch: version, ABI, C++ standard, its
+    ``CXX_FLAGS`` (codegen flags only: ``-D``, ``-O``, ``-f``, ``-m``), its build type's flags, its
+    CPU capability, and where its headers and libraries are."""
+    out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise BuildRefused(f"{python} cannot import torch: {out.stderr.strip()[-400:]}")
+    info = json.loads(out.stdout.strip().splitlines()[-1])
+    config = info.pop("config")
+    flags = re.search(r"CXX_FLAGS=(.*?)(?:, [A-Z_]+=|$)", config)
+    cxx_flags = [f for f in (flags.group(1).split() if flags else [])
+                 if f.startswith(("-D", "-O", "-f", "-m")) and not f.startswith("-fdiagnostics")]
+    std = re.search(r"C\+\+ Version: (\d{4})", config)
+    std_year = {"2014": "c++14", "2017": "c++17", "2020": "c++20"}.get(std.group(1)[:4] if std else "",
+                                                                     "c++14" if info["version"] < "2" else "c++17")
+    build_type = re.search(r"BUILD_TYPE=(\w+)", config)
+    capability = re.search(r"CPU capability usage: (\w+)", config)
+    info.update(std=std_year, cxx_flags=cxx_flags,
+                build_flags=BUILD_TYPE_FLAGS.get(build_type.group(1) if build_type else "", []),
+                capability=capability.group(1) if capability else _host_capability(),
+                major=int(info["version"].split(".")[0]), minor=int(info["version"].split(".")[1]))
+    return info
+
+
+def _host_capability():
+    """The capability a release that does not say it chooses here (torch 1.4): the best of
+    DEFAULT, AVX and AVX2 this CPU has (1.x has no AVX512 kernels)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "DEFAULT"
+    return "AVX2" if re.search(r"\bavx2\b", flags) else "AVX" if re.search(r"\bavx\b", flags) else "DEFAULT"
+
+
+def compile_flags(settings, kernel_file=False, includes=()):
+    """Flags of one rebuilt file: the release's standard, ABI and codegen flags, its build type's;
+    a CPU kernel file (``native/cpu``) also the release's per-capability flags, as its build
+    compiles the copy it dispatches to. ``includes`` come before the wheel's headers (a changed
+    kernel header, then what the wheel lacks)."""
+    flags = [f"-std={settings['std']}", f"-D_GLIBCXX_USE_CXX11_ABI={settings['abi']}", "-fPIC", "-w",
+             *settings["cxx_flags"], *settings["build_flags"]]
+    if settings["major"] >= 2:  # a stub call links only with the capabilities the release has
+        flags += ["-DHAVE_AVX2_CPU_DEFINITION", "-DHAVE_AVX512_CPU_DEFINITION"]
+    if kernel_file:
+        cap = settings["capability"]
+        flags += ["-O3", *CAPABILITY_FLAGS.get(cap, []), f"-DCPU_CAPABILITY={cap}", f"-DCPU_CAPABILITY_{cap}"]
+    return flags + [f"-I{p}" for p in (*includes, *settings["include"])]
+
+
+# --- which operators a rebuilt file implements, and under which key --------------------------
+
+def operators(native_functions, derivatives):
+    """Each operator of the release's ``native_functions.yaml``: its schema, its CPU kernel's C++
+    name, and whether it has a ``dispatch:`` entry for the CPU, is composite (2.x), or has a
+    derivative (``derivatives.yaml``)."""
+    import yaml
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    derived = {entry["name"].split("(")[0] for entry in yaml.load(derivatives, Loader=loader) or []}
+    out = []
+    for entry in yaml.load(native_functions, Loader=loader):
+        func = entry["func"]
+        name = func.split("(")[0]
+        dispatch = entry.get("dispatch")
+        cpu, composite = None, None
+        if isinstance(dispatch, dict):
+            for keys, fn in dispatch.items():
+                keys = [k.strip() for k in str(keys).split(",")]
+                if "CPU" in keys:
+                    cpu = fn
+                elif "CompositeExplicitAutograd" in keys or "CompositeExplicitAutogradNonFunctional" in keys:
+                    composite = composite or ("explicit", fn)
+                elif "CompositeImplicitAutograd" in keys or "Math" in keys:
+                    composite = composite or ("implicit", fn)
+        elif isinstance(dispatch, str):
+            cpu = dispatch
+        cpp = cpu or (composite[1] if composite else name.split(".")[0])
+        out.append({"name": name, "schema": func, "cpp": cpp, "cpu_dispatch": cpu is not None,
+                    "composite": composite[0] if composite else ("implicit" if not dispatch else None),
+                    "derivative": name in derived or name.split(".")[0] in derived})
+    return out
+
+
+def registration_key(op, settings):
+    """The key the release's generated code calls an operator's kernel under (module doc)."""
+    if settings["major"] >= 2:
+        return "CPU" if op["cpu_dispatch"] or op["composite"] == "explicit" else "CompositeImplicitAutograd"
+    if op["cpu_dispatch"] or op["derivative"]:
+        return "CPUTensorId"
+    return "VariableTensorId"
+
+
+def defined_functions(nm_lines):
+    """The ``at::native`` functions an object defines: (C++ name, parameter list) from ``nm -C``."""
+    out = []
+    for line in nm_lines:
+        match = re.match(r"^[0-9a-f]+ [TW] at::native::(\w+)\((.*)\)$", line.strip())
+        if match:
+            out.append((match.group(1), match.group(2)))
+    return out
+
+
+def registrations(defined, ops, settings):
+    """(op, key, parameter list) of each operator whose kernel a rebuilt file defines, and the
+    names left out with why (an overloaded C++ name that the schema's argument count cannot
+    match to one of its definitions)."""
+    by_name = {}
+    for name, params in defined:
+        by_name.setdefault(name, []).append(params)
+    chosen, skipped = [], []
+    for op in ops:
+        overloads = by_name.get(op["cpp"])
+        if not overloads:
+            continue
+        if len(overloads) > 1:
+            count = _schema_arity(op["schema"])
+            overloads = [p for p in overloads if _arity(p) == count]
+            if len(overloads) != 1:
+                skipped.append(f"{op['name']}: {op['cpp']} is overloaded")
+                continue
+        chosen.append((op, registration_key(op, settings), overloads[0]))
+    return chosen, skipped
+
+
+def _arity(params):
+    depth, count = 0, 1 if params.strip() else 0
+    for char in params:
+        depth += char in "<(" and 1 or (char in ">)" and -1) or 0
+        count += char == "," and depth == 0
+    return count
+
+
+def _schema_arity(schema):
+    inside = schema[schema.index("(") + 1:schema.rindex(") ->")]
+    return _arity(inside.replace("*,", "").replace("*", "")) if inside.strip() else 0
+
+
+def registration_source(chosen, settings):
+    """The registration file: a counting wrapper of each kernel (its exact signature, taken from
+    the definition it calls), registered under its key; the counts are the library's
+    ``bugimpact_calls``."""
+    names = [op["name"] for op, _, _ in chosen]
+    lines = ["#include <ATen/ATen.h>", "#include <ATen/NativeFunctions.h>"]
+    if settings["major"] >= 2:
+        lines.append("#include <torch/library.h>")
+    else:
+        lines.append("#include <ATen/core/op_registration/op_registration.h>")
+    lines += [
+        f'extern "C" {{ long long bugimpact_calls[{max(len(names), 1)}];',
+        f'const char* bugimpact_ops[] = {{{", ".join(json.dumps(n) for n in names) or "nullptr"}}};',
+        f"int bugimpact_op_count = {len(names)}; }}",
+        "namespace bugimpact {",
+        "template <typename Sig, Sig* F, int I> struct Counted;",
+        "template <typename R, typename... A, R (*F)(A...), int I> struct Counted<R(A...), F, I> {",
+        "  static R call(A... a) { __atomic_fetch_add(&bugimpact_calls[I], 1, __ATOMIC_RELAXED);",
+        "                          return F(std::forward<A>(a)...); } };",
+        "}"]
+    wrappers = []
+    for i, (op, key, params) in enumerate(chosen):
+        fn = f"at::native::{op['cpp']}"
+        args = ", ".join(f"std::declval<{p}>()" for p in _split_params(params))
+        sig = f"decltype({fn}({args}))({params})"
+        wrappers.append((op, key, f"bugimpact::Counted<{sig}, &{fn}, {i}>::call"))
+    if settings["major"] >= 2:
+        for key in sorted({k for _, k, _ in wrappers}):
+            lines.append(f"TORCH_LIBRARY_IMPL(aten, {key}, m) {{")
+            lines += [f'  m.impl("{op["name"]}", TORCH_FN({w}));' for op, k, w in wrappers if k == key]
+            lines.append("}")
+    else:
+        key_type = "c10::DispatchKey" if (settings["major"], settings["minor"]) >= (1, 5) else "c10::TensorTypeId"
+        lines.append("static auto bugimpact_registry = torch::RegisterOperators()")
+        for op, key, w in wrappers:
+            lines.append(f'  .op(torch::RegisterOperators::options().schema({json.dumps("aten::" + op["schema"])})'
+                         f".impl_unboxedOnlyKernel<decltype({w}), &{w}>({key_type}::{key})"
+                         ".aliasAnalysis(c10::AliasAnalysisKind::FROM_SCHEMA))")
+        lines[-1] += ";"
+    return "\n".join(lines) + "\n"
+
+
+def _split_params(params):
+    out, depth, start = [], 0, 0
+    for i, char in enumerate(params):
+        depth += 1 if char in "<(" else -1 if char in ">)" else 0
+        if char == "," and depth == 0:
+            out.append(params[start:i].strip())
+            start = i + 1
+    tail = params[start:].strip()
+    return out + ([tail] if tail else [])
+
+
+HOOKS = r"""
+extern "C" {
+long long bugimpact_entries = 0;
+__attribute__((no_instrument_function)) void __cyg_profile_func_enter(void*, void*) {
+  __atomic_fetch_add(&bugimpact_entries, 1, __ATOMIC_RELAXED); }
+__attribute__((no_instrument_function)) void __cyg_profile_func_exit(void*, void*) {}
+}
+"""
+STUB_STATIC = re.compile(r"^at::native::DispatchStub<.*, at::native::(\w+)>::(DEFAULT|AVX|AVX2|AVX512|VSX|ZVECTOR)$")
+
+
+def standin_source(missing, include_lines):
+    """Definitions of what the release does not export that the rebuilt files reference: a
+    DispatchStub's per-capability kernels (null: the release chose its kernel before, or the stub
+    fails loudly) and ``get_cpu_capability`` (throws). Anything else: ``BuildRefused``."""
+    body, other = [], []
+    for symbol in missing:
+        stub = STUB_STATIC.match(symbol)
+        if stub:
+            name, arch = stub.groups()
+            body.append(f"template <> decltype({name})::FnPtr DispatchStub<decltype({name})::FnPtr, "
+                        f"struct {name}>::{arch} = nullptr;")
+        elif symbol == "at::native::get_cpu_capability()":
+            body.append('CPUCapability get_cpu_capability() { throw std::runtime_error("bugimpact: a '
+                        'rebuilt file reached a DispatchStub whose kernel the release had not chosen"); }')
+        else:
+            other.append(symbol)
+    if other:
+        raise BuildRefused(f"the release does not export what the rebuilt files need: "
+                           f"{', '.join(other[:4])}{' ...' if len(other) > 4 else ''}")
+    return "\n".join([*include_lines, "#include <ATen/native/DispatchStub.h>", "#include <stdexcept>",
+                      "namespace at { namespace native {", *body, "}}"]) + "\n"
+
+
+# --- the build -----------------------------------------------------------------------------------
+
+def build(compiled, python, folder, log):
+    """The override libraries of a compiled one-fix arm, in ``folder``: ``arm`` (the arm's files),
+    ``faithful`` (the release's own files) and ``canary`` (the release's, instrumented), each with
+    the same registrations. ``compiled``: the manifest's ``compiled`` part. Returns the runtime's
+    ``override`` record; raises ``BuildRefused`` naming what failed."""
+    cxx, version = compiler()
+    settings = release_settings(python)
+    if (settings["major"], settings["minor"]) not in ((1, 4), (1, 5)) and settings["major"] < 2:
+        raise BuildRefused(f"torch {settings['version']}: no override registration is known for it "
+                           "(1.4, 1.5 and 2.x are)")
+    tree = Path(compiled["tree"])
+    folder = Path(folder)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    include = tree / "include"
+    sides = {"arm": "arm", "faithful": "release", "canary": "release"}
+    jobs = []
+    for name, side in sides.items():
+        for path in compiled["rebuild"]:
+            source = folder / name / path
+            source.parent.mkdir(parents=True, exist_ok=True)
+            # the release defines its stubs once: a second definition would be a second stub
+            source.write_bytes(DEFINE_DISPATCH.sub(rb"// (bugimpact: defined by the release) \1",
+                                                   (tree / side / path).read_bytes()))
+            flags = compile_flags(settings, "/cpu/" in path, (tree / side / "aten" / "src", include))
+            if name == "canary":
+                flags += ["-finstrument-functions", "-finstrument-functions-exclude-file-list=/include/"]
+            jobs.append((name, path, [cxx, *flags, "-c", str(source), "-o", str(source) + ".o"]))
+    _run_all(jobs, log)
+    ops = operators((tree / "yaml" / "aten/src/ATen/native/native_functions.yaml").read_bytes(),
+                    (tree / "yaml" / "tools/autograd/derivatives.yaml").read_bytes())
+    defined = []
+    for path in compiled["rebuild"]:
+        nm = subprocess.run(["nm", "-C", "--defined-only", str(folder / "faithful" / path) + ".o"],
+                            capture_output=True, text=True, check=True)
+        defined += defined_functions(nm.stdout.splitlines())
+    chosen, skipped = registrations(defined, ops, settings)
+    if not chosen:
+        raise BuildRefused(f"the rebuilt files ({', '.join(compiled['rebuild'])}) define no operator "
+                           "of the release's native_functions.yaml")
+    shared = folder / "shared"
+    shared.mkdir()
+    (shared / "register.cpp").write_text(registration_source(chosen, settings))
+    (shared / "hooks.cpp").write_text(HOOKS)
+    base = compile_flags(settings, includes=(tree / "release" / "aten" / "src", include))
+    _run_all([("shared", "register.cpp", [cxx, *base, "-c", str(shared / "register.cpp"), "-o", str(shared / "register.o")]),
+              ("shared", "hooks.cpp", [cxx, "-O2", "-fPIC", "-c", str(shared / "hooks.cpp"), "-o", str(shared / "hooks.o")])], log)
+    libs = _torch_libs(settings["lib"])
+    objects = {name: [str(folder / name / p) + ".o" for p in compiled["rebuild"]] for name in sides}
+    missing = _undefined(cxx, objects["faithful"] + [str(shared / "register.o")], libs, folder / "probe.so")
+    extra = []
+    if missing:
+        includes = sorted({line for p in compiled["rebuild"] for line in
+                           re.findall(r"^\s*#\s*include [<\"][^>\"]+[>\"]", (tree / "release" / p).read_text(), re.M)})
+        (shared / "standin.cpp").write_text(standin_source(missing, includes))
+        _run_all([("shared", "standin.cpp", [cxx, *base, "-c", str(shared / "standin.cpp"), "-o", str(shared / "standin.o")])], log)
+        extra = [str(shared / "standin.o")]
+    out = {}
+    for name in sides:
+        library = folder / f"{name}.so"
+        hooks = [str(shared / "hooks.o")] if name == "canary" else []
+        _link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log)
+        out[name] = {"library": str(library), "sha256": _sha256(library)}
+    return {"compiler": version, "flags": compile_flags(settings)[:-len(settings["include"])],
+            "kernel_file_flags": compile_flags(settings, True)[:-len(settings["include"])],
+            "include_order": ["<tree>/<arm or release>/aten/src", "<tree>/include", *settings["include"]],
+            "torch": settings["version"], "capability": settings["capability"],
+            "registered": [{"op": op["name"], "key": key} for op, key, _ in chosen],
+            "not_registered": skipped, "standins": missing, "libraries": out}
+
+
+def _torch_libs(lib):
+    """The release's own libraries to link against, its bundled OpenMP runtime among them (never the
+    host's: two OpenMP runtimes in one process)."""
+    names = sorted(os.listdir(lib))
+    wanted = [n for n in names if re.match(r"lib(c10|torch|torch_cpu)\.so$", n) or n.startswith("libgomp")]
+    return [str(Path(lib) / n) for n in wanted]
+
+
+def _undefined(cxx, objects, libs, probe):
+    """The symbols the objects need that neither they nor the release's libraries define."""
+    out = subprocess.run([cxx, "-shared", "-o", str(probe), *objects, *libs, "-Wl,--no-undefined",
+                          "-Wl,-Bsymbolic"], capture_output=True, text=True)
+    if out.returncode == 0:
+        return []
+    found = sorted(set(re.findall(r"undefined reference to `([^']+)'", out.stderr)))
+    if not found:
+        raise BuildRefused(f"linking the override failed: {out.stderr.strip()[-600:]}")
+    return found
+
+
+def _link(cxx, objects, libs, library, log):
+    cmd = [cxx, "-shared", "-o", str(library), *objects, *libs, "-Wl,--no-undefined", "-Wl,-Bsymbolic"]
+    log.write(" ".join(cmd) + "\n")
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise BuildRefused(f"linking {library.name} failed: {out.stderr.strip()[-600:]}")
+
+
+def _run_all(jobs, log):
+    """Compile in parallel, one job per core; the first failure refuses the build with its output."""
+    def run(job):
+        name, path, cmd = job
+        return job, subprocess.run(cmd, capture_output=True, text=True)
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        results = list(pool.map(run, jobs))
+    for (name, path, cmd), out in results:
+        log.write(f"[{name}] {' '.join(cmd)}\n{out.stdout}{out.stderr}")
+        if out.returncode != 0:
+            raise BuildRefused(f"compiling {path} ({name} build) failed: {out.stderr.strip()[-800:]}")
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
