@@ -95,10 +95,12 @@ def test_each_compiled_fix_has_the_kind_found_by_hand(fix, expected, paths):
 
 
 def test_a_kernel_fix_with_a_cuda_half_is_a_cpu_kernel_fix_until_a_cuda_compiler_builds_it():
-    kind, kinds = compiled.fix_kind(["aten/src/ATen/native/cpu/BinaryOpsKernel.cpp",
-                                     "aten/src/ATen/native/cuda/BinaryCompareKernel.cu"])
-    assert kind == "stub" and kinds["cuda"] == ["aten/src/ATen/native/cuda/BinaryCompareKernel.cu"]
+    kind, kinds = compiled.fix_kind(["aten/src/ATen/native/LossCTC.cpp", "aten/src/ATen/native/cuda/LossCTC.cu"])
+    assert kind == "op" and kinds["cuda"] == ["aten/src/ATen/native/cuda/LossCTC.cu"]
     assert compiled.refusal(kind, kinds) == ""
+    stub = compiled.fix_kind(["aten/src/ATen/native/cpu/BinaryOpsKernel.cpp",
+                              "aten/src/ATen/native/cuda/BinaryCompareKernel.cu"])
+    assert compiled.refusal(*stub).startswith("stub: a CPU DispatchStub kernel (native/cpu): putting")
     only_cuda = compiled.fix_kind(["aten/src/ATen/native/cuda/LossCTC.cu"])
     assert compiled.refusal(*only_cuda).startswith("cuda: CUDA kernels, which only a CUDA compiler")
     assert compiled.refusal(*only_cuda, cuda_compiler=True) == ""
@@ -112,3 +114,243 @@ def test_a_change_to_comments_only_changes_no_binary():
                "@@ -1,3 +1,3 @@\n int x;\n-// the old note\n+// the new note\n+\n int y;\n")
     assert compiled.only_comments(comment)
     assert not compiled.only_comments(comment.replace("+// the new note", "+int z;"))
+
+
+# --- which operators a rebuilt file implements, under which key --------------------------------
+
+NATIVE_FUNCTIONS = b"""
+- func: _convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride) -> Tensor
+- func: convolution_overrideable(Tensor input, Tensor weight) -> Tensor
+- func: embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm) -> Tensor(a!)
+  dispatch:
+    CPU: embedding_renorm_cpu_
+    CUDA: embedding_renorm_cuda_
+- func: relu(Tensor self) -> Tensor
+  dispatch:
+    CPU, CUDA: relu
+- func: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+  dispatch:
+    CompositeExplicitAutograd: add
+- func: add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
+  dispatch:
+    CompositeExplicitAutograd: add
+- func: conv2d(Tensor input, Tensor weight) -> Tensor
+  dispatch:
+    CompositeImplicitAutograd: conv2d
+"""
+DERIVATIVES = b"""
+- name: convolution_overrideable(Tensor input, Tensor weight) -> Tensor
+  input: grad
+"""
+
+
+@pytest.mark.parametrize("version, op, key", [
+    # 1.x: an op without dispatch: and without a derivative is called by VariableType directly
+    ((1, 5), "_convolution", "VariableTensorId"),
+    ((1, 5), "convolution_overrideable", "CPUTensorId"),  # a derivative: reached through the dispatcher
+    ((1, 4), "embedding_renorm_", "CPUTensorId"),  # dispatch: CPU
+    ((2, 13), "relu", "CPU"),
+    ((2, 13), "add.Tensor", "CPU"),  # a CPU kernel takes precedence over CompositeExplicitAutograd
+    ((2, 13), "conv2d", "CompositeImplicitAutograd"),  # reached above the CPU key
+])
+def test_an_operator_is_registered_under_the_key_the_releases_generated_code_calls(version, op, key):
+    from bugimpact.artifacts import kernels
+    ops = {o["name"]: o for o in kernels.operators(NATIVE_FUNCTIONS, DERIVATIVES)}
+    settings = {"major": version[0], "minor": version[1]}
+    assert kernels.registration_key(ops[op], settings) == key
+    assert ops["embedding_renorm_"]["cpp"] == "embedding_renorm_cpu_"
+
+
+def test_only_the_operators_a_rebuilt_file_defines_are_registered_and_overloads_by_their_arity():
+    from bugimpact.artifacts import kernels
+    nm = ["0000000000005a70 T at::native::_convolution(at::Tensor const&, at::Tensor const&, "
+          "at::Tensor const&, c10::ArrayRef<long>)",
+          "0000000000000aa0 T at::native::ConvParams::view1d_as_2d()",
+          "0000000000000100 t at::native::(anonymous namespace)::helper(int)",
+          "0000000000000200 T at::native::add(at::Tensor const&, at::Tensor const&, c10::Scalar)",
+          "0000000000000300 T at::native::add(at::Tensor const&, c10::Scalar, c10::Scalar)"]
+    defined = kernels.defined_functions(nm)
+    assert [name for name, _ in defined] == ["_convolution", "add", "add"]  # members and locals are not ops
+    ops = kernels.operators(NATIVE_FUNCTIONS, DERIVATIVES)
+    chosen, skipped = kernels.registrations(defined, ops, {"major": 2, "minor": 13})
+    assert [(op["name"], key) for op, key, _ in chosen] == [("_convolution", "CompositeImplicitAutograd"),
+                                                             ("add.Tensor", "CPU"), ("add.Scalar", "CPU")]
+    assert skipped == []
+    source = kernels.registration_source(chosen, {"major": 2, "minor": 13})
+    assert 'm.impl("add.Scalar", TORCH_FN(bugimpact_w2::call));' in source
+    assert "decltype(at::native::add(std::declval<at::Tensor const&>(), std::declval<c10::Scalar>(), " \
+           "std::declval<c10::Scalar>()))(at::Tensor const&, c10::Scalar, c10::Scalar)" in source
+    old = kernels.registration_source(chosen[:1], {"major": 1, "minor": 4})
+    assert ".impl_unboxedOnlyKernel<decltype(bugimpact_w0::call), &bugimpact_w0::call>(c10::TensorTypeId::" in old
+    assert '.schema("aten::_convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride) -> Tensor")' in old
+
+
+def test_what_the_release_does_not_export_gets_a_loud_stand_in_or_refuses_the_build():
+    from bugimpact.artifacts import kernels
+    stub = ("at::native::DispatchStub<at::Tensor (*)(at::Tensor const&), "
+            "at::native::convolution_depthwise3x3_winograd_stub>::DEFAULT")
+    source = kernels.standin_source([stub, "at::native::get_cpu_capability()"], ["#include <ATen/ATen.h>"])
+    assert ("template <> decltype(convolution_depthwise3x3_winograd_stub)::FnPtr DispatchStub<decltype("
+            "convolution_depthwise3x3_winograd_stub)::FnPtr, struct convolution_depthwise3x3_winograd_stub>"
+            "::DEFAULT = nullptr;") in source
+    assert "throw std::runtime_error" in source
+    with pytest.raises(kernels.BuildRefused, match="does not export what the rebuilt files need: "
+                                                  "at::native::hidden_helper"):
+        kernels.standin_source(["at::native::hidden_helper(int)"], [])
+
+
+def test_the_builds_flags_are_the_releases_own():
+    from bugimpact.artifacts import kernels
+    settings = {"std": "c++14", "abi": 0, "cxx_flags": ["-DNDEBUG", "-O2", "-fopenmp"],
+                "build_flags": ["-O3", "-DNDEBUG"], "major": 1, "minor": 5, "capability": "AVX2",
+                "include": ["/t/include"]}
+    flags = kernels.compile_flags(settings, includes=["/tree/release/aten/src"])
+    assert flags[:2] == ["-std=c++14", "-D_GLIBCXX_USE_CXX11_ABI=0"]
+    assert flags.index("-O3") > flags.index("-O2")  # the build type's optimisation comes last, as CMake's
+    assert flags[-2:] == ["-I/tree/release/aten/src", "-I/t/include"]  # a changed header before the wheel's
+    kernel = kernels.compile_flags(settings, kernel_file=True)
+    assert "-mavx2" in kernel and "-DCPU_CAPABILITY=AVX2" in kernel
+
+
+# --- the check's verdict --------------------------------------------------------------------------
+
+def record(prints="a", calls=None, entries=None, ops=None):
+    out = {"fingerprints": {k: prints for k in ("init", "epochs", "losses", "logits", "predictions")}}
+    if calls is not None:
+        out["override"] = {"calls": calls, **({"entries": entries} if entries is not None else {})}
+    if ops is not None:
+        out["ops"] = ops
+    return out
+
+
+def runs(faithful="a", faithful_calls=5, entries=9, arm="a", ops=("conv2d",)):
+    return {"release": record(ops=dict.fromkeys(ops, 1)),
+            "faithful": record(faithful, {"conv2d": faithful_calls, "conv3d": 0}),
+            "canary": record(faithful, {"conv2d": faithful_calls}, entries),
+            "arm": record(arm, {"conv2d": faithful_calls})}
+
+
+def test_the_check_passes_a_faithful_live_override():
+    result = override_judge(runs(arm="b"))
+    assert result["passed"] and result["workload_calls"] == ["conv2d"] and not result["arm_identical"]
+
+
+def test_the_check_refuses_a_build_that_is_not_the_releases():
+    result = override_judge(runs(faithful="b"))
+    assert not result["passed"]
+    assert result["reason"].startswith("the faithful build (the release's own files) trains differently")
+
+
+def test_the_check_refuses_kernels_registered_under_a_key_the_release_never_calls():
+    result = override_judge(runs(faithful_calls=0))
+    assert not result["passed"] and "the workload calls conv2d, but never through the library" in result["reason"]
+
+
+def test_the_check_refuses_a_library_whose_own_code_never_ran():
+    result = override_judge(runs(entries=0))
+    assert not result["passed"] and "the canary (the rebuilt code, instrumented) never ran" in result["reason"]
+
+
+def test_a_workload_that_calls_none_of_the_librarys_operators_needs_only_the_faithful_build():
+    result = override_judge(runs(faithful_calls=0, entries=0, ops=("linear",)))
+    assert result["passed"] and result["workload_calls"] == []
+
+
+def override_judge(runs):
+    from bugimpact.steps.override import judge
+    return judge(runs, ["conv2d", "conv3d"])
+
+
+# --- the release's own source ---------------------------------------------------------------------
+
+KERNEL = b'#include <ATen/ATen.h>\n#include <ATen/native/utils/ParamUtils.h>\n#include "nnpack.h"\n#include <vector>\nint f();\n'
+PARAMS = b"#pragma once\n#include <ATen/native/Helper.h>\n"
+
+
+def test_the_headers_a_rebuilt_file_needs_that_the_wheel_lacks_come_from_the_source_or_a_named_stand_in():
+    from bugimpact.artifacts.release_files import closure
+    tree = {"aten/src/ATen/native/Convolution.cpp": KERNEL, "aten/src/ATen/native/utils/ParamUtils.h": PARAMS,
+            "aten/src/ATen/native/Helper.h": b"int h();\n"}
+    includes, standins = closure(tree.get, ["aten/src/ATen/native/Convolution.cpp"], {"ATen/ATen.h"})
+    assert includes == {"ATen/native/utils/ParamUtils.h": PARAMS, "ATen/native/Helper.h": b"int h();\n"}
+    assert standins == ["nnpack.h"]  # in no tree (a submodule's); <vector> is the compiler's
+
+
+def kernel_fix(tmp_path):
+    """A git repository holding a release tag, and the fix's diff against it."""
+    from conftest import git
+    repo = tmp_path / "framework"
+    (repo / "aten/src/ATen/native/utils").mkdir(parents=True)
+    git(tmp_path, "init", "-q", str(repo))
+    (repo / "aten/src/ATen/native/Convolution.cpp").write_bytes(KERNEL + b"int g() { return 1; }\n")
+    (repo / "aten/src/ATen/native/utils/ParamUtils.h").write_bytes(b"#pragma once\n")
+    (repo / "aten/src/ATen/native/native_functions.yaml").write_bytes(NATIVE_FUNCTIONS)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "release")
+    git(repo, "tag", "v9.9.0")
+    (repo / "aten/src/ATen/native/Convolution.cpp").write_bytes(KERNEL + b"int g() { return 2; }\n")
+    diff = git(repo, "diff") + "\n"
+    return repo, diff
+
+
+def test_the_release_source_comes_from_a_clone_at_the_releases_tag_before_anything_else(tmp_path):
+    from bugimpact.artifacts import release_files
+    repo, _ = kernel_fix(tmp_path)
+    found = release_files.find({"fix_clone": str(repo)}, {}, "9.9.0", ["aten/src/ATen/native/Convolution.cpp"],
+                               {"ATen/ATen.h"})
+    assert not found.reconstructed and found.origin == f"clone {repo} at tag v9.9.0"
+    assert found.files["aten/src/ATen/native/Convolution.cpp"].endswith(b"return 1; }\n")
+    assert found.includes == {"ATen/native/utils/ParamUtils.h": b"#pragma once\n"}
+    assert found.standins == ["nnpack.h"] and "aten/src/ATen/native/native_functions.yaml" in found.yamls
+    with pytest.raises(LookupError, match=r"no source of torch 9\.9\.1's own .*: clone .* has no tag v9\.9\.1$"):
+        release_files.find({"fix_clone": str(repo)}, {}, "9.9.1", ["aten/src/ATen/native/Convolution.cpp"], set())
+
+
+def test_the_release_source_comes_from_githubs_files_at_the_tag(httpserver):
+    import base64
+    from bugimpact.artifacts import release_files
+    served = {"aten/src/ATen/native/Convolution.cpp": KERNEL, "aten/src/ATen/native/utils/ParamUtils.h": PARAMS,
+              "aten/src/ATen/native/Helper.h": b"int h();\n"}
+    for path, data in served.items():
+        httpserver.expect_request(f"/repos/pytorch/pytorch/contents/{path}", query_string="ref=v9.9.0") \
+            .respond_with_json({"encoding": "base64", "content": base64.b64encode(data).decode()})
+    import re
+    httpserver.expect_request(re.compile("/repos/.*")).respond_with_data("", status=404)  # nothing else
+    found = release_files.find({"fix_api": True, "api_url": httpserver.url_for(""), "repo": "pytorch/pytorch"},
+                               {}, "9.9.0", ["aten/src/ATen/native/Convolution.cpp"], {"ATen/ATen.h"})
+    assert found.origin == "GitHub pytorch/pytorch at tag v9.9.0" and not found.reconstructed
+    assert found.files == {"aten/src/ATen/native/Convolution.cpp": KERNEL}
+    assert set(found.includes) == {"ATen/native/utils/ParamUtils.h", "ATen/native/Helper.h"}
+
+
+def test_a_shipped_reconstruction_says_it_is_one(tmp_path):
+    from bugimpact.artifacts import release_files
+    source = release_files.ReleaseSource("reconstructed: a branch point", True,
+                                         {"aten/src/ATen/native/Convolution.cpp": KERNEL},
+                                         {"ATen/native/utils/ParamUtils.h": PARAMS}, ["nnpack.h"],
+                                         {"tools/autograd/derivatives.yaml": b"[]\n"}, {"branch_point": "c" * 40})
+    patch = tmp_path / "pr1.diff"
+    patch.write_text("")
+    release_files.write_archive(release_files.archive_of(patch), source)
+    found = release_files.find({}, {"patch": str(patch)}, "9.9.0", ["aten/src/ATen/native/Convolution.cpp"], set())
+    assert found.reconstructed and found.origin == "reconstructed: a branch point (shipped: pr1.release.tar.xz)"
+    assert found.describe()["branch_point"] == "c" * 40 and found.standins == ["nnpack.h"]
+    assert found.files == source.files and found.includes == source.includes
+    with pytest.raises(LookupError, match="does not hold aten/src/ATen/native/Loss.cpp"):
+        release_files.find({}, {"patch": str(patch)}, "9.9.0", ["aten/src/ATen/native/Loss.cpp"], set())
+
+
+def test_every_shipped_kernel_fix_has_its_release_source_and_it_holds_the_files_it_rebuilds():
+    from bugimpact.artifacts import onefix, release_files
+    from bugimpact.io import read_csv
+    from conftest import ROOT
+    rows = [r for r in read_csv(ROOT / "data/known_commits/pytorch.csv")[1] if r["onefix"].startswith("yes: kernels")]
+    assert len(rows) == 8
+    for row in rows:
+        patch = ROOT / "data/patches/pytorch" / f"{row['id']}.diff"
+        _, _, kernels = onefix.isolate(patch.read_text())
+        found = release_files.find({}, {"patch": str(patch)}, row["release"].lstrip("v"), kernels.built, set())
+        facts = found.describe()
+        assert found.reconstructed and facts["release"] == row["release"].lstrip("v"), row["id"]
+        assert facts["files_same_in_ties"] and facts["headers_matched"][0] > 0.9 * facts["headers_matched"][1]
+        assert set(release_files.YAMLS) <= set(found.yamls)

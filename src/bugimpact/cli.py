@@ -217,9 +217,12 @@ def _config_docs(args):
 
 
 def _retry_failed(args):
+    from pathlib import Path
     from . import recovery
-    _need_folder(args.runs, "--runs")
-    found = recovery.under(args.runs, args.repeats, args.artifacts, args.runtimes, args.gates)
+    folders = (args.runs, args.repeats, args.artifacts, args.runtimes, args.gates)
+    if not any(Path(f).is_dir() for f in folders):  # run from the wrong folder: not "nothing"
+        _need_folder(args.runs, "--runs")
+    found = recovery.under(*folders)
     print("\n".join(recovery.remove(found, args.dry_run) or ["nothing broken, failed or stale"]))
     if found and not args.dry_run:
         print(f"{len(found)} removed; rerun snakemake (or bugimpact run --bug ID) to make them again")

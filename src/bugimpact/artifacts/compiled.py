@@ -1,22 +1,25 @@
 """What a fix changes in compiled code, by kind: which kinds a release wheel can take as an
 override library (``kernels``), and, for the others, the kind named in the refusal.
 
-A compiled fix is isolated on a release wheel by rebuilding the changed kernel files as the
-release has them (with the fix applied or reversed) and registering their operators over the
-release's. That works for files that only define operators or CPU kernels: ATen's native op files
-(``op``) and their CPU DispatchStub kernels (``stub``), and CUDA kernels (``cuda``) where a CUDA
-compiler matching the wheel's CUDA builds them (designed the same way, not driven yet: a CPU kernel
-fix's CUDA half is left out, and a CUDA-only fix refused). Everything else is compiled into code that the
-override cannot replace (code generation, TorchScript, distributed, the C++ frontend, headers
-inlined into many files, infrastructure, legacy TH): refused, with its kind, and the docker source
-build stays its route. A change that only touches comments changes no binary and is left out.
+A compiled fix is isolated on a release wheel by rebuilding the changed files as the release has
+them (with the fix applied or reversed) and registering their operators over the release's. That
+works for files that define operators: ATen's native op files (``op``). Their CPU DispatchStub
+kernels (``stub``) also need the rebuilt kernel put into the release's stub object, not built yet;
+CUDA kernels (``cuda``) a CUDA compiler matching the wheel's CUDA (designed the same way, not
+driven yet: a CPU fix's CUDA half is left out of CPU runs, a CUDA-only fix is refused). Everything
+else is compiled into code an override cannot replace (code generation, TorchScript, distributed,
+the C++ frontend, headers inlined into many files, infrastructure, legacy TH): refused, its kind
+named, and the docker source build stays its route. A change to comments only changes no binary
+and is left out.
 """
 import re
 from dataclasses import dataclass
 
-KERNEL_KINDS = ("op", "stub")  # built on the host's compiler, for CPU runs
+KERNEL_KINDS = ("op",)  # built on the host's compiler, for CPU runs
 # Why each other kind cannot be taken, in a refusal's words.
 WHY = {
+    "stub": "a CPU DispatchStub kernel (native/cpu): putting a rebuilt kernel into the release's "
+            "stub is not built yet (op files are)",
     "codegen": "code generation (native_functions.yaml, derivatives.yaml, tools/, the .cwrap "
                "declarations): the release's generated code would have to change",
     "jit": "TorchScript", "dist": "distributed (RPC, c10d, NCCL)",

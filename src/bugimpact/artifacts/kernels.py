@@ -34,7 +34,9 @@ from pathlib import Path
 PROBE = r"""
 import json, os, sys, torch
 root = os.path.dirname(torch.__file__)
+parallel = getattr(torch.__config__, "parallel_info", lambda: "")()
 print(json.dumps({"version": torch.__version__.split("+")[0], "config": torch.__config__.show(),
+                  "parallel": parallel,
                   "abi": int(torch._C._GLIBCXX_USE_CXX11_ABI), "root": root,
                   "include": [os.path.join(root, "include"),
                               os.path.join(root, "include", "torch", "csrc", "api", "include")],
@@ -43,9 +45,13 @@ print(json.dumps({"version": torch.__version__.split("+")[0], "config": torch.__
 BUILDS = ("arm", "faithful", "canary")  # the arm's files, the release's own, the release's instrumented
 CAPABILITY_FLAGS = {"DEFAULT": [], "AVX": ["-mavx"], "AVX2": ["-mavx2", "-mfma"],
                     "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]}
+PARALLEL = {"OpenMP": ["-DAT_PARALLEL_OPENMP=1"], "native thread pool": ["-DAT_PARALLEL_NATIVE=1"],
+            "native thread pool and TBB": ["-DAT_PARALLEL_NATIVE_TBB=1"]}
 BUILD_TYPE_FLAGS = {"Release": ["-O3", "-DNDEBUG"], "RelWithDebInfo": ["-O2", "-g", "-DNDEBUG"],
                     "MinSizeRel": ["-Os", "-DNDEBUG"], "Debug": ["-g"]}
 DEFINE_DISPATCH = re.compile(rb"^(\s*DEFINE_DISPATCH\(\w+\);)", re.M)
+# every symbol resolved at link time, and the library's calls to its own functions bound to them
+LINK_FLAGS = ("-Wl,--no-undefined", "-Wl,-Bsymbolic")
 
 
 class BuildRefused(RuntimeError):
@@ -71,6 +77,10 @@ def release_settings(python):
         raise BuildRefused(f"{python} cannot import torch: {out.stderr.strip()[-400:]}")
     info = json.loads(out.stdout.strip().splitlines()[-1])
     config = info.pop("config")
+    # the parallel backend is a per-target definition of the release's build, not in its CXX_FLAGS
+    # (1.x's ATen/Parallel.h defines parallel_for only under it); 2.x's ATen/Config.h says it too
+    backend = re.search(r"ATen parallel backend: (.+)", info.pop("parallel"))
+    parallel = PARALLEL.get(backend.group(1).strip() if backend else "", [])
     flags = re.search(r"CXX_FLAGS=(.*?)(?:, [A-Z_]+=|$)", config)
     cxx_flags = [f for f in (flags.group(1).split() if flags else [])
                  if f.startswith(("-D", "-O", "-f", "-m")) and not f.startswith("-fdiagnostics")]
@@ -79,7 +89,7 @@ def release_settings(python):
                                                                      "c++14" if info["version"] < "2" else "c++17")
     build_type = re.search(r"BUILD_TYPE=(\w+)", config)
     capability = re.search(r"CPU capability usage: (\w+)", config)
-    info.update(std=std_year, cxx_flags=cxx_flags,
+    info.update(std=std_year, cxx_flags=cxx_flags + parallel,
                 build_flags=BUILD_TYPE_FLAGS.get(build_type.group(1) if build_type else "", []),
                 capability=capability.group(1) if capability else _host_capability(),
                 major=int(info["version"].split(".")[0]), minor=int(info["version"].split(".")[1]))
@@ -101,7 +111,10 @@ def compile_flags(settings, kernel_file=False, includes=()):
     a CPU kernel file (``native/cpu``) also the release's per-capability flags, as its build
     compiles the copy it dispatches to. ``includes`` come before the wheel's headers (a changed
     kernel header, then what the wheel lacks)."""
+    # -fpermissive: a newer compiler's stricter diagnostics (a lambda's local type in an inline
+    # template) are errors the release's compiler did not raise; it changes no code generated
     flags = [f"-std={settings['std']}", f"-D_GLIBCXX_USE_CXX11_ABI={settings['abi']}", "-fPIC", "-w",
+             "-fpermissive",
              *settings["cxx_flags"], *settings["build_flags"]]
     if settings["major"] >= 2:  # a stub call links only with the capabilities the release has
         flags += ["-DHAVE_AVX2_CPU_DEFINITION", "-DHAVE_AVX512_CPU_DEFINITION"]
@@ -164,38 +177,40 @@ def defined_functions(nm_lines):
 
 
 def registrations(defined, ops, settings):
-    """(op, key, parameter list) of each operator whose kernel a rebuilt file defines, and the
-    names left out with why (an overloaded C++ name that the schema's argument count cannot
-    match to one of its definitions)."""
+    """(op, key, parameter list) of each operator whose kernel a rebuilt file defines: a definition
+    of the kernel's C++ name whose parameters are the schema's arguments, kind for kind (a file
+    may define only another overload of a name, such as the named-tensor ``argmax(Tensor,
+    Dimname, bool)`` beside ``argmax(Tensor, int?, bool)``); and the operators left out, with why
+    (two definitions that fit one schema)."""
     by_name = {}
     for name, params in defined:
         by_name.setdefault(name, []).append(params)
     chosen, skipped = [], []
     for op in ops:
-        overloads = by_name.get(op["cpp"])
-        if not overloads:
-            continue
-        if len(overloads) > 1:
-            count = _schema_arity(op["schema"])
-            overloads = [p for p in overloads if _arity(p) == count]
-            if len(overloads) != 1:
-                skipped.append(f"{op['name']}: {op['cpp']} is overloaded")
-                continue
-        chosen.append((op, registration_key(op, settings), overloads[0]))
+        kinds = _schema_kinds(op["schema"])
+        fits = [p for p in by_name.get(op["cpp"], ()) if sorted(map(_kind, _split_params(p))) == kinds]
+        if len(fits) > 1:
+            skipped.append(f"{op['name']}: {len(fits)} definitions of {op['cpp']} fit its schema")
+        elif fits:
+            chosen.append((op, registration_key(op, settings), fits[0]))
     return chosen, skipped
 
 
-def _arity(params):
-    depth, count = 0, 1 if params.strip() else 0
-    for char in params:
-        depth += char in "<(" and 1 or (char in ">)" and -1) or 0
-        count += char == "," and depth == 0
-    return count
+# an argument's kind, from its schema type or its C++ type, the first pattern that matches (out
+# arguments come first in 1.x's C++ and last in the schema: kinds are compared as multisets)
+KINDS = (("dimname", r"Dimname"), ("tensor", r"Tensor"), ("intlist", r"int\[|ArrayRef<long>|IntArrayRef|SymInt\["),
+         ("scalartype", r"ScalarType"), ("scalar", r"Scalar"), ("int", r"\bint\b|\blong\b|SymInt"),
+         ("float", r"float|double"), ("bool", r"bool"), ("str", r"\bstr\b|string"))
 
 
-def _schema_arity(schema):
+def _kind(text):
+    return next((kind for kind, pattern in KINDS if re.search(pattern, text)), "other")
+
+
+def _schema_kinds(schema):
     inside = schema[schema.index("(") + 1:schema.rindex(") ->")]
-    return _arity(inside.replace("*,", "").replace("*", "")) if inside.strip() else 0
+    args = [arg.strip() for arg in _split_params(inside) if arg.strip() not in ("*", "")]
+    return sorted(_kind(arg.split()[0]) for arg in args)
 
 
 def registration_source(chosen, settings):
@@ -222,8 +237,9 @@ def registration_source(chosen, settings):
     for i, (op, key, params) in enumerate(chosen):
         fn = f"at::native::{op['cpp']}"
         args = ", ".join(f"std::declval<{p}>()" for p in _split_params(params))
-        sig = f"decltype({fn}({args}))({params})"
-        wrappers.append((op, key, f"bugimpact::Counted<{sig}, &{fn}, {i}>::call"))
+        # a name of its own: a macro (TORCH_FN) would split the template's arguments at commas
+        lines.append(f"using bugimpact_w{i} = bugimpact::Counted<decltype({fn}({args}))({params}), &{fn}, {i}>;")
+        wrappers.append((op, key, f"bugimpact_w{i}::call"))
     if settings["major"] >= 2:
         for key in sorted({k for _, k, _ in wrappers}):
             lines.append(f"TORCH_LIBRARY_IMPL(aten, {key}, m) {{")
@@ -297,6 +313,10 @@ def build(compiled, python, folder, log):
     if (settings["major"], settings["minor"]) not in ((1, 4), (1, 5)) and settings["major"] < 2:
         raise BuildRefused(f"torch {settings['version']}: no override registration is known for it "
                            "(1.4, 1.5 and 2.x are)")
+    kernel_files = [p for p in compiled["rebuild"] if "/cpu/" in p]
+    if kernel_files:
+        raise BuildRefused(f"stub: {', '.join(kernel_files)} is a DispatchStub kernel; putting a rebuilt "
+                           "CPU kernel into the release's stub is not built yet (op files are)")
     tree = Path(compiled["tree"])
     folder = Path(folder)
     if folder.exists():
@@ -352,6 +372,7 @@ def build(compiled, python, folder, log):
         _link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log)
         out[name] = {"library": str(library), "sha256": _sha256(library)}
     return {"compiler": version, "flags": compile_flags(settings)[:-len(settings["include"])],
+            "link_flags": list(LINK_FLAGS),
             "kernel_file_flags": compile_flags(settings, True)[:-len(settings["include"])],
             "include_order": ["<tree>/<arm or release>/aten/src", "<tree>/include", *settings["include"]],
             "torch": settings["version"], "capability": settings["capability"],
@@ -369,8 +390,8 @@ def _torch_libs(lib):
 
 def _undefined(cxx, objects, libs, probe):
     """The symbols the objects need that neither they nor the release's libraries define."""
-    out = subprocess.run([cxx, "-shared", "-o", str(probe), *objects, *libs, "-Wl,--no-undefined",
-                          "-Wl,-Bsymbolic"], capture_output=True, text=True)
+    out = subprocess.run([cxx, "-shared", "-o", str(probe), *objects, *libs, *LINK_FLAGS],
+                         capture_output=True, text=True)
     if out.returncode == 0:
         return []
     found = sorted(set(re.findall(r"undefined reference to `([^']+)'", out.stderr)))
@@ -380,7 +401,7 @@ def _undefined(cxx, objects, libs, probe):
 
 
 def _link(cxx, objects, libs, library, log):
-    cmd = [cxx, "-shared", "-o", str(library), *objects, *libs, "-Wl,--no-undefined", "-Wl,-Bsymbolic"]
+    cmd = [cxx, "-shared", "-o", str(library), *objects, *libs, *LINK_FLAGS]
     log.write(" ".join(cmd) + "\n")
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:

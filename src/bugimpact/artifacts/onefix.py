@@ -277,7 +277,7 @@ def _undone(after, found, before):
     lines = patched.splitlines(keepends=True)
     out, at, shift = [], 0, 0
     for p in found:
-        made = len(p.change.side(patch.other(p.side)))
+        made = len(p.made())
         out += lines[at:p.start + shift] + raw[p.start:p.start + p.length]
         at, shift = p.start + shift + made, shift + made - p.length
     return "".join(out + lines[at:]).encode("utf-8")

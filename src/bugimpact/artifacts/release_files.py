@@ -72,14 +72,17 @@ def closure(read, paths, shipped):
 
 
 def _system(name):
-    """A header of the C++ library or the system (``<vector>``, ``<sys/mman.h>``): the compiler has it."""
-    return "." not in name or name.startswith(("sys/", "linux/", "bits/")) or name in SYSTEM_HEADERS
+    """A header of the C++ library, the system or the compiler's intrinsics (``<vector>``,
+    ``<sys/mman.h>``, ``<immintrin.h>``, ``<arm_neon.h>``): the compiler has it, or, for another
+    machine's, the code around it is not compiled here."""
+    return ("." not in name or name.startswith(("sys/", "linux/", "bits/")) or name in SYSTEM_HEADERS
+            or bool(re.match(r"^\w*intrin\.h$", name)))
 
 
 SYSTEM_HEADERS = {"math.h", "stdlib.h", "string.h", "stdio.h", "stdint.h", "limits.h", "float.h",
                   "assert.h", "errno.h", "unistd.h", "fcntl.h", "pthread.h", "dlfcn.h", "omp.h",
-                  "cpuid.h", "immintrin.h", "x86intrin.h", "emmintrin.h", "xmmintrin.h", "stddef.h",
-                  "time.h", "signal.h", "execinfo.h", "cxxabi.h", "malloc.h", "inttypes.h"}
+                  "cpuid.h", "stddef.h", "time.h", "signal.h", "execinfo.h", "cxxabi.h", "malloc.h",
+                  "inttypes.h", "arm_neon.h", "altivec.h", "spe.h", "vecintrin.h"}
 
 
 def from_tree(read, tag, paths, shipped, origin):
@@ -121,9 +124,12 @@ ARCHIVE_SUFFIX = ".release.tar.xz"
 
 
 def archive_of(patch):
-    """The release-source archive shipped beside a fix's patch: ``pr38674.diff`` ->
-    ``pr38674.release.tar.xz``."""
-    return Path(patch).with_name(Path(patch).name[:-len(".diff")] + ARCHIVE_SUFFIX)
+    """The release source shipped beside a fix's patch: ``pr38674.diff`` -> the archive
+    ``pr38674.release.tar.xz``, or the folder ``pr38674.release/`` of the same members (plain
+    files a person can read: the compiled fault control's)."""
+    stem = Path(patch).with_name(Path(patch).name[:-len(".diff")])
+    folder = stem.with_name(stem.name + ".release")
+    return folder if folder.is_dir() else stem.with_name(stem.name + ARCHIVE_SUFFIX)
 
 
 def write_archive(path, source):
@@ -145,10 +151,13 @@ def read_archive(path, paths):
     """The release source shipped in ``path``; ``paths``: the files the fix needs, each of which
     the archive must hold."""
     members = {}
-    with tarfile.open(path) as tar:
-        for member in tar.getmembers():
-            if member.isfile():
-                members[member.name] = tar.extractfile(member).read()
+    if Path(path).is_dir():
+        members = {p.relative_to(path).as_posix(): p.read_bytes() for p in Path(path).rglob("*") if p.is_file()}
+    else:
+        with tarfile.open(path) as tar:
+            for member in tar.getmembers():
+                if member.isfile():
+                    members[member.name] = tar.extractfile(member).read()
     facts = json.loads(members.pop("SOURCE.json"))
     parts = {head: {name[len(head) + 1:]: data for name, data in members.items()
                     if name.startswith(head + "/")} for head in ("files", "include", "yaml")}
@@ -182,7 +191,7 @@ def find(sources, arm, version, paths, shipped):
                              f"GitHub {sources['repo']}")
     if arm.get("patch"):
         archive = archive_of(arm["patch"])
-        if archive.is_file():
+        if archive.exists():
             return read_archive(archive, [p for p in paths if not p.endswith(".h")])
         tried.append(f"no {archive.name} beside the patch (bin/release-sources ships one)")
     raise LookupError(f"no source of torch {version}'s own {', '.join(paths)}: "

@@ -121,10 +121,17 @@ class Placement:
     start: int
     context: int
     shift: int
+    span: int = None  # lines of the copy it covers, where not its own lines (``loose``)
+    rewrite: list = None  # the other side's lines as they go into the copy, where edited to fit
+    how: str = ""  # how a loose placement fits
 
     @property
     def length(self):
-        return len(self.change.side(self.side))
+        return len(self.change.side(self.side)) if self.span is None else self.span
+
+    def made(self):
+        """The lines that replace it in the copy."""
+        return self.change.side(other(self.side)) if self.rewrite is None else self.rewrite
 
     def numbers(self, size):
         """1-based line numbers of the change in the copy: its lines, or, where it has none on this
@@ -134,7 +141,10 @@ class Placement:
         return [n for n in (self.start, self.start + 1) if 1 <= n <= size]
 
     def describe(self):
-        """How it was placed, in words, for a manifest: exact, or shifted and with what context."""
+        """How it was placed, in words, for a manifest: exact, or shifted and with what context,
+        or how a change whose lines differ in the copy was fitted (``loose``)."""
+        if self.how:
+            return self.how
         total = len(self.change.before) + len(self.change.after)
         how = "exact" if not self.shift and self.context == total else (
             f"shifted {self.shift:+d} lines" if self.shift else "at its line")
@@ -187,6 +197,10 @@ def place(change, lines, side, expected, floor=0):
         full = len(change.before) + len(change.after)
         scored = [(c, i) for c, i in scored if c and c == full]
     what = f"the change at line {change.line(side)}"
+    if not candidates and n:
+        fitted = loose(change, lines, side, floor)
+        if fitted is not None:
+            return fitted
     if not scored and not n:
         raise NotPlaced(f"{what}: it adds lines only, and its context is not in the copy as the "
                         "diff has it")
@@ -203,6 +217,82 @@ def place(change, lines, side, expected, floor=0):
                         f"{', '.join(str(i + 1) for _, i in tied[:4])})")
     start = tied[0][1]
     return Placement(change, side, start, best, start - expected)
+
+
+def loose(change, lines, side, floor=0):
+    """A change whose lines are not in the copy as the diff has them, fitted where that is
+    unambiguous (a release branch re-indents or edits lines a fix also touched):
+
+    - **re-indented**: its lines are in the copy, one place only, once whitespace is ignored and
+      blank lines between them are skipped; the other side's lines go in at the copy's indentation;
+    - **within the line**: a one-line edit whose changed part, with the characters around it that
+      make it unique, is in exactly one line of the copy; the edit is made there and the rest of
+      that line is the copy's.
+
+    None when neither fits (or fits in more than one place): not placed."""
+    have, want = change.side(side), change.side(other(side))
+    bare = [line.strip() for line in have if line.strip()]
+    spans = []
+    for i in range(floor, len(lines)):
+        if lines[i].strip() != (bare or [None])[0]:
+            continue
+        k, j = 0, i
+        while j < len(lines) and k < len(bare):
+            if not lines[j].strip():
+                j += 1
+            elif lines[j].strip() == bare[k]:
+                j, k = j + 1, k + 1
+            else:
+                break
+        if k == len(bare):
+            spans.append((i, j - i))
+    if len(spans) == 1:
+        start, span = spans[0]
+        old_indent = _indent(next(line for line in have if line.strip()))
+        new_indent = _indent(lines[start])
+        rewrite = [new_indent + line[len(old_indent):] if line.startswith(old_indent) else line
+                   for line in want]
+        return Placement(change, side, start, 0, start - change.line(side) + 1, span, rewrite,
+                         f"re-indented: its lines found ignoring whitespace and blank lines, "
+                         f"{span} lines of the copy")
+    if len(have) == 1 and len(want) == 1:
+        return _within_line(change, lines, side, floor, have[0], want[0])
+    return None
+
+
+def _indent(line):
+    return line[:len(line) - len(line.lstrip())]
+
+
+def _within_line(change, lines, side, floor, have, want):
+    """The one-line edit ``have`` -> ``want`` made where its changed part is unique in the copy."""
+    prefix = 0
+    while prefix < min(len(have), len(want)) and have[prefix] == want[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < min(len(have), len(want)) - prefix and have[-1 - suffix] == want[-1 - suffix]:
+        suffix += 1
+    mid_have, mid_want = have[prefix:len(have) - suffix], want[prefix:len(want) - suffix]
+    for grow in range(1, max(prefix, suffix) + 1):
+        left, right = have[max(0, prefix - grow):prefix], have[len(have) - suffix:len(have) - suffix + grow]
+        segment = left + mid_have + right
+        hits = [(i, at) for i in range(floor, len(lines)) for at in _occurrences(lines[i], segment)]
+        if not hits:
+            return None
+        if len(hits) == 1:
+            i, at = hits[0]
+            edited = lines[i][:at] + left + mid_want + right + lines[i][at + len(segment):]
+            return Placement(change, side, i, 0, i - change.line(side) + 1, 1, [edited],
+                             f"within the line: {segment.strip()!r} made {(left + mid_want + right).strip()!r}")
+    return None
+
+
+def _occurrences(text, segment):
+    out, at = [], text.find(segment)
+    while at >= 0:
+        out.append(at)
+        at = text.find(segment, at + 1)
+    return out
 
 
 def place_all(hunks, lines, side):
@@ -222,7 +312,7 @@ def replaced(lines, placements, end=""):
     ``end`` (the copy's line end, where ``lines`` keep theirs)."""
     out, at = [], 0
     for p in placements:
-        out += lines[at:p.start] + [line + end for line in p.change.side(other(p.side))]
+        out += lines[at:p.start] + [line + end for line in p.made()]
         at = p.start + p.length
     return out + lines[at:]
 

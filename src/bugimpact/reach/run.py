@@ -55,11 +55,19 @@ def trace(train_cfg, steps, runtime_json, data, key, artifact, out, log_path):
 
 
 def tables_tree(sources, reach_cfg, arm, diff_text):
-    """The tree to read the operator tables from: a clone at the corrected commit, else the
-    snapshot (of ``reach.tables``) where most of the diff's hunks are found."""
+    """The tree to read the operator tables from: a clone at the corrected commit; else the
+    release's own source shipped beside a kernel fix's patch, the one its one-fix arm rebuilds
+    (``artifacts.release_files``: its changed files and operator declarations, so a function
+    called from files it does not hold is ``unknown``, never guessed); else the snapshot (of
+    ``reach.tables``) where most of the diff's hunks are found."""
     clone = sources.get("fix_clone")
     if clone and arm.get("buggy_sha") and arm.get("corrected_sha"):
         return GitTree(clone, arm["corrected_sha"])
+    if arm.get("patch"):
+        from ..artifacts.release_files import archive_of, read_archive
+        archive = archive_of(arm["patch"])
+        if archive.exists():
+            return SourceTree(read_archive(archive, []))
     folder = Path(reach_cfg.get("tables") or "")
     if not reach_cfg.get("tables") or not folder.is_dir():
         raise LookupError("no operator tables: set resolve.clone (or artifacts.onefix.clone), or "
@@ -73,6 +81,22 @@ def tables_tree(sources, reach_cfg, arm, diff_text):
                    if (text := tree.read(fd.name)) is not None and patch.locate(h, text.splitlines()))
     best = max(candidates, key=lambda root: (located(root), root.name))
     return DirTree(best, label=f"snapshot {best.name[:12]}")
+
+
+class SourceTree:
+    """A release source (``release_files.ReleaseSource``) as a tree of its files and operator
+    declarations."""
+
+    def __init__(self, source):
+        self.texts = {path: data.decode("utf-8", "replace")
+                      for path, data in {**source.files, **source.yamls}.items()}
+        self.label = source.origin
+
+    def read(self, path):
+        return self.texts.get(path)
+
+    def files(self, prefix):
+        return sorted(p for p in self.texts if p.startswith(prefix))
 
 
 def cached_tables(tree, cache_dir):

@@ -188,7 +188,8 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
               "arms": {arm: describe(r.get("artifact") or {}) for arm, r in runtimes.items()},
               "override_checks": {arm: {k: c.get(k) for k in ("passed", "workload_calls", "canary_entries",
                                                              "faithful_identical", "arm_identical")}
-                                  for arm, c in checked.items() if c.get("override") is not False}}
+                                  for arm, c in checked.items() if c.get("passed") is not None
+                                  and c.get("override") is not False}}
     write_json(out, result)
     log.info("%s: %s", bug, result["reason"] or "both arms ready")
     return result

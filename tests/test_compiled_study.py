@@ -1,0 +1,162 @@
+"""Compiled fixes isolated on real release wheels, as a user runs them: kernel fixes on torch 1.4.0
+and 1.5.1 (Python 3.7 venvs) and the compiled fault control on torch 2.13 (this Python), each with
+its override library built by the host's g++ and checked on the study's workload; and the checks
+failing for each way an override was seen to go wrong silently.
+
+The 1.x wheels come from PyPI once (753 MB each, into data/cache/wheels, shared with the other
+tests); 2.13.0 from the CPU wheel pip is pointed at where one is (else PyPI's)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bugimpact import steps
+from bugimpact.io import read_csv
+
+from conftest import ROOT, config_with
+from workflow import project_copy, snakemake
+
+pytestmark = pytest.mark.slow
+WHEEL_CACHE = str(ROOT / "data" / "cache" / "wheels")
+PATCHES = ROOT / "data" / "patches" / "pytorch"
+ZERO_STRIDE = ("import sys, ctypes, torch\nctypes.CDLL(sys.argv[1]) if len(sys.argv) > 1 else None\n"
+               "try:\n    torch.nn.functional.conv2d(torch.ones(1, 1, 4, 4), torch.ones(1, 1, 2, 2), stride=0)\n"
+               "except RuntimeError as exc:\n    print(str(exc).splitlines()[0])\n")
+
+
+def study(work, name, fixes, runtime, runs=4, epochs=2):
+    config = yaml.safe_load((ROOT / "configs" / "releases.yaml").read_text())
+    config.update(study=name, runtime=runtime)
+    config["bugs"] = {"from_sheet": False, "controls": {}, "fixes": fixes}
+    config["artifacts"]["wheel_cache"] = WHEEL_CACHE
+    config["train"].update(runs=runs, epochs=epochs)
+    (work / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    return f"{name}.yaml"
+
+
+def gate(work, bug):
+    return json.loads(next((work / "results" / "arms" / bug).glob("*.json")).read_text())
+
+
+def verdicts(work, name):
+    return {r["bug"]: r for r in read_csv(work / "results" / name / "stats" / "verdicts.csv")[1]}
+
+
+def test_kernel_fixes_on_torch_1_4_and_1_5_are_studied_on_their_release_wheels(tmp_path):
+    """pr28784 (zero stride, in 1.4.0) and pr38674 (convolution memory, in 1.5.1): each buggy arm is
+    the release with Convolution.cpp rebuilt from the release's own source with the fix reversed;
+    both checks pass, and the small CNN's training is the release's (neither fix is triggered by it).
+    The 1.4.0 buggy arm has the bug itself: a zero stride dies of SIGFPE, where 1.4.0 refuses it."""
+    work = project_copy(tmp_path / "p")
+    fixes = {bug: {"release": {"source": "pypi", "version": version}, "patch": str(PATCHES / f"{bug}.diff")}
+             for bug, version in (("pr28784", "1.4.0"), ("pr38674", "1.5.1"))}
+    snakemake(work, "--configfile", study(work, "kernels", fixes, {"kind": "venv", "python": "3.7"}))
+    found = verdicts(work, "kernels")
+    for bug in fixes:
+        checked = gate(work, bug)["override_checks"]["buggy"]
+        assert checked["passed"] and checked["faithful_identical"] and checked["canary_entries"] > 0, checked
+        assert set(checked["workload_calls"]) >= {"conv2d", "_convolution"}
+        assert found[bug]["verdict"] == "not triggered"
+        assert "kernels rebuilt from Convolution.cpp (reconstructed)" in found[bug]["scope"]
+    manifests = [json.loads(p.read_text()) for p in (work / "results" / "artifacts").glob("onefix-buggy-*/manifest.json")]
+    assert len(manifests) == 2
+    for manifest in manifests:
+        source = manifest["kernels"]["source"]
+        assert source["reconstructed"] and source["origin"].startswith(f"reconstructed: torch {source['release']}'s branch point")
+        assert manifest["apply"] == "reverse" and manifest["kernels"]["rebuild"] == ["aten/src/ATen/native/Convolution.cpp"]
+    runtime = next(p for p in (work / "results" / "runtimes").glob("*/onefix-buggy-*/runtime.json")
+                   if json.loads(p.read_text())["probe"]["version"] == "1.4.0")
+    record = json.loads(runtime.read_text())
+    arm = record["override"]["libraries"]["arm"]["library"]
+    assert record["override"]["standins"] and "-Wl,-Bsymbolic" in record["override"]["link_flags"]
+    crash = subprocess.run([record["python"], "-c", ZERO_STRIDE, arm], capture_output=True, text=True)
+    assert crash.returncode == -8, crash  # SIGFPE: the bug the fix fixed
+    release = subprocess.run([record["python"], "-c", ZERO_STRIDE], capture_output=True, text=True)
+    assert release.stdout.strip() == "non-positive stride is not supported"
+
+
+def test_the_compiled_fault_control_is_impact(tmp_path):
+    """Every study can show that a compiled change is detected: ReLU's CPU kernels rebuilt with a
+    cap at 0.5 in the buggy arm, by the very mechanism a kernel fix uses, on torch 2.13."""
+    work = project_copy(tmp_path / "p")
+    fixes = {"fault-kernel": {"label": "compiled positive control", "release": {"source": "pypi", "version": "2.13.0"},
+                              "patch": str(ROOT / "data" / "faults" / "pytorch" / "fault-kernel-relu.diff")}}
+    name = study(work, "faultkernel", fixes, {"kind": "venv", "python": sys.executable}, runs=8, epochs=3)
+    snakemake(work, "--configfile", name)
+    checked = gate(work, "fault-kernel")["override_checks"]["buggy"]
+    assert checked["passed"] and checked["faithful_identical"] and checked["workload_calls"] == ["relu"]
+    assert checked["canary_entries"] > 0 and not checked["arm_identical"]
+    result = verdicts(work, "faultkernel")["fault-kernel"]
+    assert result["verdict"] == "impact" and float(result["effect"]) < 0, result
+    record = json.loads(next((work / "results" / "runs" / "fault-kernel").glob("*/buggy/0.json")).read_text())
+    assert record["override"]["calls"]["relu"] > 0  # each run says its kernels were the rebuilt ones
+
+
+@pytest.fixture(scope="module")
+def pr38674(tmp_path_factory):
+    """The buggy arm of pr38674 on 1.5.1, made as the artifact step makes it."""
+    from bugimpact.artifacts import interpreters
+    folder = tmp_path_factory.mktemp("pr38674")
+    info = interpreters.find("3.7")
+    config = config_with(**{"artifacts.wheel_cache": WHEEL_CACHE})
+    spec = {"source": "onefix", "arm": "buggy", "patch": str(PATCHES / "pr38674.diff"), "python": info,
+            "release": {"source": "pypi", "version": "1.5.1"}}
+    manifest = steps.artifact(steps.artifact_sources(config), spec, folder / "artifact" / "manifest.json")
+    assert manifest["status"] == "ok", manifest
+    return folder, info, config
+
+
+def checked(pr38674, name, monkeypatch, env=None):
+    """The arm's runtime (its override built), then its check on the small CNN."""
+    folder, info, config = pr38674
+    runtime = steps.runtime("venv", folder / "artifact" / "manifest.json", folder / name / "runtime.json",
+                            {"interpreter": info, "cache": str(folder / "uv"), "sources": steps.artifact_sources(config)})
+    assert runtime.get("status", "ok") == "ok", runtime
+    for key, value in (env or {}).items():
+        monkeypatch.setenv(key, value)
+    data = ROOT / "results" / "data"
+    if not (data / "digits.npz").exists():
+        steps.prepare_data(config["data"], "digits", data / "digits.npz", data / "digits.json")
+    out = folder / name / "check.json"
+    steps.override_check(config["train"], 20, folder / name / "runtime.json",
+                         (data / "digits.npz", data / "digits.json"), "k", "a", out, folder / name / "check.log")
+    return json.loads(out.read_text())
+
+
+def test_the_check_passes_the_override_as_it_is_built(pr38674, monkeypatch):
+    result = checked(pr38674, "as-built", monkeypatch, {"TORCH_USE_RTLD_GLOBAL": "1"})
+    assert result["passed"] and result["faithful_identical"] and result["canary_entries"] > 0, result
+
+
+def test_a_kernel_registered_under_a_key_the_release_never_calls_fails_the_check(pr38674, monkeypatch):
+    """On 1.5, a kernel of an operator without dispatch: and derivative registered under the CPU key
+    is never called: the build "passed" bit-identity with 0 calls before calls were counted."""
+    from bugimpact.artifacts import kernels
+    monkeypatch.setattr(kernels, "registration_key", lambda op, settings: "CPUTensorId")
+    result = checked(pr38674, "wrong-key", monkeypatch)
+    assert not result["passed"] and result["faithful_identical"]  # bit-identity alone says nothing
+    assert "but never through the library: registered under a key the release does not call" in result["reason"]
+
+
+def test_a_library_without_bsymbolic_under_global_symbols_fails_the_canary(pr38674, monkeypatch):
+    """Without -Bsymbolic, where libtorch's symbols are global, the library's calls to its own
+    functions ran the release's copies: its calls were counted, its own code never ran."""
+    from bugimpact.artifacts import kernels
+    monkeypatch.setattr(kernels, "LINK_FLAGS", ("-Wl,--no-undefined",))
+    result = checked(pr38674, "no-bsymbolic", monkeypatch, {"TORCH_USE_RTLD_GLOBAL": "1"})
+    assert not result["passed"] and result["canary_entries"] == 0
+    assert "the canary (the rebuilt code, instrumented) never ran" in result["reason"]
+    assert result["faithful_calls"]["conv2d"] > 0  # the registration itself was live
+
+
+def test_a_reconstructed_source_is_named_in_the_manifest(pr38674):
+    folder, _, _ = pr38674
+    manifest = json.loads((folder / "artifact" / "manifest.json").read_text())
+    source = manifest["kernels"]["source"]
+    assert source["reconstructed"] is True and source["fix"].startswith("cherry-picked")
+    assert source["origin"].startswith("reconstructed: torch 1.5.1's branch point")
+    assert source["branch_point"][:12] in source["origin"] and source["files_same_in_ties"]
+    assert Path(manifest["kernels"]["tree"], "release", "aten/src/ATen/native/Convolution.cpp").is_file()
