@@ -139,3 +139,43 @@ def test_reach_places_a_hunk_as_the_artifacts_do():
     assert patch.locate(hunk, moved) == ("old", [25])  # the changed line, in the moved copy
     assert patch.locate(hunk, fixed(moved, 24)) == ("new", [25])
     assert patch.locate(hunk, ["nothing of it"]) is None
+
+
+def test_a_change_whose_line_the_release_edited_around_the_fixs_own_edit_is_made_within_the_line(tmp_path):
+    """pr38156's case: the fix appended "unique" to a list; the release branch took the fix without
+    another element of that list ("istft"). The fix's own edit, with the characters around it,
+    is in one line of the release: made there, the rest of the line is the release's."""
+    before = BASE[:19] + ['    ops = ["stft", "istft", "lu", "norm"]'] + BASE[20:]
+    after = BASE[:19] + ['    ops = ["stft", "istft", "lu", "norm", "unique"]'] + BASE[20:]
+    diff = fix_diff(tmp_path, text(before), text(after))
+    release = BASE[:19] + ['    ops = ["stft", "lu", "norm", "unique"]'] + BASE[20:]
+    into, direction, _, placement = onefix.make_overlay(wheel(tmp_path, {"torch/mod.py": text(release)}),
+                                                        diff, "buggy", tmp_path / "a")
+    assert (into, direction) == (True, "reverse")
+    reversed_ = (tmp_path / "a" / "overlay" / "torch" / "mod.py").read_text()
+    assert reversed_ == text(BASE[:19] + ['    ops = ["stft", "lu", "norm"]'] + BASE[20:])
+    assert placement[0]["placed"] == "within the line: '\", \"unique\"]' made '\"]'"
+    # the edit in two lines of the release alike, up to where the fix's line is not the release's:
+    # nothing tells which one, refused
+    twice = release[:30] + ['    other = ["stft", "lu", "norm", "unique"]'] + release[30:]
+    with pytest.raises(onefix.Refused, match="in either direction"):
+        onefix.make_overlay(wheel(tmp_path, {"torch/mod.py": text(twice)}, "twice"), diff, "buggy", tmp_path / "b")
+
+
+def test_a_change_the_release_re_indented_is_made_at_the_releases_indentation(tmp_path):
+    """pr36503's case: the fix's new lines are in the release inside a new branch, one level
+    deeper, with a blank line between them: found ignoring whitespace and blank lines, once, and
+    the other side's lines go in at the release's indentation."""
+    before = BASE[:19] + ["    copies.append(module.copy())"] + BASE[20:]
+    after = BASE[:19] + ["    replica = module.copy()", "    replica.former = {}", "    copies.append(replica)"] + BASE[20:]
+    diff = fix_diff(tmp_path, text(before), text(after))
+    release = BASE[:19] + ["    if scripted:", "        replica = script_copy(module)", "    else:",
+                           "        replica = module.copy()", "", "    replica.former = {}",
+                           "    copies.append(replica)"] + BASE[20:]
+    into, direction, _, placement = onefix.make_overlay(wheel(tmp_path, {"torch/mod.py": text(release)}),
+                                                        diff, "buggy", tmp_path / "a")
+    assert (into, direction) == (True, "reverse")
+    assert placement[0]["placed"] == "re-indented: its lines found ignoring whitespace and blank lines, 4 lines of the copy"
+    reversed_ = (tmp_path / "a" / "overlay" / "torch" / "mod.py").read_text().splitlines()
+    assert reversed_[19:23] == ["    if scripted:", "        replica = script_copy(module)", "    else:",
+                                "        copies.append(module.copy())"]

@@ -162,3 +162,20 @@ def test_accepted_one_fix_rows_the_sheet_says_no_to_are_named_before_any_downloa
     assert row.status == "warn"
     assert row.detail == "pr1: no: compiled or build files (aten/x.cpp): refused, no runs"
     assert "commits (onefix)" not in checks  # nothing left whose diff needs a clone
+
+
+def test_the_compiler_a_kernel_fix_needs_is_found_or_its_absence_named_before_any_build(tmp_path, monkeypatch):
+    patch = ROOT / "data" / "patches" / "pytorch" / "pr38674.diff"
+    config = config_with(**{"sheet": str(tmp_path / "none.csv"), "bugs.controls": {}, "runtime.kind": "venv",
+                            "runtime.python": sys.executable,
+                            "bugs.fixes": {"pr38674": {"release": {"source": "pypi", "version": "1.5.1"},
+                                                       "patch": str(patch)}}})
+    plan = Plan(config, SHEET_SCHEMA)
+    found = rows(preflight.run(config, plan))["compiler"]
+    assert found.status == "pass" and found.detail.endswith("builds the kernels of pr38674")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no g++, no c++
+    monkeypatch.delenv("CXX", raising=False)
+    missing = rows(preflight.run(config, plan))["compiler"]
+    assert missing.status == "FAIL" and missing.detail.startswith("no C++ compiler on this host")
+    assert "compiler" not in rows(preflight.run(config_with(sheet=str(tmp_path / "none.csv")),
+                                                 Plan(config_with(sheet=str(tmp_path / "none.csv")), SHEET_SCHEMA)))

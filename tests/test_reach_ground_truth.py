@@ -1,9 +1,11 @@
-"""Reach against ground truth: every Python-only fix of the shipped notes (the sheet's rows with
-``onefix`` yes) accepted and run as a one-fix study on its own release (real torch 1.4.0 and 1.5.1
-wheels), with reach on. A one-fix study runs the release with and without exactly the fix, so a
-fix that reach calls ``not reached`` must train bit-identically in both arms: ``not triggered``.
-The table it prints is docs/reach.md's agreement table."""
+"""Reach against ground truth: every fix of the shipped notes that a release wheel can take (the
+sheet's rows with ``onefix`` yes: the 21 Python-only fixes, and the 8 kernel fixes whose op files
+are rebuilt over the release's) accepted and run as a one-fix study on its own release (real torch
+1.4.0, 1.5.0 and 1.5.1 wheels), with reach on. A one-fix study runs the release with and without
+exactly the fix, so a fix that reach calls ``not reached`` must train bit-identically in both arms:
+``not triggered``. The table it prints is docs/reach.md's agreement table."""
 import csv
+import json
 
 import pytest
 import yaml
@@ -27,10 +29,12 @@ def test_no_fix_reach_calls_not_reached_changes_training(tmp_path):
     snakemake(work, "--configfile", str(path), "--until", "sheet_merge")
     sheet = work / "data" / "filter" / "pytorch.csv"
     columns, rows = read_csv(sheet)
-    fixes = sorted(r["id"] for r in rows if r["onefix"] == "yes")
-    assert len(fixes) == 21
+    python = sorted(r["id"] for r in rows if r["onefix"] == "yes")
+    kernels = sorted(r["id"] for r in rows if r["onefix"].startswith("yes: kernels"))
+    assert len(python) == 21 and len(kernels) == 6  # (the sheet: the notes' fixes, not the paper's)
+    fixes = sorted(python + kernels)
     for row in rows:
-        row["decision"] = "accept" if row["onefix"] == "yes" else row["decision"]
+        row["decision"] = "accept" if row["id"] in fixes else row["decision"]
     with open(sheet, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
@@ -49,9 +53,18 @@ def test_no_fix_reach_calls_not_reached_changes_training(tmp_path):
              if v["reach"] == "not reached" and v["verdict"] != "not triggered"}
     assert not wrong, f"reach said not reached, yet the runs differ: {wrong}"
     assert sum(v["reach"] == "not reached" for v in studied.values()) >= 10  # it did judge
-    for bug, v in verdicts.items():
+    assert sum(verdicts[bug]["verdict"] == "incomplete" for bug in python) <= 4
+    assert {"pr38156", "pr36503"} <= set(studied)  # placed within the line, and re-indented
+    for bug, v in verdicts.items():  # refused, and said why: a line the release lacks, or the build
         if v["verdict"] == "incomplete":
-            assert "is not in the copy" in v["reason"], (bug, v["reason"])  # refused, and said why
+            assert ("is not in the copy" if bug in python else "override build refused: ") in v["reason"], \
+                (bug, v["reason"])
+    for bug in kernels:  # every kernel fix studied, its override checked, or refused naming why
+        gate = json.loads(next((work / "results" / "arms" / bug).glob("*.json")).read_text())
+        assert gate["runnable"] == (verdicts[bug]["verdict"] != "incomplete"), gate
+        if gate["runnable"]:
+            assert gate["override_checks"]["buggy"]["passed"], (bug, gate["override_checks"])
+    assert sum(verdicts[bug]["verdict"] != "incomplete" for bug in kernels) >= 5
 
 
 def placed(work, bug, verdict):

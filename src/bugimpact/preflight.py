@@ -6,7 +6,7 @@ accepted commits in the clone; each commit's submodules and the URL each will fe
 ``git_rewrites``); the Docker engine and the toolchain image or its base image; free disk against the
 builds still to make; the GPUs (``nvidia-smi``) against the toolchain's CUDA and architectures and the
 release wheels' CUDA era; the dataset files and their checksums; the runtime's interpreter and the
-wheel each release arm will use.
+wheel each release arm will use; the C++ compiler a kernel fix's override library needs.
 """
 import os
 import re
@@ -64,7 +64,30 @@ def run(config, plan, nvidia_smi=None, timeout=20, gated=()):
     checks += _gpus(config, plan, nvidia_smi)
     checks += _data(config)
     checks += _interpreter(config, plan)
+    checks += _compiler(arms)
     return checks
+
+
+def _compiler(arms):
+    """The C++ compiler that builds kernel fixes' override libraries, where an arm's diff (a patch
+    file) changes kernels: found, with its version, or its absence named before any build."""
+    from .artifacts import onefix
+    from .artifacts.kernels import BuildRefused, compiler
+    bugs = set()
+    for bug, _, spec in arms:
+        if spec.get("patch") and Path(spec["patch"]).is_file() and source_kind(spec["source"]).overrides:
+            try:
+                if onefix.isolate(Path(spec["patch"]).read_text(encoding="utf-8"))[2] is not None:
+                    bugs.add(bug)
+            except onefix.Refused:
+                continue  # refused by its artifact, with the reason
+    if not bugs:
+        return []
+    try:
+        _, version = compiler()
+    except BuildRefused as exc:
+        return [Check("compiler", "FAIL", f"{exc} ({', '.join(sorted(bugs))})", "apt-get install g++")]
+    return [Check("compiler", "pass", f"{version} builds the kernels of {', '.join(sorted(bugs))}")]
 
 
 # Failures that stop the workflow's builds. The others are also recorded by their own steps when

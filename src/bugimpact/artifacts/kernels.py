@@ -318,7 +318,7 @@ def build(compiled, python, folder, log):
         raise BuildRefused(f"stub: {', '.join(kernel_files)} is a DispatchStub kernel; putting a rebuilt "
                            "CPU kernel into the release's stub is not built yet (op files are)")
     tree = Path(compiled["tree"])
-    folder = Path(folder)
+    folder = Path(folder).resolve()  # a run loads its library from wherever it runs
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)

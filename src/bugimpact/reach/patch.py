@@ -276,12 +276,14 @@ def _within_line(change, lines, side, floor, have, want):
     for grow in range(1, max(prefix, suffix) + 1):
         left, right = have[max(0, prefix - grow):prefix], have[len(have) - suffix:len(have) - suffix + grow]
         segment = left + mid_have + right
-        hits = [(i, at) for i in range(floor, len(lines)) for at in _occurrences(lines[i], segment)]
+        made = left + mid_want + right
+        hits = [(i, at) for i in range(floor, len(lines)) for at in _occurrences(lines[i], segment)
+                if mid_have or made not in lines[i]]  # an insertion already made is no place for it
         if not hits:
             return None
         if len(hits) == 1:
             i, at = hits[0]
-            edited = lines[i][:at] + left + mid_want + right + lines[i][at + len(segment):]
+            edited = lines[i][:at] + made + lines[i][at + len(segment):]
             return Placement(change, side, i, 0, i - change.line(side) + 1, 1, [edited],
                              f"within the line: {segment.strip()!r} made {(left + mid_want + right).strip()!r}")
     return None
