@@ -49,8 +49,8 @@ def test_no_fix_reach_calls_not_reached_changes_training(tmp_path):
         print(f"| {bug} | {v['reach']} | {v['verdict']} | {placed(work, bug, v)} |")
     # a fix whose diff the release cannot take (a changed line is not in it) has no runs: no truth
     studied = {bug: v for bug, v in verdicts.items() if v["verdict"] != "incomplete"}
-    wrong = {bug: v["verdict"] for bug, v in studied.items()
-             if v["reach"] == "not reached" and v["verdict"] != "not triggered"}
+    wrong = {bug: v["verdict"] for bug, v in studied.items()  # (a cuda-tagged fix: "not triggered on cpu")
+             if v["reach"] == "not reached" and not v["verdict"].startswith("not triggered")}
     assert not wrong, f"reach said not reached, yet the runs differ: {wrong}"
     assert sum(v["reach"] == "not reached" for v in studied.values()) >= 10  # it did judge
     assert sum(verdicts[bug]["verdict"] == "incomplete" for bug in python) <= 4

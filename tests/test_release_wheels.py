@@ -206,7 +206,7 @@ def test_a_fix_that_cannot_be_isolated_on_a_release_is_refused_with_its_reason(t
     compiled = steps.artifact(steps.artifact_sources(config), dict(base, buggy_sha=python_fix, corrected_sha=cpp_fix),
                               tmp_path / "a" / "manifest.json")
     assert compiled["status"] == "failed" and compiled["failure_class"] == "refused"
-    assert "compiled code or build inputs" in compiled["error"] and "aten/src/Loss.cpp" in compiled["error"]
+    assert compiled["error"].startswith("the fix touches infra: infrastructure") and "aten/src/Loss.cpp" in compiled["error"]
     stale = steps.artifact(steps.artifact_sources(config), dict(base, buggy_sha=buggy, corrected_sha=python_fix),
                            tmp_path / "b" / "manifest.json")
     assert stale["failure_class"] == "refused" and "does not apply" in stale["error"]
@@ -327,7 +327,8 @@ def test_with_a_clone_the_sheet_says_which_fixes_are_python_only(tmp_path, fix_r
     from bugimpact.io import read_csv
     rows = {r["id"]: r for r in read_csv(sheet)[1]}
     assert rows["pr1"]["resolve_status"] == "resolved" and rows["pr1"]["onefix"] == "yes"
-    assert rows["pr2"]["onefix"] == "no: compiled or build files (aten/src/Loss.cpp)"
+    assert rows["pr2"]["onefix"] == ("no: infra: infrastructure (TensorIterator, thread pools, backend "
+                                     "fallbacks, CUDA context, storage bindings, the build) (aten/src/Loss.cpp)")
 
 
 def test_accepted_sheet_rows_run_as_one_fix_artifacts(tmp_path):
@@ -403,8 +404,8 @@ def test_a_refused_fix_stops_its_bug_with_one_reason_and_the_study_goes_on(tmp_p
     verdicts = {r["bug"]: r for r in read_csv(work / "results" / "calibration" / "stats" / "verdicts.csv")[1]}
     refused = verdicts["cpp-fix"]
     assert refused["verdict"] == "incomplete"
-    assert refused["reason"].startswith("no runs: artifact failed (refused): the fix touches "
-                                        "compiled code or build inputs")
+    assert refused["reason"].startswith("no runs: artifact failed (refused): the fix touches infra: "
+                                        "infrastructure")
     assert refused["reason"].count("aten/src/Loss.cpp") == 1  # said once, not per run or arm
     assert verdicts["aa"]["verdict"] == "not triggered"
     assert len(list((work / "results" / "runs" / "aa").glob("*/*/*.json"))) == 4  # 2 pairs decided it

@@ -176,11 +176,16 @@ def test_resolution_and_device_facts_refresh_what_nobody_typed(tmp_path):
     columns, rows = read_csv(sheet)
     rows[1].update(buggy_sha=SHA_A, corrected_sha=SHA_B, notes="typed by hand")
     write_rows(sheet, columns, rows)
+    rows[0]["onefix"] = "no: compiled or build files (aten/src/ATen/native/Loss.cpp)"  # an older reading
+    write_rows(sheet, columns, rows)
     update_sheet(sheet, [bug("pr1", "Fix the kernel", pr="1"), bug("pr2", pr="2")],
                  [{"id": "pr1", "status": "non_contiguous", "reason": "the PRs landed apart",
-                   "diff_tags": "cuda"},
+                   "diff_tags": "cuda", "onefix": "yes: kernels (op: aten/src/ATen/native/Loss.cpp)"},
                   {"id": "pr2", "status": "unresolved", "reason": "landed only off master"}])
     by_id = {r["id"]: r for r in read_csv(sheet)[1]}
+    # what the diff says follows this package's reading of it: an upgrade that takes kernel fixes
+    # is not held back by a sheet written before
+    assert by_id["pr1"]["onefix"] == "yes: kernels (op: aten/src/ATen/native/Loss.cpp)"
     assert by_id["pr1"]["resolve_status"] == "non_contiguous"
     assert by_id["pr1"]["resolve_note"] == "the PRs landed apart"
     assert by_id["pr1"]["tags"].split(";")[-1] == "cuda"  # read from the diff, added to the tags

@@ -2,6 +2,7 @@
 
 The sheet is merged, never regenerated: new mined entries are appended, blank machine cells are
 filled, the resolution columns follow the latest resolution (unless a person typed the commits),
+and so does ``onefix``, what this package reads in the fix's diff (a newer version takes more),
 a ``cuda`` tag read from the fix's diff is added, and everything a person wrote (decision, reason,
 notes, extra columns, even corrected SHAs) is kept. Entries that mining no longer finds stay in the
 sheet, flagged ``mined=gone``.
@@ -20,7 +21,7 @@ from .io import InputError, write_csv
 MACHINE_COLUMNS = ("id", "release", "area", "subarea", "pr", "prs", "text", "url", "buggy_sha",
                    "corrected_sha", "resolve_status", "resolve_note", "onefix", "tags", "mined")
 # What the latest resolution says of a row whose commits nobody typed: refreshed on every merge.
-RESOLUTION_COLUMNS = ("resolve_status", "resolve_note")
+RESOLUTION_COLUMNS = ("resolve_status", "resolve_note", "onefix")  # onefix: what its diff says
 PERSON_COLUMNS = ("decision", "reason", "notes")
 COLUMNS = MACHINE_COLUMNS + PERSON_COLUMNS
 REASONS = ("compile_error", "crash", "end_user", "cpu_only", "no_application", "other")

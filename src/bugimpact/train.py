@@ -39,6 +39,15 @@ def build_spec(attributes, target, seed, data_npz, data_sha256, **extra):
     return spec
 
 
+def short_spec(train_cfg, target, data_npz, data_sha256, **extra):
+    """The spec of a short run that is no run of a bug (``target``: a reach trace's, an override
+    check's): the study's experiment, a seed of its own (derived for the target's bug name, as a
+    bug's are), the data; ``extra``: what it adds (its steps)."""
+    from .experiment import derive_seeds, experiment
+    seed = derive_seeds(train_cfg["study_seed"], target.bug, "paired", 1)[0]
+    return build_spec(experiment(train_cfg), target, seed, data_npz, data_sha256, **extra)
+
+
 def _tail(path, limit=4000):
     try:
         with open(path, "rb") as handle:

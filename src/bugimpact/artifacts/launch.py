@@ -1,5 +1,6 @@
 """One run of the harness in its runtime: on a GPU slot claimed for it, forked from a server where
 the runtime's kind allows it, killed with everything it started when it hangs."""
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -7,7 +8,7 @@ from typing import Optional
 from .common import RunTimeout
 from .fork_client import ServerUnavailable, run_forked
 from .kinds import kind as runtime_kind
-from .runtimes import GpuLock, gpu_pool, harness_env
+from .runtimes import GpuLock, NoGpu, gpu_pool, harness_env
 
 
 @dataclass(frozen=True)
@@ -58,3 +59,17 @@ def launch(runtime, spec, out, log_handle, options=None):
                             options.timeout)
         except TimeoutError:
             raise RunTimeout(f"timed out after {options.timeout}s") from None
+
+
+def launch_once(runtime, spec, out, log_handle, train_cfg):
+    """A short run that is no run of a bug (a reach trace, an override's check), in a process of
+    its own (a fork server pays off over many runs, not one): its exit code, or what stopped it
+    (a timeout, no GPU) in words."""
+    options = dataclasses.replace(RunOptions.of(train_cfg), fork_server=False)
+    try:
+        return launch(runtime, spec, out, log_handle, options)
+    except RunTimeout as exc:
+        return f"timeout ({exc})"
+    except NoGpu as exc:
+        log_handle.write(f"{exc}\n")
+        return f"no GPU ({exc})"

@@ -1,5 +1,4 @@
 """The workflow's reach steps: trace a workload on a release, and judge each fix against it."""
-import dataclasses
 import logging
 import pickle
 import time
@@ -19,11 +18,9 @@ TABLES_VERSION = 3  # bump when what the tables hold changes: cached tables are 
 
 def trace_spec(train_cfg, steps, data_npz, data_sha256, artifact, key=""):
     """The harness spec of a reach trace: the study's experiment, a seed of its own, the data."""
-    from ..experiment import derive_seeds, experiment
-    from ..train import RunTarget, build_spec
-    return build_spec(experiment(train_cfg), RunTarget("__reach__", "trace", {"artifact": artifact}, 0, key),
-                      derive_seeds(train_cfg["study_seed"], "__reach__", "paired", 1)[0], data_npz,
-                      data_sha256, trace={"steps": steps})
+    from ..train import RunTarget, short_spec
+    return short_spec(train_cfg, RunTarget("__reach__", "trace", {"artifact": artifact}, 0, key),
+                      data_npz, data_sha256, trace={"steps": steps})
 
 
 def trace(train_cfg, steps, runtime_json, data, key, artifact, out, log_path):
@@ -31,25 +28,15 @@ def trace(train_cfg, steps, runtime_json, data, key, artifact, out, log_path):
     (the bugs it serves become ``unknown``, never ``not reached``). ``data``: the prepared
     challenge's .npz and its metadata JSON."""
     data_npz, data_meta = data
-    from ..artifacts.common import RunTimeout
-    from ..artifacts.launch import RunOptions, launch
-    from ..artifacts.runtimes import NoGpu
+    from ..artifacts.launch import launch_once
     from ..train import _tail
     runtime = read_json(runtime_json)
     spec = trace_spec(train_cfg, steps, data_npz, read_json(data_meta)["sha256"], artifact, key)
     if runtime.get("status") == "failed":
         write_json(out, {"status": "failed", "reason": f"runtime: {runtime.get('reason', '?')}"})
         return
-    # one trace per workload and release: a process of its own (the fork server pays off over runs)
-    options = dataclasses.replace(RunOptions.of(train_cfg), fork_server=False)
     with open(log_path, "a") as handle:
-        try:
-            code = launch(runtime, spec, out, handle, options)
-        except RunTimeout as exc:
-            code = f"timeout ({exc})"
-        except NoGpu as exc:
-            code = f"no GPU ({exc})"
-            handle.write(f"{exc}\n")
+        code = launch_once(runtime, spec, out, handle, train_cfg)
     if code != 0 or not Path(out).exists():
         write_json(out, {"status": "failed", "reason": f"trace exit {code}: {_tail(log_path, 600)}"})
 

@@ -19,7 +19,6 @@ runtime:
 A workload that calls none of the library's operators cannot be changed by it: nothing to check
 but the faithful build, and the arm is the release for this workload.
 """
-import dataclasses
 import logging
 import tempfile
 from pathlib import Path
@@ -84,22 +83,15 @@ def judge(runs, registered):
 
 def _run(train_cfg, steps, runtime, data, key, artifact, library, profile, out, log_path):
     """One short run in the runtime: its record, or why it failed."""
-    from ..artifacts.common import RunTimeout
-    from ..artifacts.launch import RunOptions, launch
-    from ..experiment import derive_seeds, experiment
-    from ..train import RunTarget, _tail, build_spec
-    spec = build_spec(experiment(train_cfg), RunTarget("__check__", "check", {"artifact": artifact}, 0, key),
-                      derive_seeds(train_cfg["study_seed"], "__check__", "paired", 1)[0], data[0],
+    from ..artifacts.launch import launch_once
+    from ..train import RunTarget, _tail, short_spec
+    spec = short_spec(train_cfg, RunTarget("__check__", "check", {"artifact": artifact}, 0, key), data[0],
                       read_json(data[1])["sha256"], max_steps=steps, epochs=1,
                       **({"override": library} if library else {}), **({"profile_ops": True} if profile else {}))
-    options = dataclasses.replace(RunOptions.of(train_cfg), fork_server=False)
     with open(log_path, "a") as handle:
         handle.write(f"== {out.stem}: {library or 'the release'}\n")
         handle.flush()
-        try:
-            code = launch(runtime, spec, out, handle, options)
-        except RunTimeout as exc:
-            return f"timed out ({exc})"
+        code = launch_once(runtime, spec, out, handle, train_cfg)
     if code != 0 or not out.exists():
         return f"exit {code}: {_tail(log_path, 400).strip().splitlines()[-1:]}"
     return read_json(out)
