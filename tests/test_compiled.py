@@ -1,8 +1,11 @@
 """Compiled fixes isolated on a release wheel: what each kind of compiled change is, and which
 kinds a release wheel can take as an override library."""
+from pathlib import Path
+
 import pytest
 
 from bugimpact.artifacts import compiled, onefix
+from conftest import config_with
 
 # The compiled fixes of data/known_commits/pytorch.csv whose changed files were listed whole when
 # they were classified by hand (shared/reference/compiled-fixes.md), with that kind. Two differ on
@@ -354,3 +357,57 @@ def test_every_shipped_kernel_fix_has_its_release_source_and_it_holds_the_files_
         assert found.reconstructed and facts["release"] == row["release"].lstrip("v"), row["id"]
         assert facts["files_same_in_ties"] and facts["headers_matched"][0] > 0.9 * facts["headers_matched"][1]
         assert set(release_files.YAMLS) <= set(found.yamls)
+
+
+# --- a fix with Python and kernel changes: both in one arm ------------------------------------------
+
+def mixed_fix(tmp_path, kernel_in_release=True):
+    """A fix that changes torch/x.py and an op file; a wheel-shaped release holding x.py with the
+    fix, and the release's source of the op file beside the patch (with or without the fix)."""
+    import zipfile
+    from bugimpact.artifacts import release_files
+    old_py, new_py = "def f(x):\n    return x + 1\n", "def f(x):\n    return x + 2\n"
+    old_cc, new_cc = b"int g() { return 1; }\n", b"int g() { return 2; }\n"
+    patch = tmp_path / "pr9.diff"
+    patch.write_text(
+        "diff --git a/torch/x.py b/torch/x.py\n--- a/torch/x.py\n+++ b/torch/x.py\n"
+        "@@ -1,2 +1,2 @@\n def f(x):\n-    return x + 1\n+    return x + 2\n"
+        "diff --git a/aten/src/ATen/native/Foo.cpp b/aten/src/ATen/native/Foo.cpp\n"
+        "--- a/aten/src/ATen/native/Foo.cpp\n+++ b/aten/src/ATen/native/Foo.cpp\n"
+        "@@ -1 +1 @@\n-int g() { return 1; }\n+int g() { return 2; }\n")
+    wheel = tmp_path / "torch-9.9.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("torch/x.py", new_py)
+        archive.writestr("torch/include/ATen/ATen.h", "")
+    release_files.write_archive(release_files.archive_of(patch), release_files.ReleaseSource(
+        "reconstructed: for a test", True, {"aten/src/ATen/native/Foo.cpp": new_cc if kernel_in_release else old_cc},
+        yamls={p: b"[]\n" for p in release_files.YAMLS}))
+    return patch, wheel, old_py, old_cc
+
+
+def test_a_fix_with_python_and_kernel_changes_gets_both_in_one_arm(tmp_path):
+    from bugimpact import steps
+    patch, wheel, old_py, old_cc = mixed_fix(tmp_path)
+    config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
+    spec = {"source": "onefix", "arm": "buggy", "patch": str(patch), "release": {"source": "wheel", "wheel": str(wheel)}}
+    manifest = steps.artifact(steps.artifact_sources(config), spec, tmp_path / "buggy" / "manifest.json")
+    assert manifest["status"] == "ok", manifest
+    assert manifest["fix_in_release"] is True and manifest["apply"] == "reverse"
+    assert (Path(manifest["overlay_dir"]) / "torch" / "x.py").read_text() == old_py  # its Python half
+    kernels = manifest["kernels"]  # and its kernel half, in the same arm
+    assert kernels["rebuild"] == ["aten/src/ATen/native/Foo.cpp"] and kernels["source"]["reconstructed"]
+    assert (Path(kernels["tree"]) / "arm" / "aten/src/ATen/native/Foo.cpp").read_bytes() == old_cc
+    assert manifest["files_changed"] == ["torch/x.py", "aten/src/ATen/native/Foo.cpp"]
+    release = steps.artifact(steps.artifact_sources(config), dict(spec, arm="corrected"),
+                             tmp_path / "corrected" / "manifest.json")
+    assert release["apply"] is None and release["kernels"] is None and release["overlay"] == {}
+
+
+def test_a_fix_whose_python_and_kernel_halves_disagree_about_the_release_is_refused(tmp_path):
+    from bugimpact import steps
+    patch, wheel, _, _ = mixed_fix(tmp_path, kernel_in_release=False)
+    config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
+    spec = {"source": "onefix", "arm": "buggy", "patch": str(patch), "release": {"source": "wheel", "wheel": str(wheel)}}
+    manifest = steps.artifact(steps.artifact_sources(config), spec, tmp_path / "m.json")
+    assert manifest["status"] == "failed" and manifest["failure_class"] == "refused"
+    assert "disagree on whether the release holds it" in manifest["error"]

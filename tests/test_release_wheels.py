@@ -287,7 +287,8 @@ def test_each_file_of_a_diff_is_classified_on_the_wheels_own_list():
             "diff --git a/torch/__init__.py b/torch/__init__.py\n--- a/y\n+++ b/y\n")
     with pytest.raises(onefix.Refused, match="caffe2/python/__init__.py"):
         onefix.isolate(diff)  # no wheel list: not guessed
-    _, kinds = onefix.isolate(diff, wheel_files=shipped)
+    _, kinds, kernels = onefix.isolate(diff, wheel_files=shipped)
+    assert kernels is None  # a Python-only fix
     assert kinds["python"] == ["caffe2/python/__init__.py", "torch/__init__.py"]
 
 

@@ -10,7 +10,9 @@ these placements, and reach reads them.
 """
 import re
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 
+SAME_LINE = 0.8  # how much of a changed line must be in a line of the copy to be that line, edited
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -226,8 +228,9 @@ def loose(change, lines, side, floor=0):
     - **re-indented**: its lines are in the copy, one place only, once whitespace is ignored and
       blank lines between them are skipped; the other side's lines go in at the copy's indentation;
     - **within the line**: a one-line edit whose changed part, with the characters around it that
-      make it unique, is in exactly one line of the copy; the edit is made there and the rest of
-      that line is the copy's.
+      make it unique, is in exactly one line of the copy that is the changed line edited elsewhere
+      (``SAME_LINE`` of it as the diff has it); the edit is made there and the rest of that line
+      is the copy's.
 
     None when neither fits (or fits in more than one place): not placed."""
     have, want = change.side(side), change.side(other(side))
@@ -273,11 +276,14 @@ def _within_line(change, lines, side, floor, have, want):
     while suffix < min(len(have), len(want)) - prefix and have[-1 - suffix] == want[-1 - suffix]:
         suffix += 1
     mid_have, mid_want = have[prefix:len(have) - suffix], want[prefix:len(want) - suffix]
+    # only a line that is the changed one, edited elsewhere: most of it as the diff has it
+    similar = [i for i in range(floor, len(lines)) if lines[i].strip() and SequenceMatcher(
+        None, have.strip(), lines[i].strip(), autojunk=False).ratio() >= SAME_LINE]
     for grow in range(1, max(prefix, suffix) + 1):
         left, right = have[max(0, prefix - grow):prefix], have[len(have) - suffix:len(have) - suffix + grow]
         segment = left + mid_have + right
         made = left + mid_want + right
-        hits = [(i, at) for i in range(floor, len(lines)) for at in _occurrences(lines[i], segment)
+        hits = [(i, at) for i in similar for at in _occurrences(lines[i], segment)
                 if mid_have or made not in lines[i]]  # an insertion already made is no place for it
         if not hits:
             return None
