@@ -15,8 +15,8 @@ the builds (``steps.override_check``):
   functions can bind to the release's copies: it is linked ``-Bsymbolic``, and a canary build,
   instrumented to count entries into the rebuilt code, must have run it.
 - **flags.** The release's own C++ standard, ABI and ``CXX_FLAGS`` (``torch.__config__``), its
-  build type's optimisation, and a kernel file's capability flags; the faithful build (the
-  release's own files, compiled the same way) must give the release's training bit for bit.
+  build type's optimisation and its parallel backend; the faithful build (the release's own files,
+  compiled the same way) must give the release's training bit for bit.
 - **what the release keeps to itself.** 1.x wheels do not export a DispatchStub's per-capability
   kernels or ``get_cpu_capability``: stand-ins that fail loudly if a stub the release never chose
   is reached; any other missing symbol refuses the build. ``DEFINE_DISPATCH`` lines are not
@@ -43,8 +43,6 @@ print(json.dumps({"version": torch.__version__.split("+")[0], "config": torch.__
                   "lib": os.path.join(root, "lib")}))
 """
 BUILDS = ("arm", "faithful", "canary")  # the arm's files, the release's own, the release's instrumented
-CAPABILITY_FLAGS = {"DEFAULT": [], "AVX": ["-mavx"], "AVX2": ["-mavx2", "-mfma"],
-                    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]}
 PARALLEL = {"OpenMP": ["-DAT_PARALLEL_OPENMP=1"], "native thread pool": ["-DAT_PARALLEL_NATIVE=1"],
             "native thread pool and TBB": ["-DAT_PARALLEL_NATIVE_TBB=1"]}
 BUILD_TYPE_FLAGS = {"Release": ["-O3", "-DNDEBUG"], "RelWithDebInfo": ["-O2", "-g", "-DNDEBUG"],
@@ -106,21 +104,16 @@ def _host_capability():
     return "AVX2" if re.search(r"\bavx2\b", flags) else "AVX" if re.search(r"\bavx\b", flags) else "DEFAULT"
 
 
-def compile_flags(settings, kernel_file=False, includes=()):
-    """Flags of one rebuilt file: the release's standard, ABI and codegen flags, its build type's;
-    a CPU kernel file (``native/cpu``) also the release's per-capability flags, as its build
-    compiles the copy it dispatches to. ``includes`` come before the wheel's headers (a changed
-    kernel header, then what the wheel lacks)."""
+def compile_flags(settings, includes=()):
+    """Flags of one rebuilt file: the release's standard, ABI and codegen flags, its build type's.
+    ``includes`` come before the wheel's headers (a changed kernel header, then what the wheel
+    lacks)."""
     # -fpermissive: a newer compiler's stricter diagnostics (a lambda's local type in an inline
     # template) are errors the release's compiler did not raise; it changes no code generated
     flags = [f"-std={settings['std']}", f"-D_GLIBCXX_USE_CXX11_ABI={settings['abi']}", "-fPIC", "-w",
-             "-fpermissive",
-             *settings["cxx_flags"], *settings["build_flags"]]
+             "-fpermissive", *settings["cxx_flags"], *settings["build_flags"]]
     if settings["major"] >= 2:  # a stub call links only with the capabilities the release has
         flags += ["-DHAVE_AVX2_CPU_DEFINITION", "-DHAVE_AVX512_CPU_DEFINITION"]
-    if kernel_file:
-        cap = settings["capability"]
-        flags += ["-O3", *CAPABILITY_FLAGS.get(cap, []), f"-DCPU_CAPABILITY={cap}", f"-DCPU_CAPABILITY_{cap}"]
     return flags + [f"-I{p}" for p in (*includes, *settings["include"])]
 
 
@@ -306,8 +299,9 @@ def standin_source(missing, include_lines):
 def build(compiled, python, folder, log):
     """The override libraries of a compiled one-fix arm, in ``folder``: ``arm`` (the arm's files),
     ``faithful`` (the release's own files) and ``canary`` (the release's, instrumented), each with
-    the same registrations. ``compiled``: the manifest's ``compiled`` part. Returns the runtime's
-    ``override`` record; raises ``BuildRefused`` naming what failed."""
+    the same registrations. ``compiled``: the artifact manifest's ``kernels`` part
+    (``compiled.prepare``). Returns the runtime's ``override`` record; raises ``BuildRefused``
+    naming what failed."""
     cxx, version = compiler()
     settings = release_settings(python)
     if (settings["major"], settings["minor"]) not in ((1, 4), (1, 5)) and settings["major"] < 2:
@@ -332,7 +326,7 @@ def build(compiled, python, folder, log):
             # the release defines its stubs once: a second definition would be a second stub
             source.write_bytes(DEFINE_DISPATCH.sub(rb"// (bugimpact: defined by the release) \1",
                                                    (tree / side / path).read_bytes()))
-            flags = compile_flags(settings, "/cpu/" in path, (tree / side / "aten" / "src", include))
+            flags = compile_flags(settings, (tree / side / "aten" / "src", include))
             if name == "canary":
                 flags += ["-finstrument-functions", "-finstrument-functions-exclude-file-list=/include/"]
             jobs.append((name, path, [cxx, *flags, "-c", str(source), "-o", str(source) + ".o"]))
@@ -373,7 +367,6 @@ def build(compiled, python, folder, log):
         out[name] = {"library": str(library), "sha256": _sha256(library)}
     return {"compiler": version, "flags": compile_flags(settings)[:-len(settings["include"])],
             "link_flags": list(LINK_FLAGS),
-            "kernel_file_flags": compile_flags(settings, True)[:-len(settings["include"])],
             "include_order": ["<tree>/<arm or release>/aten/src", "<tree>/include", *settings["include"]],
             "torch": settings["version"], "capability": settings["capability"],
             "registered": [{"op": op["name"], "key": key} for op, key, _ in chosen],

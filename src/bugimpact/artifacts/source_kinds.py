@@ -5,8 +5,9 @@ arm still lacks its commits or diff, the artifact's id (keyed by what it is, nev
 uses it), whether its wheel must fit the runtime's interpreter, whether it is built from a commit
 (by the docker step), where it can run, which release a reach trace of its fix runs on, where its
 fix is, the arms it makes of an accepted sheet row, the clone preflight checks its commits in, the
-cache folder of its downloads, the pattern of its ids (the rules' ``{artifact}`` wildcard) and how
-its manifest is made. The plan, the rules, the runtime kinds, reach, preflight, the artifact step
+cache folder of its downloads, the pattern of its ids (the rules' ``{artifact}`` wildcard), how
+its manifest is made, and which files a made manifest names that are gone for good (``lost``) or
+fetched again (``fetched``). The plan, the rules, the runtime kinds, reach, preflight, the artifact step
 and gc ask the source; adding one (a nightly, a conda package) is one class, registered in ``SOURCES`` here
 or with ``@register`` from a plugin (``bugimpact.plugins``); the config schema takes the names
 from there (``config.code_lists``)."""
@@ -198,7 +199,8 @@ class Docker(Source):
 
 
 class OneFix(Source):
-    """A release wheel plus one arm's overlay of the fix's Python files (no build)."""
+    """A release wheel plus one arm's overlay of the fix's Python files, and an override library
+    of its kernels where it changes op files (built by the runtime, ``artifacts.kernels``)."""
     name, needs, fits_interpreter, in_docker, overrides = "onefix", "release", True, False, True
     commit_fields = ("buggy_sha", "corrected_sha")  # the diff's, where no patch file gives it
 
