@@ -134,8 +134,8 @@ def test_the_check_passes_the_override_as_it_is_built(pr38674, monkeypatch):
 def test_a_kernel_registered_under_a_key_the_release_never_calls_fails_the_check(pr38674, monkeypatch):
     """On 1.5, a kernel of an operator without dispatch: and derivative registered under the CPU key
     is never called: the build "passed" bit-identity with 0 calls before calls were counted."""
-    from bugimpact.artifacts import kernels
-    monkeypatch.setattr(kernels, "registration_key", lambda op, settings: "CPUTensorId")
+    from bugimpact.artifacts import registration
+    monkeypatch.setattr(registration, "registration_key", lambda op, settings: "CPUTensorId")
     result = checked(pr38674, "wrong-key", monkeypatch)
     assert not result["passed"] and result["faithful_identical"]  # bit-identity alone says nothing
     assert "but never through the library: registered under a key the release does not call" in result["reason"]

@@ -1,0 +1,176 @@
+"""Which operators a rebuilt kernel file implements and the key each is registered under, the
+registration source that puts counting wrappers of them over the release's kernels, and the
+stand-ins for what the release does not export (``kernels`` builds them).
+
+The key follows the release's generated code, read from its ``native_functions.yaml`` and
+``derivatives.yaml``: on torch 1.x an operator with no ``dispatch:`` and no derivative is called by
+``VariableType`` directly, so its kernel goes under the autograd key (a CPU-key kernel would never
+be called); on 2.x the CPU key, or ``CompositeImplicitAutograd`` for an implicit composite.
+"""
+import json
+import re
+
+
+def operators(native_functions, derivatives):
+    """Each operator of the release's ``native_functions.yaml``: its schema, its CPU kernel's C++
+    name, and whether it has a ``dispatch:`` entry for the CPU, is composite (2.x), or has a
+    derivative (``derivatives.yaml``)."""
+    import yaml
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    derived = {entry["name"].split("(")[0] for entry in yaml.load(derivatives, Loader=loader) or []}
+    out = []
+    for entry in yaml.load(native_functions, Loader=loader):
+        func = entry["func"]
+        name = func.split("(")[0]
+        dispatch = entry.get("dispatch")
+        cpu, composite = None, None
+        if isinstance(dispatch, dict):
+            for keys, fn in dispatch.items():
+                keys = [k.strip() for k in str(keys).split(",")]
+                if "CPU" in keys:
+                    cpu = fn
+                elif "CompositeExplicitAutograd" in keys or "CompositeExplicitAutogradNonFunctional" in keys:
+                    composite = composite or ("explicit", fn)
+                elif "CompositeImplicitAutograd" in keys or "Math" in keys:
+                    composite = composite or ("implicit", fn)
+        elif isinstance(dispatch, str):
+            cpu = dispatch
+        cpp = cpu or (composite[1] if composite else name.split(".")[0])
+        out.append({"name": name, "schema": func, "cpp": cpp, "cpu_dispatch": cpu is not None,
+                    "composite": composite[0] if composite else ("implicit" if not dispatch else None),
+                    "derivative": name in derived or name.split(".")[0] in derived})
+    return out
+
+
+def registration_key(op, settings):
+    """The key the release's generated code calls an operator's kernel under (module doc)."""
+    if settings["major"] >= 2:
+        return "CPU" if op["cpu_dispatch"] or op["composite"] == "explicit" else "CompositeImplicitAutograd"
+    if op["cpu_dispatch"] or op["derivative"]:
+        return "CPUTensorId"
+    return "VariableTensorId"
+
+
+def defined_functions(nm_lines):
+    """The ``at::native`` functions an object defines: (C++ name, parameter list) from ``nm -C``."""
+    out = []
+    for line in nm_lines:
+        match = re.match(r"^[0-9a-f]+ [TW] at::native::(\w+)\((.*)\)$", line.strip())
+        if match:
+            out.append((match.group(1), match.group(2)))
+    return out
+
+
+def registrations(defined, ops, settings):
+    """(op, key, parameter list) of each operator whose kernel a rebuilt file defines: a definition
+    of the kernel's C++ name whose parameters are the schema's arguments, kind for kind (a file
+    may define only another overload of a name, such as the named-tensor ``argmax(Tensor,
+    Dimname, bool)`` beside ``argmax(Tensor, int?, bool)``); and the operators left out, with why
+    (two definitions that fit one schema)."""
+    by_name = {}
+    for name, params in defined:
+        by_name.setdefault(name, []).append(params)
+    chosen, skipped = [], []
+    for op in ops:
+        kinds = _schema_kinds(op["schema"])
+        fits = [p for p in by_name.get(op["cpp"], ()) if sorted(map(_kind, _split_params(p))) == kinds]
+        if len(fits) > 1:
+            skipped.append(f"{op['name']}: {len(fits)} definitions of {op['cpp']} fit its schema")
+        elif fits:
+            chosen.append((op, registration_key(op, settings), fits[0]))
+    return chosen, skipped
+
+
+# an argument's kind, from its schema type or its C++ type, the first pattern that matches (out
+# arguments come first in 1.x's C++ and last in the schema: kinds are compared as multisets)
+KINDS = (("dimname", r"Dimname"), ("tensor", r"Tensor"), ("intlist", r"int\[|ArrayRef<long>|IntArrayRef|SymInt\["),
+         ("scalartype", r"ScalarType"), ("scalar", r"Scalar"), ("int", r"\bint\b|\blong\b|SymInt"),
+         ("float", r"float|double"), ("bool", r"bool"), ("str", r"\bstr\b|string"))
+
+
+def _kind(text):
+    return next((kind for kind, pattern in KINDS if re.search(pattern, text)), "other")
+
+
+def _schema_kinds(schema):
+    inside = schema[schema.index("(") + 1:schema.rindex(") ->")]
+    args = [arg.strip() for arg in _split_params(inside) if arg.strip() not in ("*", "")]
+    return sorted(_kind(arg.split()[0]) for arg in args)
+
+
+def registration_source(chosen, settings):
+    """The registration file: a counting wrapper of each kernel (its exact signature, taken from
+    the definition it calls), registered under its key; the counts are the library's
+    ``bugimpact_calls``."""
+    names = [op["name"] for op, _, _ in chosen]
+    lines = ["#include <ATen/ATen.h>", "#include <ATen/NativeFunctions.h>"]
+    if settings["major"] >= 2:
+        lines.append("#include <torch/library.h>")
+    else:
+        lines.append("#include <ATen/core/op_registration/op_registration.h>")
+    lines += [
+        f'extern "C" {{ long long bugimpact_calls[{max(len(names), 1)}];',
+        f'const char* bugimpact_ops[] = {{{", ".join(json.dumps(n) for n in names) or "nullptr"}}};',
+        f"int bugimpact_op_count = {len(names)}; }}",
+        "namespace bugimpact {",
+        "template <typename Sig, Sig* F, int I> struct Counted;",
+        "template <typename R, typename... A, R (*F)(A...), int I> struct Counted<R(A...), F, I> {",
+        "  static R call(A... a) { __atomic_fetch_add(&bugimpact_calls[I], 1, __ATOMIC_RELAXED);",
+        "                          return F(std::forward<A>(a)...); } };",
+        "}"]
+    wrappers = []
+    for i, (op, key, params) in enumerate(chosen):
+        fn = f"at::native::{op['cpp']}"
+        args = ", ".join(f"std::declval<{p}>()" for p in _split_params(params))
+        # a name of its own: a macro (TORCH_FN) would split the template's arguments at commas
+        lines.append(f"using bugimpact_w{i} = bugimpact::Counted<decltype({fn}({args}))({params}), &{fn}, {i}>;")
+        wrappers.append((op, key, f"bugimpact_w{i}::call"))
+    if settings["major"] >= 2:
+        for key in sorted({k for _, k, _ in wrappers}):
+            lines.append(f"TORCH_LIBRARY_IMPL(aten, {key}, m) {{")
+            lines += [f'  m.impl("{op["name"]}", TORCH_FN({w}));' for op, k, w in wrappers if k == key]
+            lines.append("}")
+    else:
+        key_type = "c10::DispatchKey" if (settings["major"], settings["minor"]) >= (1, 5) else "c10::TensorTypeId"
+        lines.append("static auto bugimpact_registry = torch::RegisterOperators()")
+        for op, key, w in wrappers:
+            lines.append(f'  .op(torch::RegisterOperators::options().schema({json.dumps("aten::" + op["schema"])})'
+                         f".impl_unboxedOnlyKernel<decltype({w}), &{w}>({key_type}::{key})"
+                         ".aliasAnalysis(c10::AliasAnalysisKind::FROM_SCHEMA))")
+        lines[-1] += ";"
+    return "\n".join(lines) + "\n"
+
+
+def _split_params(params):
+    out, depth, start = [], 0, 0
+    for i, char in enumerate(params):
+        depth += 1 if char in "<(" else -1 if char in ">)" else 0
+        if char == "," and depth == 0:
+            out.append(params[start:i].strip())
+            start = i + 1
+    tail = params[start:].strip()
+    return out + ([tail] if tail else [])
+
+
+STUB_STATIC = re.compile(r"^at::native::DispatchStub<.*, at::native::(\w+)>::(DEFAULT|AVX|AVX2|AVX512|VSX|ZVECTOR)$")
+
+
+def standin_source(missing, include_lines):
+    """Definitions of what the release does not export that the rebuilt files reference: a
+    DispatchStub's per-capability kernels (null: the release chose its kernel before, or the stub
+    fails loudly) and ``get_cpu_capability`` (throws). Returns (the source, the symbols that can
+    have no stand-in)."""
+    body, other = [], []
+    for symbol in missing:
+        stub = STUB_STATIC.match(symbol)
+        if stub:
+            name, arch = stub.groups()
+            body.append(f"template <> decltype({name})::FnPtr DispatchStub<decltype({name})::FnPtr, "
+                        f"struct {name}>::{arch} = nullptr;")
+        elif symbol == "at::native::get_cpu_capability()":
+            body.append('CPUCapability get_cpu_capability() { throw std::runtime_error("bugimpact: a '
+                        'rebuilt file reached a DispatchStub whose kernel the release had not chosen"); }')
+        else:
+            other.append(symbol)
+    return "\n".join([*include_lines, "#include <ATen/native/DispatchStub.h>", "#include <stdexcept>",
+                      "namespace at { namespace native {", *body, "}}"]) + "\n", other
