@@ -61,35 +61,42 @@ def of_runs(paths):
 def of_artifacts(paths):
     """The broken, failed, refused and stale among these artifact manifests."""
     from .artifacts.source_kinds import source
-    return _of_made(paths, lambda m: f"{m.get('failure_class', '?')}: {m.get('error', '')}",
-                    lambda m: source(m["source"]).lost(m), STALE)
+    return _of_made(paths, _failed(lambda m: f"{m.get('failure_class', '?')}: {m.get('error', '')}"),
+                    lambda m: source(m["source"]).lost(m), REMADE)
 
 
 def of_runtimes(paths):
     """The broken, failed and stale among these runtime records."""
     from .artifacts.kinds import kind
-    return _of_made(paths, lambda r: r.get("reason", ""), lambda r: kind(r["kind"]).lost(r), STALE)
+    return _of_made(paths, _failed(lambda r: r.get("reason", "")), lambda r: kind(r["kind"]).lost(r),
+                    REMADE)
 
 
 def of_gates(paths):
     """The arms gates that stopped a bug for an arm that failed: made again from the arms'
     runtimes by the next run (a gate that reach stopped is a verdict, not a failure)."""
-    out = []
-    for path in map(Path, paths):
-        if not path.exists():
-            continue
-        try:
-            gate = read_json(path)
-        except InputError as exc:
-            out.append(Finding(path, "broken", _short(exc.message), REMADE_GATE))
-            continue
-        if isinstance(gate, dict) and gate.get("runnable") is False and not gate.get("gated"):
-            out.append(Finding(path, "refused" if gate.get("refused") else "failed",
-                               _short(gate.get("reason", "")), REMADE_GATE))
-    return out
+    def stopped(gate):
+        if gate.get("runnable") is False and not gate.get("gated"):
+            return "refused" if gate.get("refused") else "failed", gate.get("reason", "")
+        return None
+    return _of_made(paths, stopped, lambda gate: [], REMADE_GATE)
 
 
-def _of_made(paths, reason, lost, then_stale=STALE):
+def _failed(reason):
+    """A record's failure: (refused or failed, ``reason(record)``), or None where it did not fail."""
+    def failure(record):
+        if record.get("status") != "failed":
+            return None
+        refused = "refused" in (record.get("failure_class"),  # a manifest's, a runtime's
+                                (record.get("artifact") or {}).get("failure_class"))
+        return "refused" if refused else "failed", reason(record)
+    return failure
+
+
+def _of_made(paths, failure, lost, then):
+    """Findings among records of what the workflow makes (``failure(record)``: its state and why,
+    or None; ``lost(record)``: the files it names that are gone for good; ``then``: what the next
+    run does once a failed or broken one is removed)."""
     out = []
     for path in map(Path, paths):
         if not path.exists():
@@ -98,18 +105,15 @@ def _of_made(paths, reason, lost, then_stale=STALE):
             record = read_json(path)
             if not isinstance(record, dict):
                 raise InputError(path, f"a {type(record).__name__}, not a record")
-            if record.get("status") == "failed":
-                refused = "refused" in (record.get("failure_class"),  # a manifest's, a runtime's
-                                        (record.get("artifact") or {}).get("failure_class"))
-                state = "refused" if refused else "failed"
-                out.append(Finding(path, state, _short(reason(record)), REMADE))
-                continue
-            gone = lost(record)
+            failed = failure(record)
+            gone = [] if failed else lost(record)
         except (InputError, KeyError) as exc:
-            out.append(Finding(path, "broken", _short(str(exc).split(": ", 1)[-1]), REMADE))
+            out.append(Finding(path, "broken", _short(str(exc).split(": ", 1)[-1]), then))
             continue
-        if gone:
-            out.append(Finding(path, "stale", f"{', '.join(gone)} gone", then_stale))
+        if failed:
+            out.append(Finding(path, failed[0], _short(failed[1]), then))
+        elif gone:
+            out.append(Finding(path, "stale", f"{', '.join(gone)} gone", STALE))
     return out
 
 

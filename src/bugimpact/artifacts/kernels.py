@@ -22,7 +22,6 @@ the builds (``steps.override_check``):
   is reached; any other missing symbol refuses the build. ``DEFINE_DISPATCH`` lines are not
   compiled again (the release defines each stub once).
 """
-import hashlib
 import json
 import os
 import re
@@ -31,6 +30,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..harness.files import sha256_file
 from .registration import defined_functions, operators, registration_source, registrations, standin_source
 
 PROBE = r"""
@@ -200,7 +200,7 @@ def build(compiled, python, folder, log):
         library = folder / f"{name}.so"
         hooks = [str(shared / "hooks.o")] if name == "canary" else []
         _link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log)
-        out[name] = {"library": str(library), "sha256": _sha256(library)}
+        out[name] = {"library": str(library), "sha256": sha256_file(library)}
     return {"compiler": version, "flags": compile_flags(settings)[:-len(settings["include"])],
             "link_flags": list(LINK_FLAGS),
             "include_order": ["<tree>/<arm or release>/aten/src", "<tree>/include", *settings["include"]],
@@ -248,11 +248,3 @@ def _run_all(jobs, log):
         log.write(f"[{name}] {' '.join(cmd)}\n{out.stdout}{out.stderr}")
         if out.returncode != 0:
             raise BuildRefused(f"compiling {path} ({name} build) failed: {out.stderr.strip()[-800:]}")
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -8,9 +8,8 @@ Which case holds is checked (the diff must apply in exactly one direction), neve
 The artifact is the release wheel plus an overlay: the patched files, made here on the host from
 the wheel's own copies, and copied over the installed package by the runtime. Each change is placed
 by its changed lines, as reach places it (``reach.patch``): a release cut from a branch may have
-moved or edited the lines around a fix. A fix that changes kernels (ATen's op files and CPU
-kernels) also gets an override library of them, built from the release's own files
-(``compiled``, ``kernels``). It is refused, with the reason recorded, when the diff touches any
+moved or edited the lines around a fix. A fix that changes ATen's op files also gets an override
+library of them, built from the release's own files (``compiled``, ``kernels``). It is refused, with the reason recorded, when the diff touches any
 other compiled code or build input (its kind named), or when a changed line itself is not in the
 release's file, or is there in more than one place alike.
 """

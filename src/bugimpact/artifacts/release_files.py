@@ -98,18 +98,18 @@ def from_tree(read, tag, paths, shipped, origin):
 
 def clone_reader(clone, tag):
     """A reader of the clone's files at ``tag``, or None when the clone has no such tag."""
+    from ..reach.tables import GitTree
     if not TAG.match(tag):
         return None
     commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "--verify", "--quiet",
                              f"refs/tags/{tag}^{{commit}}"], capture_output=True, text=True)
     if commit.returncode != 0:
         return None
-    sha = commit.stdout.strip()
+    tree = GitTree(clone, commit.stdout.strip())
 
     def read(path):
-        out = subprocess.run(["git", "-C", str(clone), "cat-file", "-p", f"{sha}:{path}"],
-                             capture_output=True)
-        return out.stdout if out.returncode == 0 else None
+        text = tree.read(path)
+        return None if text is None else text.encode("utf-8")
     return read
 
 

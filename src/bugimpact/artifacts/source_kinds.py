@@ -142,8 +142,8 @@ class PyPI(Source):
         return []  # the index has it: fetched again when the cache lost it
 
     def fetched(self, manifest, sources):
-        from .sources import pypi_wheel, usable
-        if not sources or Path(manifest["wheel"]).is_file() and usable(manifest["wheel"]):
+        from .sources import pypi_wheel
+        if not sources or _at_hand(manifest):
             return super().fetched(manifest, sources)
         wheel = pypi_wheel(manifest["version_requested"], sources["wheel_cache"], manifest["python"],
                            sources["pip_index_url"])
@@ -172,10 +172,9 @@ class Wheel(Source):
         return [manifest["wheel"]] + ([location] if location else [])
 
     def fetched(self, manifest, sources):
-        from .sources import usable, user_wheel
-        if not sources or not manifest.get("location") or (  # (before manifests said where from)
-                Path(manifest["wheel"]).is_file() and usable(manifest["wheel"])):
-            return super().fetched(manifest, sources)
+        from .sources import user_wheel
+        if not sources or not manifest.get("location") or _at_hand(manifest):  # (no location: an
+            return super().fetched(manifest, sources)                       # older manifest)
         wheel = user_wheel(manifest["location"], manifest["wheel_sha256"], sources["wheel_cache"])
         return _same_bytes(manifest, wheel, manifest["location"])
 
@@ -271,12 +270,8 @@ class OneFix(Source):
             str(Path(kernels["tree"]) / path) for path in kernels["sha256"]
             if not (Path(kernels["tree"]) / path).is_file()]
 
-    def fetched(self, manifest, sources):
-        release = source(manifest["release"]["source"]).fetched(manifest, sources)
-        gone = self.lost(release)
-        if gone:
-            raise Lost(f"the artifact's {', '.join(gone)} is gone")
-        return release
+    def fetched(self, manifest, sources):  # its release's download, then its own files
+        return super().fetched(source(manifest["release"]["source"]).fetched(manifest, sources), sources)
 
     def make(self, sources, spec, folder, toolchain_json=None):
         from . import onefix
@@ -359,6 +354,12 @@ def artifact_id(arm, recipe_sha="", target=""):
     commit plus the hash of the build recipe; release wheels by version and the wheel tags of the
     runtime's interpreter (``target``); one-fix artifacts by their release, their diff and the arm."""
     return source(arm["source"]).identity(arm, recipe_sha, target)
+
+
+def _at_hand(manifest):
+    """Whether the wheel a manifest names is there and reads as a wheel."""
+    from .sources import usable
+    return Path(manifest["wheel"]).is_file() and usable(manifest["wheel"])
 
 
 def _same_bytes(manifest, wheel, where):

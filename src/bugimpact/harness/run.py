@@ -195,15 +195,11 @@ def train(spec):
 
 def profiled(spec):
     """``train`` under the autograd profiler, which computes nothing: the record adds the operators
-    the run dispatched (by base name, ``trace.op_base``) and how often."""
-    from .trace import op_base
+    the run dispatched (``trace.dispatched``)."""
+    from .trace import dispatched
     with torch.autograd.profiler.profile() as prof:
         record = train(spec)
-    ops = {}
-    for event in prof.function_events:
-        base = op_base(event.name)
-        ops[base] = ops.get(base, 0) + 1
-    record["ops"] = ops
+    record["ops"] = dispatched(prof)
     return record
 
 

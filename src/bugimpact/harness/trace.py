@@ -69,6 +69,15 @@ def op_base(name):
     return name.split(".", 1)[0]
 
 
+def dispatched(prof):
+    """The operators a profiled run dispatched, by base name, and how often."""
+    ops = {}
+    for event in prof.function_events:
+        base = op_base(event.name)
+        ops[base] = ops.get(base, 0) + 1
+    return ops
+
+
 def _loaded_sources(folder):
     out = {}
     for module in list(sys.modules.values()):
@@ -100,10 +109,7 @@ def traced(spec, train):
     with torch.autograd.profiler.profile() as prof:
         with LineTracer(folder) as lines:
             record = train(short)
-    ops = {}
-    for event in prof.function_events:
-        base = op_base(event.name)
-        ops[base] = ops.get(base, 0) + 1
+    ops = dispatched(prof)
     sources = _loaded_sources(folder)
 
     def rel(path):

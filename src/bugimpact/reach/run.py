@@ -8,7 +8,7 @@ from ..io import atomic_open, read_json, write_json
 from ..layout import REACH_TABLES
 from . import patch
 from .static import map_diff, needs_tables
-from .tables import DirTree, GitTree, Tables
+from .tables import DirTree, GitTree, SourceTree, Tables
 from .verdict import judge
 
 log = logging.getLogger("bugimpact.reach")
@@ -68,22 +68,6 @@ def tables_tree(sources, reach_cfg, arm, diff_text):
                    if (text := tree.read(fd.name)) is not None and patch.locate(h, text.splitlines()))
     best = max(candidates, key=lambda root: (located(root), root.name))
     return DirTree(best, label=f"snapshot {best.name[:12]}")
-
-
-class SourceTree:
-    """A release source (``release_files.ReleaseSource``) as a tree of its files and operator
-    declarations."""
-
-    def __init__(self, source):
-        self.texts = {path: data.decode("utf-8", "replace")
-                      for path, data in {**source.files, **source.yamls}.items()}
-        self.label = source.origin
-
-    def read(self, path):
-        return self.texts.get(path)
-
-    def files(self, prefix):
-        return sorted(p for p in self.texts if p.startswith(prefix))
 
 
 def cached_tables(tree, cache_dir):

@@ -77,6 +77,22 @@ class TarTree:
         return self._members().get(path)
 
 
+class SourceTree:
+    """A release source (``release_files.ReleaseSource``) as a tree of its files and operator
+    declarations."""
+
+    def __init__(self, source):
+        self.texts = {path: data.decode("utf-8", "replace")
+                      for path, data in {**source.files, **source.yamls}.items()}
+        self.label = source.origin
+
+    def read(self, path):
+        return self.texts.get(path)
+
+    def files(self, prefix):
+        return sorted(p for p in self.texts if p.startswith(prefix))
+
+
 class GitTree:
     """A source tree as a commit of a clone: files read with ``git cat-file``, never checked out."""
 
