@@ -64,8 +64,9 @@ rule runtime:
         # how it is called (python or python3 of one environment) is not what it is: its
         # identity is in the path ({runtime})
         interpreter=untracked(PLAN.interpreter),
-        requirements=config["runtime"]["requirements"],
-        gpus=untracked(config["runtime"]["gpus"]),
+        requirements=runtime_made_with,  # and the model's needs, the kind's settings
+        # the model, for what it needs (the experiment key names the model itself)
+        model=untracked({k: config["train"].get(k) for k in ("model", "model_options")}),
         installer=untracked(config["runtime"]["installer"]),  # how, not what: the same files
         cache=untracked(config["runtime"]["cache"]),
         # where a cached download the artifact names is fetched again from, if it has gone

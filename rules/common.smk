@@ -14,12 +14,13 @@ from bugimpact import layout
 from bugimpact.config import SHEET_SCHEMA, check_paths, validate_config
 from bugimpact.harness.registry import ARMS
 from bugimpact.plan import Plan
+from bugimpact.artifacts.kinds import kind as runtime_kind
 from bugimpact.artifacts.kinds import runtime_pattern
 from bugimpact.artifacts.runtimes import gpu_slots
 from bugimpact.artifacts.source_kinds import artifact_pattern
-from bugimpact.challenges import challenges
+from bugimpact.challenges import challenges, raw_file
 from bugimpact.steps import artifact_sources, study_design, study_setup
-from bugimpact.steps.training import JOB_SETTINGS
+from bugimpact.steps.training import job_settings
 
 # the files the config was read from, which its errors name (--config values may change it)
 CONFIG_SOURCE = ", ".join(map(str, workflow.overwrite_configfiles)) or "config.yaml"
@@ -147,10 +148,24 @@ def arm_json(wildcards):
 
 
 def raw_data(wildcards):
-    """The official files a challenge is prepared from (digits ships with scikit-learn)."""
-    return {"cifar10": [config["data"]["cifar10"]], "mnist": [config["data"]["mnist"]]}.get(
-        wildcards.challenge, []
-    )
+    """The raw file a challenge is prepared from, which it names (digits ships with scikit-learn)."""
+    raw = raw_file(wildcards.challenge, config["data"])
+    return [raw] if raw else []
+
+
+def runtime_made_with(wildcards):
+    """What a runtime is made with besides its artifact, compared with the last run's (an edit
+    remakes it): the extra requirements, what the model needs of it (the torchvision table) and
+    its kind's own settings (runtime.<kind>). Where neither of the last two applies, the
+    requirements alone, the value this param had before they existed: such a runtime is kept."""
+    kind = PLAN.artifacts[wildcards.artifact].kind
+    made = {}
+    if PLAN.model.runtime_needs() is not None:
+        made["model_needs"] = PLAN.model.runtime_needs()
+    if runtime_kind(kind).settings_schema:
+        made["kind_settings"] = config["runtime"].get(kind, {})
+    requirements = config["runtime"]["requirements"]
+    return {"requirements": requirements, **made} if made else requirements
 
 
 def artifact_manifest(wildcards):

@@ -32,7 +32,7 @@ rule train:
         gpu=int(GPU_JOBS),
     params:
         arm=arm_json,
-        train=untracked(json.dumps({k: config["train"][k] for k in JOB_SETTINGS})),
+        train=untracked(json.dumps(job_settings(config))),
         # what results/experiments/{key}.json holds (made before the gate): used while it is lost
         experiment=lambda wildcards, output: json.dumps(PLAN.experiments[wildcards.key]),
         # the gate's files a run reads, not inputs: a gate lost or rewritten retrains nothing

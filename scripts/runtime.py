@@ -4,8 +4,7 @@ from bugimpact import steps
 steps.run_script(snakemake, steps.runtime, kind=snakemake.params.kind,
                  artifact_manifest=snakemake.input.artifact, out=snakemake.output[0],
                  settings={"interpreter": snakemake.params.interpreter,
-                           "requirements": snakemake.params.requirements,
-                           "gpus": snakemake.params.gpus,
+                           **steps.made_with(snakemake.params.requirements),
                            "toolchain_json": snakemake.input.toolchain or None,
                            "installer": snakemake.params.installer, "cache": snakemake.params.cache,
-                           "sources": snakemake.params.sources})
+                           "sources": snakemake.params.sources, "model": snakemake.params.model})

@@ -205,14 +205,3 @@ def test_the_schema_takes_its_lists_from_the_registries_and_the_harness_agrees()
     source = (ROOT / "src" / "bugimpact" / "harness" / "faults.py").read_text()
     for name in registry.FAULTS:  # each named fault is handled by the harness
         assert f'name == "{name}"' in source, name
-
-
-def test_runtime_gpus_become_the_engines_device_requests():
-    from bugimpact.artifacts.engine import gpu_requests
-    assert gpu_requests("") == []
-    [every] = gpu_requests("all")
-    assert every["Count"] == -1 and every["Capabilities"] == [["gpu"]]
-    assert gpu_requests("2")[0]["Count"] == 2
-    assert gpu_requests('"device=0,2"')[0]["DeviceIDs"] == ["0", "2"]
-    with pytest.raises(ValueError, match="runtime.gpus 'some'"):
-        gpu_requests("some")

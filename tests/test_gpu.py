@@ -14,7 +14,7 @@ from bugimpact.artifacts.launch import RunOptions, launch
 from bugimpact.artifacts.runtimes import prepare_local
 from bugimpact.challenges import prepare
 from bugimpact.reach.batch import shaped_data, trace_in
-from bugimpact.stats.analysis import first_divergence
+from bugimpact.stats.decisions import first_divergence
 from workflow import project_copy, snakemake
 
 pytestmark = pytest.mark.gpu

@@ -60,7 +60,7 @@ def test_verify_and_retry_touch_run_records_only(tmp_path):
 
 
 def test_a_crashed_run_says_it_was_killed_by_a_signal():
-    from bugimpact.stats.analysis import failure_text
+    from bugimpact.stats.failures import failure_text
     record = {"status": "failed", "exit_codes": [-11],
               "log_tail": "attempt 1: local runtime, seed 3\ndevice cpu: no GPU\n"}
     assert failure_text(record) == "killed by SIGSEGV (exit -11): no output from the harness"

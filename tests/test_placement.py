@@ -8,7 +8,7 @@ import zipfile
 import pytest
 
 from bugimpact.artifacts import onefix
-from bugimpact.reach import patch
+from bugimpact.framework import patch
 from conftest import git
 
 BASE = [f"line {i}" for i in range(1, 41)]

@@ -179,3 +179,22 @@ def test_the_compiler_a_kernel_fix_needs_is_found_or_its_absence_named_before_an
     assert missing.status == "FAIL" and missing.detail.startswith("no C++ compiler on this host")
     assert "compiler" not in rows(preflight.run(config_with(sheet=str(tmp_path / "none.csv")),
                                                  Plan(config_with(sheet=str(tmp_path / "none.csv")), SHEET_SCHEMA)))
+
+
+def test_preflight_asks_the_challenge_about_its_raw_file(tmp_path, monkeypatch):
+    """A challenge the package does not know is checked as it says, never taken for MNIST."""
+    from bugimpact.challenges import CHALLENGES, Challenge
+    raw = tmp_path / "labels.txt"
+
+    def check(path):
+        return [] if path.read_text().strip() == "ok" else [(f"{path}: not ok", "write ok")]
+    monkeypatch.setitem(CHALLENGES, "own", Challenge(lambda r: None, False, (1, 8, 8), 16, (40, 10),
+                                                     raw=str(raw), check=check))
+    config = config_with(**{"sheet": str(tmp_path / "none.csv"), "train.challenge": "own"})
+    missing = preflight._data(config)[0]
+    assert missing.status == "FAIL" and missing.detail == f"own: missing {raw}", missing
+    assert missing.fix == "put it there (data.own in the config)"
+    raw.write_text("bad")
+    assert preflight._data(config)[0].detail == f"own: {raw}: not ok"
+    raw.write_text("ok")
+    assert preflight._data(config)[0].status == "pass"

@@ -9,9 +9,9 @@ import tarfile
 import pytest
 
 from bugimpact.challenges import prepare
-from bugimpact.reach import cpp, patch
+from bugimpact.framework import cpp, patch
 from bugimpact.reach.static import map_diff
-from bugimpact.reach.tables import DirTree, Tables, dispatch_targets, yaml_entries
+from bugimpact.framework.tables import DirTree, Tables, dispatch_targets, yaml_entries
 from bugimpact.reach.python_files import PythonFile, python_reach
 from bugimpact.reach.verdict import judge
 

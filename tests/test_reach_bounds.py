@@ -5,9 +5,10 @@ import base64
 import textwrap
 import zlib
 
-from bugimpact.reach import patch
-from bugimpact.reach.static import map_diff, python_scopes
-from bugimpact.reach.tables import DirTree, Tables
+from bugimpact.framework import patch
+from bugimpact.reach.python_files import python_scopes
+from bugimpact.reach.static import map_diff
+from bugimpact.framework.tables import DirTree, Tables
 from bugimpact.reach.verdict import judge
 
 NATIVE = """\

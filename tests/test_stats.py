@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from bugimpact.stats.analysis import (RANK_EFFICIENCY, analyse_bug, early_decision, first_divergence,
-                                      verdict)
+from bugimpact.stats.analysis import RANK_EFFICIENCY, analyse_bug
+from bugimpact.stats.decisions import early_decision, first_divergence
+from bugimpact.stats.verdicts import verdict
 from bugimpact.stats.effects import (_power, adjust, benjamini_hochberg, detectable_d, hodges_lehmann,
                                      holm, vargha_delaney_a12)
 from bugimpact.stats.rank_tests import doubled_midranks, mann_whitney, wilcoxon
@@ -416,7 +417,7 @@ def test_the_mde_is_stated_at_the_level_the_verdict_uses(tmp_path):
 
 
 def test_not_triggered_states_the_trigger_rate_it_excludes():
-    from bugimpact.stats.analysis import excluded_rate, pairs_for_rate
+    from bugimpact.stats.decisions import excluded_rate, pairs_for_rate
     assert excluded_rate(2) == pytest.approx(1 - math.sqrt(0.05))  # 77.6%: what 2 pairs exclude
     assert pairs_for_rate(0.3) == 9 and 0.7 ** 9 <= 0.05 < 0.7 ** 8
     assert pairs_for_rate(excluded_rate(20)) == 20

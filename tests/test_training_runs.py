@@ -77,7 +77,8 @@ def test_cosine_schedule_sets_the_rate_per_epoch():
 
 
 def test_real_aa_records_are_not_triggered_without_the_early_decision(tmp_path, digits):
-    from bugimpact.stats.analysis import analyse_bug, verdict
+    from bugimpact.stats.analysis import analyse_bug
+    from bugimpact.stats.verdicts import verdict
     records = []
     for run_index, seed in enumerate((21, 22, 23)):
         for arm in ("buggy", "corrected"):

@@ -441,11 +441,13 @@ def test_the_same_environment_called_by_another_name_retrains_nothing(study):
 
 
 def test_how_runs_are_attempted_retrains_nothing_and_a_statistic_redoes_only_statistics(study, tmp_path):
-    """Retries, timeout, fork server, GPUs, runs per GPU, wheel cache and pip index are untracked
-    params; alpha is a tracked one: its change redoes the statistics and the report, never a run."""
+    """Retries, timeout, fork server, GPUs (train.gpus and runtime.gpus), runs per GPU, wheel
+    cache and pip index are untracked params; alpha is a tracked one: its change redoes the
+    statistics and the report, never a run."""
     work, _ = study
     config = yaml.safe_load(Path(FAST).read_text())
     config["train"].update(retries=2, timeout_s=999, fork_server=False, gpus=3, runs_per_gpu=2)
+    config["runtime"]["gpus"] = "device=1"
     config["artifacts"] = {"wheel_cache": "elsewhere", "pip_index_url": "https://mirror.invalid/simple"}
     config["stats"]["alpha"] = 0.01
     (tmp_path / "changed.yaml").write_text(yaml.safe_dump(config))

@@ -8,8 +8,8 @@ import jsonschema
 import yaml
 
 from .io import InputError
+from .layout import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CONFIG_SCHEMA = ROOT / "schemas" / "config.schema.yaml"
 SHEET_SCHEMA = ROOT / "schemas" / "sheet.schema.yaml"
 
@@ -60,13 +60,34 @@ def code_lists():
             "recorded metrics": list(METRICS)}
 
 
+def code_properties():
+    """The settings the config schema takes from the code that owns them (``x-properties: <group>``
+    in the schema): each runtime kind's ``runtime.<kind>`` and each source's ``artifacts.<source>``
+    (their ``settings_schema``, where they have one), each challenge's raw file ``data.<name>``."""
+    from .artifacts.kinds import runtime_kinds
+    from .artifacts.source_kinds import sources
+    from .challenges import challenges
+    return {"runtime kind settings": {n: k.settings_schema for n, k in runtime_kinds().items() if k.settings_schema},
+            "source settings": {n: s.settings_schema for n, s in sources().items() if s.settings_schema},
+            "challenge files": {n: {"type": "string", "default": c.raw, "description": c.about}
+                                for n, c in challenges().items() if c.raw}}
+
+
 def load_schema(path=CONFIG_SCHEMA):
     """The config schema, its ``x-enum: <list>`` made ``enum`` (and ``x-default: <list>`` a
-    default) from ``code_lists``."""
-    lists = code_lists()
+    default) from ``code_lists``, and its ``x-properties: <group>`` given the properties of
+    ``code_properties`` (a name the schema itself has is refused: a plugin takes none)."""
+    lists, groups = code_lists(), code_properties()
 
     def fill(node):
         if isinstance(node, dict):
+            if "x-properties" in node:
+                properties = node.setdefault("properties", {})
+                for name, sub in groups[node.pop("x-properties")].items():
+                    if name in properties:
+                        raise InputError(path, f"the settings of {name!r} would take a key the "
+                                         "schema has already: choose another name")
+                    properties[name] = copy.deepcopy(sub)
             for marker, key in (("x-enum", "enum"), ("x-default", "default")):
                 if marker in node:
                     if node[marker] not in lists:
@@ -87,7 +108,7 @@ def validate_config(config, source="config.yaml", schema_path=CONFIG_SCHEMA):
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), e.message))
     if errors:
-        raise InputError(source, "; ".join(_describe(e) for e in errors[:5]))
+        raise InputError(source, "; ".join(_describe(e) for e in errors[:10]))
     config = copy.deepcopy(config)
     _fill_defaults(schema, config, schema)
     problems = _beyond_schema(config)

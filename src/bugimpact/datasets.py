@@ -37,6 +37,25 @@ def _check_md5(path, expected):
                                "the file is corrupt or not the official release")
 
 
+def official_problems(kind, path):
+    """What makes ``path`` not the official release of ``kind`` (cifar10: the tarball; mnist: the
+    folder of idx files, gzipped as distributed (md5-checked) or unpacked): (problem, fix) pairs."""
+    path = Path(path)
+    if kind == "cifar10":
+        files = {path: CIFAR10_MD5}
+    else:
+        files = {}
+        for stem, md5 in MNIST_FILES.values():
+            raw = path / stem
+            files.update({raw: None} if raw.exists() and not (path / f"{stem}.gz").exists()
+                         else {path / f"{stem}.gz": md5})
+    missing = [str(p) for p in files if not p.exists()]
+    if missing:
+        return [(f"missing {', '.join(missing)}", f"put the official files there (data.{kind} in the config)")]
+    wrong = [f"{p} (md5 {md5_file(p)})" for p, md5 in files.items() if md5 and md5_file(p) != md5]
+    return [(f"not the official files: {', '.join(wrong)}", "download the official release again")] if wrong else []
+
+
 def load_digits():
     from sklearn.datasets import load_digits as sk_digits
     bunch = sk_digits()

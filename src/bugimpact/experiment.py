@@ -13,27 +13,41 @@ from .harness import HARNESS_VERSION
 from .harness.registry import ARMS
 from .io import write_json
 
-KEY_FIELDS = ("model", "challenge", "epochs", "batch_size", "test_batch_size", "optimizer", "lr",
-              "momentum", "lr_schedule", "pooling", "seed_policy", "study_seed", "threads", "device",
-              "allow_tf32", "augment", "test_fraction")
+KEY_FIELDS = ("model", "model_options", "challenge", "epochs", "batch_size", "test_batch_size",
+              "optimizer", "lr", "momentum", "lr_schedule", "pooling", "seed_policy", "study_seed",
+              "threads", "device", "allow_tf32", "augment", "test_fraction")
 MAX_RUNS = 1000
 
 
 def experiment(train):
+    """The attributes of the experiment ``train`` (the config's) describes: ``KEY_FIELDS``, the
+    harness version, and the model's code where the harness's version does not cover it
+    (``models.Model.code``: a dotted model's package, hashed where the host has it)."""
     from .challenges import named_challenge
+    from .models import model_of
     attrs = {k: train.get(k) for k in KEY_FIELDS}
     if named_challenge(attrs["challenge"]).official_split:
         attrs["test_fraction"] = None  # the fraction plays no part
     if attrs["model"] != "vggx":
         attrs["pooling"] = None  # only VGG-X has the pool it chooses
+    if not attrs["model_options"]:
+        del attrs["model_options"]  # none given: the keys of before, and the runs under them
     attrs["harness_version"] = HARNESS_VERSION
+    code = model_of(train).code()
+    if code is not None:
+        attrs["model_code"] = code
     return attrs
 
 
 def experiment_key(train, runtime_id=None):
     """The key of an experiment; ``runtime_id`` names the runtime's interpreter, which can change
     every result, so another interpreter makes new runs beside the old ones."""
-    attrs = experiment(train)
+    return attributes_key(experiment(train), runtime_id)
+
+
+def attributes_key(attrs, runtime_id=None):
+    """The key of an experiment's attributes (``experiment``), as they are."""
+    attrs = dict(attrs)
     if runtime_id is not None:
         attrs["runtime"] = runtime_id
     digest = hashlib.sha256(json.dumps(attrs, sort_keys=True).encode()).hexdigest()[:10]
@@ -60,7 +74,7 @@ def experiment_attributes(found, key, where):
     ``key``; ``where``: the file or setting it came from, named when it is not."""
     from .io import InputError
     attrs = found.get("attributes") if isinstance(found, dict) else None
-    if not isinstance(attrs, dict) or found.get("key") != key or experiment_key(
+    if not isinstance(attrs, dict) or found.get("key") != key or attributes_key(
             attrs, found.get("runtime")) != key:
         raise InputError(where, f"not the experiment {key}: its attributes hash to another key; "
                          "delete it and run again (it is made from the config)")

@@ -103,7 +103,7 @@ def _run(work, folder, name, seed, options):
 def determinism(work, folder):
     """Two runs with one seed in processes of their own: identical, or where they part."""
     from .artifacts.launch import RunOptions
-    from .stats.analysis import first_divergence
+    from .stats.decisions import first_divergence
     records = [_run(work, folder, f"same-seed-{i}", 1, RunOptions(threads=work.spec["threads"]))
                for i in (1, 2)]
     epoch = first_divergence(*records)

@@ -5,6 +5,9 @@ artifact) fill the patterns in, so the plan, the CLI and the checks never spell 
 study's own outputs (tables, figures, the report) live under ``results/<study>/`` (``Plan.out``).
 docs/outputs.md says what each file holds.
 """
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: its schemas, data, envs and report
 DATA = "results/data/{challenge}.npz"  # a prepared challenge
 DATA_META = "results/data/{challenge}.json"  # its checksum and shapes
 EXPERIMENT = "results/experiments/{key}.json"  # what every run of the key computes with

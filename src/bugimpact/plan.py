@@ -14,6 +14,7 @@ from .experiment import experiment_file, experiment_key, study_bugs
 from .harness.registry import ARMS
 from .identities import Artifact, Bug
 from .io import ConfigError, InputError, config_file
+from .models import model_of
 from .sheet import validate
 
 
@@ -43,6 +44,7 @@ class Plan:
         for bug in self.cannot_run:
             del self.bugs[bug]
         self.kind = runtime_kind(config["runtime"]["kind"])
+        self.model = model_of(config["train"])  # what its runtimes must hold for it
         arms = [a for b in self.bugs.values() for a in b["arms"].values()]
         recipe_sha, self.toolchain = "", None  # the toolchain image, where a step uses docker
         if self.kind.needs_toolchain or any(source(a["source"]).built for a in arms):
@@ -104,10 +106,14 @@ class Plan:
         return ident
 
     def _register(self, ident, spec, recipe_sha):
-        """The artifact ``ident`` and the runtime it runs in (``RuntimeKind.runs_in``)."""
+        """The artifact ``ident``, made with its source's own settings, if it has any (in its spec:
+        an edit remakes it), and the runtime it runs in (``RuntimeKind.runs_in``)."""
+        if source(spec["source"]).settings_schema:
+            spec = {**spec, "settings": self.config["artifacts"].get(spec["source"], {})}
         if ident not in self.artifacts:
             kind = self.kind.runs_in(spec["source"], self.config["runtime"])
-            runtime = runtime_id({**self.config["runtime"], "kind": kind}, self.interpreter, recipe_sha)
+            runtime = runtime_id({**self.config["runtime"], "kind": kind}, self.interpreter, recipe_sha,
+                                 self.model.runtime_needs())
             self.artifacts[ident] = Artifact(ident, runtime, kind, spec)
 
     @property
@@ -186,7 +192,7 @@ class Plan:
         early = self.config["train"]["early_decision"]
         k = early["runs"]
         if early.get("trigger_rate"):
-            from .stats.analysis import pairs_for_rate
+            from .stats.decisions import pairs_for_rate
             k = pairs_for_rate(early["trigger_rate"])
         return k if early["enabled"] and k < self.runs else 0
 

@@ -12,7 +12,7 @@ does not have; importing it registers what it adds, with no edit to this package
 A model needs no plugin: ``train.model: module:Class`` names a class importable inside the
 runtime. The config schema takes its lists of sources, kinds and challenges from the registries
 (``config.code_lists``), so a config naming the new ones validates as it is."""
-from .io import InputError
+from .io import ConfigError, InputError
 
 GROUP = "bugimpact.plugins"
 _loaded = set()
@@ -32,26 +32,37 @@ def load():
                              f"cannot be imported: {type(exc).__name__}: {exc}") from exc
 
 
-def every(registry):
-    """The whole ``registry``, the plugins' entries included."""
-    load()
-    return registry
+class Registry(dict):
+    """One extension point's entries by name (runtime kinds, artifact sources, challenges,
+    metrics, model protocols): the package's own, and the plugins' once one is asked for. The one
+    place that adds, lists and finds an entry; ``what`` names the entry in messages and ``field``
+    the config key whose value picks one (named when a name is unknown)."""
 
+    def __init__(self, what, field, entries=()):
+        super().__init__(entries)
+        self.what, self.field = what, field
 
-def lookup(registry, name):
-    """``registry[name]`` (KeyError if absent), importing the plugins only for a name the
-    package does not have: a run's process that names built-in kinds never pays for the scan."""
-    if name not in registry:
+    def add(self, name, value):
+        """Add ``value`` under ``name``, refusing a name that is empty or taken (a plugin never
+        replaces what the package or another plugin registered)."""
+        if not name:
+            raise ValueError(f"a {self.what} needs a name")
+        if name in self and self[name] != value:
+            raise ValueError(f"{self.what} {name!r} is registered already: choose another name")
+        self[name] = value
+        return value
+
+    def every(self):
+        """Every entry, the plugins' included."""
         load()
-    return registry[name]
+        return self
 
-
-def register(registry, name, value, what):
-    """Add ``value`` under ``name``, refusing a name that is empty or taken (a plugin never
-    replaces what the package or another plugin registered)."""
-    if not name:
-        raise ValueError(f"a {what} needs a name")
-    if name in registry and registry[name] != value:
-        raise ValueError(f"{what} {name!r} is registered already: choose another name")
-    registry[name] = value
-    return value
+    def named(self, name):
+        """The entry ``name``, importing the plugins only for a name the package does not have (a
+        run's process that names built-in entries never pays for the scan); a ``ConfigError`` on
+        ``field`` names the known ones when none is."""
+        if name not in self:
+            load()
+        if name not in self:
+            raise ConfigError(f"unknown {self.what} {name!r}; known: {', '.join(self)}", field=self.field)
+        return self[name]

@@ -346,28 +346,15 @@ def _gpus(config, plan, recorded):
 
 
 def _data(config):
-    from .datasets import CIFAR10_MD5, MNIST_FILES, md5_file
+    """The challenge's raw file, as the challenge checks it."""
+    from .challenges import problems, raw_file
     challenge = config["train"]["challenge"]
-    if challenge == "digits":
-        return [Check("data", "pass", "digits ships with scikit-learn")]
-    if challenge == "cifar10":
-        files = {Path(config["data"]["cifar10"]): CIFAR10_MD5}
-    else:
-        folder = Path(config["data"]["mnist"])
-        files = {}
-        for stem, md5 in MNIST_FILES.values():  # gzipped as distributed (md5-checked), or unpacked
-            raw = folder / stem
-            files.update({raw: None} if raw.exists() and not (folder / f"{stem}.gz").exists()
-                         else {folder / f"{stem}.gz": md5})
-    missing = [str(p) for p in files if not p.exists()]
-    if missing:
-        return [Check("data", "FAIL", f"{challenge}: missing {', '.join(missing)}",
-                      f"put the official files there (data.{challenge} in the config)")]
-    wrong = [f"{p} (md5 {md5_file(p)})" for p, md5 in files.items() if md5 and md5_file(p) != md5]
-    if wrong:
-        return [Check("data", "FAIL", f"{challenge}: not the official files: {', '.join(wrong)}",
-                      "download the official release again")]
-    return [Check("data", "pass", f"{challenge}: {len(files)} file(s), official checksums")]
+    found = problems(challenge, config["data"])
+    if found:
+        return [Check("data", "FAIL", f"{challenge}: {'; '.join(p for p, _ in found)}",
+                      "; ".join(dict.fromkeys(fix for _, fix in found)))]
+    raw = raw_file(challenge, config["data"])
+    return [Check("data", "pass", f"{challenge}: {raw or 'no raw file'}, as it checks it")]
 
 
 def _interpreter(config, plan):

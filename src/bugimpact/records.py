@@ -36,22 +36,7 @@ def read_record(path):
     why = problem(record)
     if why:
         raise InputError(path, f"not a valid run record: {why}; {FIX}")
-    return with_counted_metrics(record)
-
-
-def with_counted_metrics(record):
-    """The record with every metric the statistics know: the harness's own floats, and those
-    only its confusion counts give (a plugin's metric, ``stats.exact.register_metric``) as the
-    floats of their exact values. The record on disk is not changed."""
-    counts = record.get("counts")
-    if record.get("status") != "ok" or not counts:
-        return record
-    from .stats.exact import metrics
-    missing = {name: of_matrix for name, of_matrix in metrics().items() if name not in record["metrics"]}
-    if not missing:
-        return record
-    counted = {name: float(of_matrix(counts["matrix"])) for name, of_matrix in missing.items()}
-    return dict(record, metrics={**record["metrics"], **counted})
+    return record
 
 
 def record_status(path):

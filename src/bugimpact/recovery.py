@@ -44,7 +44,7 @@ class Finding:
 def of_runs(paths):
     """The broken, failed and skipped (an earlier version's record of a run a decision made
     unneeded) among these run records."""
-    from .stats.analysis import failure_text
+    from .stats.failures import failure_text
     out = []
     for path in paths:
         status = record_status(path)

@@ -10,11 +10,11 @@ Resolvers are tried in the configured order; a PR none of them resolves is kept 
 - ``api``: the GitHub API's ``merge_commit_sha`` and its first parent.
 """
 import logging
-import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .framework.tables import SHA, checked_sha
 from .io import InputError, read_csv, write_csv
 from .landings import Commit, LandingIndex
 
@@ -23,7 +23,6 @@ log = logging.getLogger(__name__)
 COLUMNS = ("id", "pr", "status", "resolver", "corrected_sha", "buggy_sha", "corrected_date",
            "buggy_date", "cherry_picks", "other_prs", "commits", "onefix", "diff_tags", "reason")
 DIFF_FACTS = ("onefix", "diff_tags")  # what a fix's diff says: can a wheel take it, which device
-SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass
@@ -39,14 +38,6 @@ class Resolution:
 
 class Unresolved(Exception):
     pass
-
-
-def checked_sha(value, what):
-    """``value`` if it is a full commit SHA; else ValueError naming it (a value from an API or a
-    file that starts with ``-`` would reach git as an option)."""
-    if not isinstance(value, str) or not SHA.match(value) or value.endswith("\n"):
-        raise ValueError(f"{what}: not a commit SHA (40 hex digits): {str(value)[:80]!r}")
-    return value
 
 
 def _git(repo, *args):

@@ -113,7 +113,7 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     from pathlib import Path
 
     from ..io import atomic_open
-    from ..reach import patch
+    from ..framework import patch
     from . import release_files
     from .onefix import Refused, direction_of
     with zipfile.ZipFile(wheel) as archive:

@@ -244,7 +244,7 @@ RUN /opt/py/bin/pip install --no-cache-dir {packages} && rm -rf /tmp/wheels
 """
 
 
-def prepare_runtime(artifact, toolchain, requirements, gpus, folder):
+def prepare_runtime(artifact, toolchain, requirements, folder):
     """A runtime image per artifact: the toolchain image plus its wheel, numpy and the configured
     extra requirements. The artifact's own toolchain keeps build and runtime ABI-compatible."""
     from .requirements import requirements_identity
@@ -271,7 +271,7 @@ def prepare_runtime(artifact, toolchain, requirements, gpus, folder):
                     base=base, packages=" ".join(f"'{p}'" for p in packages)))
                 engine.build(tmp, tag, log, _build_args(""))
     return {"kind": "docker", "image": tag, "python": "python", "image_id": engine.image_id(tag),
-            "gpus": gpus, "probe": _probe(engine, tag, PROBE)}
+            "probe": _probe(engine, tag, PROBE)}
 
 
 def container_name(out):
@@ -280,15 +280,22 @@ def container_name(out):
     return "bugimpact-run-" + hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()[:16]
 
 
-# what the harness process needs of the launcher's environment (threads, hashing, the GPU)
-HARNESS_ENV = ("PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-               "CUDA_VISIBLE_DEVICES")
+# what the harness process needs of the launcher's environment (threads, hashing); its GPU is
+# given as a device of the container (``container_gpus``), never by the host's number
+HARNESS_ENV = ("PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def container_gpus(env):
+    """The host GPUs a run's container gets: the ones its launcher claimed or was assigned (the
+    run's CUDA_VISIBLE_DEVICES, in the host's numbering), none for a CPU run. Inside, docker
+    numbers them from 0, so the host's numbers are not passed in."""
+    return [d for d in (env.get("CUDA_VISIBLE_DEVICES") or "").split(",") if d.strip()]
 
 
 def run_harness(runtime, spec, out, env, log, timeout=None):
     """One harness run in its runtime image: harness, data and spec read-only, the run folder
     writable, no network, the caller's uid, the harness environment variables, GPUs when
-    configured. Returns the exit code; ``TimeoutError`` once the container is gone."""
+    claimed for it (``container_gpus``). Returns the exit code; ``TimeoutError`` once the container is gone."""
     out = Path(out).resolve()
     data_dir = Path(spec["data"]).resolve().parent
     with tempfile.TemporaryDirectory(prefix="bugimpact-spec-") as tmp:
@@ -305,4 +312,4 @@ def run_harness(runtime, spec, out, env, log, timeout=None):
                      str(spec_file): {"bind": "/bugimpact/spec.json", "mode": "ro"},
                      str(out.parent): {"bind": str(out.parent), "mode": "rw"},
                      str(data_dir): {"bind": str(data_dir), "mode": "ro"}},
-            device_requests=gpu_requests(runtime.get("gpus") or ""))
+            device_requests=gpu_requests(container_gpus(env)))

@@ -189,16 +189,7 @@ def _sigterm_as_exit():
         signal.signal(signal.SIGTERM, before)
 
 
-def gpu_requests(value):
-    """``runtime.gpus`` (the CLI's ``--gpus``: all, a count, or device=ID,ID) as the engine's
-    device requests; none for ""."""
-    value = str(value).strip().strip('"')
-    if not value:
-        return []
-    if value == "all":
-        return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    if value.isdigit():
-        return [DeviceRequest(count=int(value), capabilities=[["gpu"]])]
-    if value.startswith("device="):
-        return [DeviceRequest(device_ids=value[len("device="):].split(","), capabilities=[["gpu"]])]
-    raise ValueError(f"runtime.gpus {value!r}: expected all, a number of GPUs, or device=ID[,ID...]")
+def gpu_requests(devices):
+    """The engine's device request for these host GPU ids (none for none): the container sees
+    them, numbered from 0."""
+    return [DeviceRequest(device_ids=list(devices), capabilities=[["gpu"]])] if devices else []

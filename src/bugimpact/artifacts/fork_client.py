@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from .common import SRC, RunTimeout
+from .kinds import kind
 
 IDLE_S = 120
 
@@ -66,10 +67,11 @@ def connect(runtime, env):
         if path.exists():
             path.unlink()  # a server that died left its socket
         with open(f"{path}.log", "ab") as log:
-            server = subprocess.Popen(
-                [runtime["python"], "-m", "bugimpact.harness.server", "--socket", str(path),
-                 "--idle", str(IDLE_S)], env=env, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=log, start_new_session=True)
+            command, env = kind(runtime["kind"]).process(
+                runtime, ["-m", "bugimpact.harness.server", "--socket", str(path), "--idle", str(IDLE_S)],
+                env)
+            server = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                      stderr=log, start_new_session=True)
         deadline = time.time() + START_TIMEOUT_S
         while time.time() < deadline:
             conn = _connect(path)

@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 
-from ..io import ConfigError
+from ..plugins import Registry
 
 
 class RuntimeKind:
@@ -20,6 +20,13 @@ class RuntimeKind:
     forks = False  # runs may fork from a server that imported torch once
     needs_toolchain = False  # made from the docker toolchain image
     chooses_python = False  # runs on runtime.python (else on the host's, or the image's)
+    installs = True  # installs runtime.requirements (and a model's: ``models``) into each runtime
+    # its runs see the host's own packages, as the host finds them (its PYTHONPATH too): a
+    # model's code found there is what they import
+    host_packages = False
+    # the JSON schema of its own settings, ``runtime.<name>`` in the config (None: it has none);
+    # a runtime is made with them (its record keeps them, and editing them remakes it)
+    settings_schema = None
 
     def refusal(self, source):
         """Why this kind cannot run an artifact of ``source``, or "" when it can."""
@@ -59,15 +66,17 @@ class RuntimeKind:
         python = runtime.get("python")
         return [python] if python and not os.path.exists(python) else []
 
-    def command(self, runtime, out, env, data):
-        """The harness's command line in this runtime, and the environment to give it."""
-        return [runtime["python"], "-m", "bugimpact.harness", "--spec", "-", "--out", str(out)], env
+    def process(self, runtime, arguments, env):
+        """How a harness process starts in this runtime: its command line (the runtime's Python
+        with ``arguments``) and environment. A run's process and a fork server both start so,
+        and every run forked from the server inherits what its start set (a priority, limits)."""
+        return [runtime["python"], *arguments], env
 
     def run(self, runtime, spec, out, env, log, timeout=None):
         """Run the harness once (its output to ``log``); returns its exit code. After ``timeout``
         seconds, or on any interrupt, everything it started is killed, and only then is
         ``TimeoutError`` (or the interrupt) raised."""
-        cmd, env = self.command(runtime, out, env, spec["data"])
+        cmd, env = self.process(runtime, ["-m", "bugimpact.harness", "--spec", "-", "--out", str(out)], env)
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, text=True, env=env, stdout=log, stderr=log,
                                 start_new_session=True)
         try:
@@ -89,6 +98,8 @@ class Local(RuntimeKind):
     torch of a venv study)."""
     name = "local"
     forks = True
+    installs = False
+    host_packages = True
 
     def refusal(self, source):
         from .source_kinds import source as source_of
@@ -153,27 +164,24 @@ class Docker(RuntimeKind):
         from .docker import prepare_runtime
         from ..io import read_json
         return prepare_runtime(manifest, read_json(settings["toolchain_json"]),
-                               settings["requirements"], settings["gpus"], folder)
+                               settings["requirements"], folder)
 
     def run(self, runtime, spec, out, env, log, timeout=None):
         from .docker import run_harness
         return run_harness(runtime, spec, out, env, log, timeout)
 
 
-KINDS = {kind.name: kind() for kind in (Local, Venv, Docker)}
+KINDS = Registry("runtime kind", "runtime.kind", {kind.name: kind() for kind in (Local, Venv, Docker)})
 
 
 def register(cls):
     """Add a runtime kind class (a plugin's: ``bugimpact.plugins``); a class decorator."""
-    from ..plugins import register as add
-    add(KINDS, cls.name, cls(), "runtime kind")
+    KINDS.add(cls.name, cls())
     return cls
 
 
-def runtime_kinds():
-    """Every runtime kind, the plugins' included: name -> RuntimeKind."""
-    from ..plugins import every
-    return every(KINDS)
+runtime_kinds = KINDS.every  # name -> RuntimeKind, the plugins' included
+kind = KINDS.named
 
 
 def runtime_pattern():
@@ -181,21 +189,14 @@ def runtime_pattern():
     return "(?:%s)-[A-Za-z0-9_.-]+" % "|".join(map(re.escape, runtime_kinds()))
 
 
-def kind(name):
-    from ..plugins import lookup
-    try:
-        return lookup(KINDS, name)
-    except KeyError:
-        raise ConfigError(f"unknown runtime kind {name!r}; known: {', '.join(KINDS)}",
-                          field="runtime.kind") from None
-
-
-def runtime_id(runtime_cfg, interpreter, recipe_sha=""):
+def runtime_id(runtime_cfg, interpreter, recipe_sha="", model_needs=None):
     """The runtime's identity, a path component: its kind, the interpreter's version (or
-    ``image``), and a hash of what the kind names it by and of the extra requirements' content."""
+    ``image``), and a hash of what the kind names it by, of the extra requirements' content and
+    of what the model needs of it (``models.Model.runtime_needs``: the torchvision table)."""
     from .requirements import requirements_identity
     name = runtime_cfg["kind"]
     label, what = kind(name).identity(interpreter, recipe_sha)
-    digest = hashlib.sha256(json.dumps([name, what, requirements_identity(
-        runtime_cfg.get("requirements", []))]).encode()).hexdigest()[:8]
+    named = [name, what, requirements_identity(runtime_cfg.get("requirements", []))]
+    digest = hashlib.sha256(json.dumps(named + ([model_needs] if model_needs else [])).encode()
+                            ).hexdigest()[:8]
     return f"{name}-{label}-{digest}"

@@ -21,12 +21,14 @@ class RunOptions:
     runs_per_gpu: int = 1
     timeout: Optional[float] = None
     fork_server: bool = False
+    runtime_gpus: str = ""  # runtime.gpus: which of the GPUs the lock hands out
 
     @classmethod
     def of(cls, train_cfg):
+        """From ``train`` (``steps.training.job_settings``: its ``JOB_SETTINGS`` and runtime.gpus)."""
         return cls(retries=train_cfg["retries"], threads=train_cfg["threads"], gpus=train_cfg["gpus"],
                    runs_per_gpu=train_cfg["runs_per_gpu"], timeout=train_cfg["timeout_s"],
-                   fork_server=train_cfg["fork_server"])
+                   fork_server=train_cfg["fork_server"], runtime_gpus=train_cfg.get("runtime_gpus", ""))
 
 
 def launch(runtime, spec, out, log_handle, options=None):
@@ -42,20 +44,21 @@ def launch(runtime, spec, out, log_handle, options=None):
     jobs could outlive its job or see another job's GPU."""
     options = options or RunOptions()
     kind = runtime_kind(runtime["kind"])
-    pool = gpu_pool(os.environ, options.gpus) if spec.get("device") == "cuda" else None
+    pool = (gpu_pool(os.environ, options.gpus, runtime_gpus=options.runtime_gpus)
+            if spec.get("device") == "cuda" else None)
     holder = f"{spec.get('bug')} {spec.get('arm')} run {spec.get('run')}"
     with GpuLock(pool, options.runs_per_gpu, options.timeout, holder=holder) as lock:
         log_handle.write(f"device {spec.get('device', 'cpu')}: {lock.how}\n")
         log_handle.flush()
         if options.fork_server and kind.forks and not os.environ.get("SLURM_JOB_ID"):
             try:
-                return run_forked(runtime, spec, out, log_handle, harness_env(options.threads),
+                return run_forked(runtime, spec, out, log_handle, harness_env(options.threads, host_packages=kind.host_packages),
                                   lock.device, options.timeout)
             except ServerUnavailable as exc:
                 log_handle.write(f"{exc}: this run goes in a process of its own\n")
                 log_handle.flush()
         try:
-            return kind.run(runtime, spec, out, harness_env(options.threads, lock.device), log_handle,
+            return kind.run(runtime, spec, out, harness_env(options.threads, lock.device, kind.host_packages), log_handle,
                             options.timeout)
         except TimeoutError:
             raise RunTimeout(f"timed out after {options.timeout}s") from None

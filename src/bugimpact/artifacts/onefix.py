@@ -7,7 +7,7 @@ Which case holds is checked (the diff must apply in exactly one direction), neve
 
 The artifact is the release wheel plus an overlay: the patched files, made here on the host from
 the wheel's own copies, and copied over the installed package by the runtime. Each change is placed
-by its changed lines, as reach places it (``reach.patch``): a release cut from a branch may have
+by its changed lines, as reach places it (``framework.patch``): a release cut from a branch may have
 moved or edited the lines around a fix. A fix that changes ATen's op files also gets an override
 library of them, built from the release's own files (``compiled``, ``kernels``). It is refused, with the reason recorded, when the diff touches any
 other compiled code or build input (its kind named), or when a changed line itself is not in the
@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 from ..io import atomic_open, write_text
-from ..reach import patch
+from ..framework import patch
 
 PACKAGE = "torch"
 # Anything that is compiled, generates code, or drives the build: a wheel cannot take it as a patch.
@@ -174,7 +174,7 @@ def wheel_files(wheel):
 def make_overlay(wheel, patch_text, arm, out_dir):
     """Decide the direction on the wheel's own files and write the arm's overlay.
 
-    Each change of the diff is placed in the release's copy of its file (``reach.patch``: the
+    Each change of the diff is placed in the release's copy of its file (``framework.patch``: the
     changed lines must be there, the context may have moved on), forwards (the release lacks the
     fix) or in reverse (it has it); exactly one direction must place every change. The patched
     files must give back the release's bytes when the fix is reversed on them again.

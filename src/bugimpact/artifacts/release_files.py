@@ -98,7 +98,7 @@ def from_tree(read, tag, paths, shipped, origin):
 
 def clone_reader(clone, tag):
     """A reader of the clone's files at ``tag``, or None when the clone has no such tag."""
-    from ..reach.tables import GitTree
+    from ..framework.tables import GitTree
     if not TAG.match(tag):
         return None
     commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "--verify", "--quiet",

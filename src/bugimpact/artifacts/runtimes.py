@@ -180,14 +180,15 @@ class NoGpu(RuntimeError):
     job fails with this message and leaves no record, so the run is made once a GPU is there."""
 
 
-def gpu_pool(env, configured=0, nvidia_smi=("nvidia-smi", "-L")):
+def gpu_pool(env, configured=0, nvidia_smi=("nvidia-smi", "-L"), runtime_gpus=""):
     """The GPUs a cuda run may use, and who chooses among them.
 
     ``("assigned", [ids])``: an executor gave this job its GPUs (SLURM sets CUDA_VISIBLE_DEVICES
     for a job that asked for them); the run uses them as given, no lock. ``("lock", [ids])``:
     nothing assigns GPUs (a local Snakemake run): the GPUs the user left visible
     (CUDA_VISIBLE_DEVICES), else ``train.gpus`` of them, else every GPU ``nvidia-smi -L`` lists;
-    each run claims a free slot of one of them by a lock file."""
+    each run claims a free slot of one of them by a lock file. ``runtime_gpus`` (``runtime.gpus``:
+    all, a count N (GPUs 0..N-1) or device=ID[,ID]) keeps the lock to those of them."""
     visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     if env.get("SLURM_JOB_ID"):
         if not visible:
@@ -196,14 +197,33 @@ def gpu_pool(env, configured=0, nvidia_smi=("nvidia-smi", "-L")):
                         "gpu=1; check that the partition has GPUs (gres) and the profile's partition")
         return "assigned", visible
     if visible:
-        return "lock", visible
-    if configured:
-        return "lock", [str(i) for i in range(configured)]
-    found = list_gpus(nvidia_smi)
-    if not found:
-        raise NoGpu("train.device is cuda, but no GPU was found (nvidia-smi -L lists none): "
-                    "set train.gpus, or train.device: cpu")
-    return "lock", [str(i) for i in range(len(found))]
+        pool = visible
+    elif configured:
+        pool = [str(i) for i in range(configured)]
+    else:
+        found = list_gpus(nvidia_smi)
+        if not found:
+            raise NoGpu("train.device is cuda, but no GPU was found (nvidia-smi -L lists none): "
+                        "set train.gpus, or train.device: cpu")
+        pool = [str(i) for i in range(len(found))]
+    chosen = gpu_ids(runtime_gpus, pool)
+    if not chosen:
+        raise NoGpu(f"runtime.gpus {runtime_gpus!r} names none of the GPUs here ({','.join(pool)})")
+    return "lock", chosen
+
+
+def gpu_ids(value, pool):
+    """The GPUs of ``pool`` that ``runtime.gpus`` keeps: all of them for "" or all, the first N
+    for a count, the listed ones for device=ID[,ID]."""
+    value = str(value).strip().strip('"')
+    if value in ("", "all"):
+        return list(pool)
+    if value.isdigit():
+        return list(pool)[:int(value)]
+    if value.startswith("device="):
+        wanted = value[len("device="):].split(",")
+        return [d for d in pool if d in wanted]
+    raise ValueError(f"runtime.gpus {value!r}: expected all, a number of GPUs, or device=ID[,ID...]")
 
 
 def list_gpus(nvidia_smi=("nvidia-smi", "-L")):
@@ -289,11 +309,15 @@ class GpuLock:
             self.handle.close()
 
 
-def harness_env(threads, device=None):
+def harness_env(threads, device=None, host_packages=False):
+    """A harness process's environment: this package's ``src`` first on its path, then, for a
+    kind whose runs see the host's packages (``RuntimeKind.host_packages``), the host's own
+    PYTHONPATH (where a model's package may be found, as the host found it: ``models``)."""
     env = dict(os.environ)
+    path = [str(SRC)] + ([env["PYTHONPATH"]] if host_packages and env.get("PYTHONPATH") else [])
     env.update({"PYTHONHASHSEED": "0", "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
                 "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-                "PYTHONPATH": str(SRC), "PYTHONDONTWRITEBYTECODE": "1"})
+                "PYTHONPATH": os.pathsep.join(path), "PYTHONDONTWRITEBYTECODE": "1"})
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(device)
     return env

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from ..io import ConfigError, InputError, read_json
+from ..plugins import Registry
 
 
 class Lost(RuntimeError):
@@ -35,6 +36,9 @@ class Source:
     a_release = False  # a released wheel: what a one-fix arm's release can be
     commit_fields = ()  # the arm's fields naming commits a clone must hold (preflight checks)
     overrides = False  # may carry a compiled fix's override library, checked on the workload
+    # the JSON schema of its own settings, ``artifacts.<name>`` in the config (None: it has none);
+    # ``make`` finds them in its spec's ``settings`` (an edit remakes its artifacts)
+    settings_schema = None
 
     @property
     def id_pattern(self):
@@ -293,7 +297,7 @@ class OneFix(Source):
         if kernels is not None:  # its kernels: the release's own files, rebuilt by the runtime
             from .compiled import prepare
             in_release, apply, built = prepare(kernels, sources, spec, base["wheel"],
-                                               _release_version(base), folder)
+                                               release_version(base), folder)
             if patch_text and in_release != fix_in_release:
                 raise onefix.Refused("the fix's Python files and its kernel files disagree on whether "
                                      "the release holds it")
@@ -308,25 +312,24 @@ class OneFix(Source):
                 "overlay_dir": str((folder / "overlay").resolve()), "overlay": overlay, "kernels": built}
 
 
-def _release_version(manifest):
-    """The torch version of a release wheel's manifest: the index's, or its file name's."""
-    return manifest.get("version_requested") or Path(manifest["wheel"]).name.split("-")[1].split("+")[0]
+def release_version(manifest):
+    """The torch version of an artifact's manifest: the index's, the installed one's, or its
+    wheel's file name's (a build from source: ``1.5.0a0+git...``)."""
+    return (manifest.get("version_requested") or manifest.get("version")
+            or Path(manifest["wheel"]).name.split("-")[1].split("+")[0])
 
 
-SOURCES = {s.name: s() for s in (Installed, PyPI, Wheel, Docker, OneFix)}
+SOURCES = Registry("artifact source", "source", {s.name: s() for s in (Installed, PyPI, Wheel, Docker, OneFix)})
 
 
 def register(cls):
     """Add an artifact source class (a plugin's: ``bugimpact.plugins``); a class decorator."""
-    from ..plugins import register as add
-    add(SOURCES, cls.name, cls(), "artifact source")
+    SOURCES.add(cls.name, cls())
     return cls
 
 
-def sources():
-    """Every artifact source, the plugins' included: name -> Source."""
-    from ..plugins import every
-    return every(SOURCES)
+sources = SOURCES.every  # name -> Source, the plugins' included
+source = SOURCES.named
 
 
 def host_source():
@@ -338,15 +341,6 @@ def artifact_pattern(built):
     """The ``{artifact}`` wildcard of the rule that makes the artifacts of the sources that are
     (``built=True``: the docker build) or are not built."""
     return "|".join(f"(?:{s.id_pattern})" for s in sources().values() if s.built == built)
-
-
-def source(name):
-    from ..plugins import lookup
-    try:
-        return lookup(SOURCES, name)
-    except KeyError:
-        raise ConfigError(f"unknown artifact source {name!r}; known: "
-                          f"{', '.join(SOURCES)}", field="source") from None
 
 
 def artifact_id(arm, recipe_sha="", target=""):

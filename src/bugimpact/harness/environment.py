@@ -2,6 +2,7 @@
 import os
 import platform
 import subprocess
+import sys
 
 import numpy as np
 import torch
@@ -38,6 +39,8 @@ def describe(device, flags, data_sha256, harness_version):
         "platform": platform.platform(),
         "numpy": np.__version__,
         "torch": torch.__version__,
+        # a torchvision model's library, once it is built (None: none was imported)
+        "torchvision": getattr(sys.modules.get("torchvision"), "__version__", None),
         "torch_git_version": getattr(torch.version, "git_version", None),
         "cuda": getattr(torch.version, "cuda", None),
         "cudnn": cudnn,
@@ -47,6 +50,7 @@ def describe(device, flags, data_sha256, harness_version):
         "driver": _driver() if on_cuda else None,
         "cpu_model": _cpu_model(),
         "threads": torch.get_num_threads(),
+        "nice": os.nice(0),  # the process's priority (a runtime kind may lower it)
         "determinism": flags,
         "dataset_sha256": data_sha256,
         "harness_version": harness_version,

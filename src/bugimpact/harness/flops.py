@@ -34,8 +34,7 @@ def epoch_flops(spec):
     dataset = data.load(spec["data"], spec.get("data_sha256"), spec.get("test_fraction", 0.25))
     device = torch.device(spec.get("device", "cpu"))
     x_train = dataset["x_train"]
-    model = models.build(spec["model"], x_train.shape[1], dataset["num_classes"], x_train.shape[2],
-                         spec.get("pooling") or "deterministic").to(device)
+    model = models.of_spec(spec, x_train, dataset["num_classes"]).to(device)
     batch = min(int(spec.get("batch_size", 64)), len(x_train))
     xb = torch.from_numpy(x_train[:batch]).to(device)
     yb = torch.from_numpy(dataset["y_train"][:batch]).to(device)

@@ -2,14 +2,15 @@
 
 Every model ends in LogSoftmax (trained with NLL loss, as in the paper). A user model is given as a
 dotted path ``package.module:Class`` (or ``package.module.Class``) whose constructor takes
-``in_channels, num_classes, size``.
+``in_channels, num_classes, size`` and the study's ``train.model_options``; a torchvision model as
+``torchvision.<name>`` (``Torchvision``).
 """
 import importlib
 
 import torch
 import torch.nn as nn
 
-from .registry import model_error
+from .registry import TORCHVISION, model_error, model_protocol
 
 
 def _flat_size(features, in_channels, size):
@@ -133,15 +134,53 @@ class SmallCNN(nn.Module):
 BUILTIN = {"vggx": VGGX, "alexnet": AlexNet32, "smallcnn": SmallCNN}  # registry.MODELS
 
 
-def build(name, in_channels, num_classes, size, pooling="deterministic"):
+class Torchvision(nn.Module):
+    """A torchvision model under this harness's contract: one-channel images repeated to the three
+    channels torchvision's models take, and LogSoftmax on the logits (NLL loss, as every model
+    here). Its state_dict is the torchvision model's, under ``net.``."""
+
+    def __init__(self, net, in_channels):
+        super(Torchvision, self).__init__()
+        if in_channels not in (1, 3):
+            raise ValueError("torchvision models take 3 channels (1 is repeated): not %d" % in_channels)
+        self.net, self.repeat = net, 3 if in_channels == 1 else 1
+
+    def forward(self, x):
+        if self.repeat > 1:
+            x = x.repeat(1, self.repeat, 1, 1)
+        out = self.net(x)
+        if isinstance(out, tuple):  # GoogLeNet and Inception v3 add auxiliary logits in training
+            out = out[0]
+        return torch.nn.functional.log_softmax(out, dim=1)
+
+
+def build(name, in_channels, num_classes, size, pooling="deterministic", options=None):
+    """The model ``name`` (``registry.model_protocol``), with ``options`` (train.model_options) as
+    keyword arguments: ``num_classes`` comes from the data unless an option sets it."""
     error = model_error(name)
     if error:
         raise ValueError(error)
+    options = dict(options or {})
+    protocol = model_protocol(name)
+    if protocol == "torchvision":
+        # by name, as a user's model: the harness itself imports only numpy and torch, and a
+        # study that trains no torchvision model needs none installed
+        library = importlib.import_module("torchvision.models")
+        options.setdefault("num_classes", num_classes)
+        # no weights: nothing is downloaded at run time (pretrained defaults to False, and
+        # weights, torchvision 0.13+, to None)
+        return Torchvision(getattr(library, name[len(TORCHVISION):])(**options), in_channels)
+    options.setdefault("num_classes", num_classes)
     if name == "vggx":
-        return VGGX(in_channels=in_channels, num_classes=num_classes, size=size, pooling=pooling)
-    if name in BUILTIN:
-        cls = BUILTIN[name]
-    else:
-        module, _, attr = name.replace(":", ".").rpartition(".")
-        cls = getattr(importlib.import_module(module), attr)
-    return cls(in_channels=in_channels, num_classes=num_classes, size=size)
+        return VGGX(in_channels=in_channels, size=size, pooling=pooling, **options)
+    if protocol == "builtin":
+        return BUILTIN[name](in_channels=in_channels, size=size, **options)
+    module, _, attr = name.replace(":", ".").rpartition(".")
+    cls = getattr(importlib.import_module(module), attr)
+    return cls(in_channels=in_channels, size=size, **options)
+
+
+def of_spec(spec, x_train, num_classes):
+    """The model a run's ``spec`` trains, for its training images ``x_train`` (N x C x H x W)."""
+    return build(spec["model"], x_train.shape[1], num_classes, x_train.shape[2],
+                 spec.get("pooling") or "deterministic", spec.get("model_options"))

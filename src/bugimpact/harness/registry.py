@@ -14,16 +14,31 @@ FAULTS = ("relu_leak", "momentum_ignored", "dropout_shift", "grad_scale", "label
 METRICS = tuple(_METRIC_DEFINITIONS)
 
 
-def model_error(name):
-    """Why a model name cannot be built, or None: a built-in name, or a dotted path
-    ``module:Class`` (or ``module.Class``) to a model importable inside the runtime."""
+TORCHVISION = "torchvision."  # train.model: torchvision.resnet18, a model torchvision builds
+
+
+def model_protocol(name):
+    """How a model named ``name`` is built, and who says what its code is (``models``, host side):
+    ``builtin`` (this harness's), ``torchvision`` (``torchvision.<function>``: the runtime's
+    torchvision builds it, no pretrained weights) or ``dotted`` (``module:Class``, importable
+    inside the runtime); None when the name is none of these."""
+    name = str(name)
     if name in MODELS:
-        return None
-    module, _, attr = str(name).replace(":", ".").rpartition(".")
+        return "builtin"
+    if name.startswith(TORCHVISION):
+        return "torchvision" if name[len(TORCHVISION):].isidentifier() else None
+    module, _, attr = name.replace(":", ".").rpartition(".")
     if module and attr and all(part.isidentifier() for part in module.split(".") + [attr]):
+        return "dotted"
+    return None
+
+
+def model_error(name):
+    """Why a model name cannot be built, or None."""
+    if model_protocol(name):
         return None
-    return "unknown model %r: use one of %s, or a dotted path module:Class to your own" % (
-        name, ", ".join(MODELS))
+    return ("unknown model %r: use one of %s, torchvision.<model> (torchvision.resnet18), or a "
+            "dotted path module:Class to your own" % (name, ", ".join(MODELS)))
 
 
 def record_digest(record):

@@ -142,8 +142,7 @@ def train(spec):
     faults.patch_framework(fault)
     x_train = dataset["x_train"]
     y_train = faults.adjust_labels(fault, dataset["y_train"], dataset["num_classes"])
-    model = models.build(spec["model"], x_train.shape[1], dataset["num_classes"], x_train.shape[2],
-                         spec.get("pooling") or "deterministic")
+    model = models.of_spec(spec, x_train, dataset["num_classes"])
     faults.adjust_model(fault, model)
     model.to(device)
     optimizer = make_optimizer(spec, model, fault)

@@ -4,13 +4,13 @@ A changed line counts when it ran (the trace's line tracer), a function's header
 was called, a line outside every function when its module was loaded (before the trace), a line of
 a function a module calls while it loads always; never documentation or an import, nor a value
 bound to a name that no line that ran reads. A change not in the traced copy is placed by the
-fix's own files (``static.python_scopes``), where a clone gives them.
+fix's own files (``python_scopes``), where a clone gives them.
 """
 import ast
 import base64
 import zlib
 
-from . import patch
+from ..framework import patch
 
 
 def unpack(text):
@@ -236,7 +236,7 @@ def called_while_loading(uses, qualified):
 
 def _unplaced(scopes, source, ran, uses):
     """For a change not found in the traced copy, from where the fix's own files put its lines
-    (``static.python_scopes``): ``("reached", how)`` when a changed line runs while its module
+    (``python_scopes``): ``("reached", how)`` when a changed line runs while its module
     loads (the module was loaded) or in a function that ran or is called then; ``(None, "")``
     when every changed line is an import or in the body of a function (by its qualified name in
     the traced copy) that did not run; else ``("unknown", why)``."""
@@ -308,3 +308,24 @@ def python_reach(path, hunks, trace, uses=None, scopes=None):
         f" (the hunks at lines {', '.join(map(str, unplaced))}, not in the traced copy, are in "
         "functions that did not run, by the fix's own files)" if unplaced else "")
     return reached, unknown, note
+
+
+def python_scopes(fd, old_tree, new_tree):
+    """{hunk index: [(where, function)]}: where each changed line of the fix runs in the fix's
+    own files (``PythonFile.scope``: a function's body or header, or module level), removed lines
+    in the buggy file and added lines in the corrected one. Where a copy that moved on since the
+    fix has lost the changed lines, these still say which function they were in."""
+    sources = {side: PythonFile(text) for side, tree, name in (("old", old_tree, fd.old_path),
+                                                               ("new", new_tree, fd.path))
+               if tree is not None and name and (text := tree.read(name)) is not None}
+    out = {}
+    for index, hunk in enumerate(fd.hunks):
+        scopes = set()
+        for change in patch.changes(hunk):
+            for side, source in sources.items():
+                start = change.line(side)
+                for n in range(start, start + len(change.side(side))):
+                    scopes.add(source.scope(n) or ("unparsable", None))
+        if scopes and len(sources) == 2:
+            out[index] = sorted(scopes, key=str)
+    return out

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from ..io import atomic_open, read_json, write_json
 from ..layout import REACH_TABLES
-from . import patch
+from ..framework import patch
 from .static import map_diff, needs_tables
-from .tables import DirTree, GitTree, SourceTree, Tables
+from ..framework.tables import DirTree, GitTree, SourceTree, Tables
 from .verdict import judge
 
 log = logging.getLogger("bugimpact.reach")

@@ -17,17 +17,12 @@ Each file of the diff ends in one of:
 import re
 from dataclasses import dataclass, field
 
-from . import cpp, patch
-from .tables import (AUTOGRAD_TEMPLATES, CPP_SUFFIXES, CWRAP, DERIVATIVES, NATIVE, NATIVE_YAML, REGISTER,
-                     TH, cwrap_entries, th_name, yaml_entries)
+from ..framework import cpp, patch
+from ..framework.paths import CUDA, kind_of
+from ..framework.tables import (AUTOGRAD_TEMPLATES, CPP_SUFFIXES, CWRAP, DERIVATIVES, NATIVE, NATIVE_YAML, REGISTER,
+                                TH, cwrap_entries, th_name, yaml_entries)
+from .python_files import python_scopes
 
-NOT_SHIPPED = re.compile(r"^(test|docs|benchmarks|scripts|\.github|\.circleci|\.jenkins|\.ci|"
-                         r"android|ios|binaries)/|^[^/]+\.(md|rst|txt)$|^\.[^/]+$|(^|/)README[^/]*$|"
-                         r"^(aten|c10|caffe2)/(.*/)?tests?/|_test\.(cc|cpp)$")
-# The C++ frontend (libtorch's torch::nn, optim, data, serialize): a Python workload never calls it.
-FRONTEND = re.compile(r"^torch/csrc/api/(src|include/torch/(nn|optim|data|serialize|detail))/|"
-                      r"^torch/csrc/api/include/torch/(expanding_array|ordered_dict|enum|arg|"
-                      r"serialize)\.h$")
 # C++ that Python reaches only through one Python package: not reached when none of that package's
 # functions ran (TorchScript's compiler and interpreter through torch.jit, ONNX export through
 # torch.onnx, process groups and RPC through torch.distributed). The tracer is excluded: every
@@ -35,13 +30,10 @@ FRONTEND = re.compile(r"^torch/csrc/api/(src|include/torch/(nn|optim|data|serial
 ENTERED_THROUGH = ((re.compile(r"^torch/csrc/(jit/passes/onnx|onnx)"), "torch/onnx/"),
                    (re.compile(r"^torch/csrc/jit/(?!.*tracer)"), "torch/jit/"),
                    (re.compile(r"^torch/(lib/c10d|csrc/distributed)/"), "torch/distributed/"))
-CUDA = re.compile(r"\.(cu|cuh)$|(^|/)(cuda|cudnn|miopen|hip|THC|THCUNN|THCS|nccl)/|"
-                  r"(^|/)[^/]*(cudnn|miopen|CUDA|Cuda|nccl)[^/]*$")
 # Machinery that most kernels run through: a change there cannot be bounded to a few operators.
 HUBS = re.compile(r"(^|/)(TensorIterator|DispatchStub|Loops|TensorIteratorReduce|Resize|"
                   r"TypeProperties|Copy|Fill|SharedReduceOps|ReduceOpsUtils|cpu/Reduce|"
                   r"cpu/Loops|cpu/vec256/[^/]*|UnaryOps\.h|BinaryOps\.h)[^/]*$")
-PYTHON_PACKAGE = "torch/"
 # the name a namespace-level declaration defines: ``static const int64_t kMax = 8;``, ``table[] =``
 DECLARED = re.compile(r"(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=|;|\{|$)")
 # The Python bindings (torch._C): hand-written under torch/csrc, and the templates of the generated
@@ -80,91 +72,78 @@ class Mapping:
                 "unknown": self.unknown, "tables": self.tables}
 
 
-def kind_of(path):
-    if path.startswith(PYTHON_PACKAGE) and path.endswith((".py", ".pyi")) and \
-            not path.startswith("torch/csrc/"):
-        return "python"
-    if NOT_SHIPPED.search(path) and not path.startswith("torch/"):
-        return "not_shipped"
-    if FRONTEND.search(path):
-        return "frontend"
-    if path.endswith((".py", ".pyi")) and path.startswith(("caffe2/", "tools/")) and \
-            not path.startswith(("tools/autograd/", "tools/codegen/", "tools/shared/")):
-        return "not_shipped" if path.startswith("tools/") else "unknown"
-    return "cpp"
-
-
 def needs_tables(diff_text):
     """Whether mapping this diff needs the operator tables (it changes C++ or ATen's YAML)."""
     return any(kind_of(fd.name) == "cpp" and not (fd.binary or CUDA.search(fd.name))
                for fd in patch.parse(diff_text))
 
 
+@dataclass
+class Change:
+    """One file of a diff, with what it is mapped through and into."""
+    fd: object  # patch.FileDiff
+    tables: object  # tables.Tables, or None when the diff needs none
+    old_tree: object
+    new_tree: object
+    mapping: Mapping
+
+    @property
+    def path(self):
+        return self.fd.name
+
+    @property
+    def kind(self):
+        return kind_of(self.fd.name)
+
+    @property
+    def args(self):  # what the handlers of C++ and YAML changes read
+        return self.fd, self.tables, self.old_tree, self.new_tree, self.mapping
+
+
+def _python(change):
+    change.mapping.python.append((change.path, change.fd.hunks))
+    if change.old_tree or change.new_tree:
+        change.mapping.scopes[change.path] = python_scopes(change.fd, change.old_tree, change.new_tree)
+
+
+def _entered(change):
+    package = next(pkg for rx, pkg in ENTERED_THROUGH if rx.search(change.path))
+    change.mapping.entered.append((change.path, package))
+
+
+# What each file of a diff is, and what is done with it: the first row whose test it passes.
+CHANGE_KINDS = (
+    (lambda c: c.kind == "python", _python),
+    (lambda c: c.kind == "not_shipped", lambda c: c.mapping.not_shipped.append(c.path)),
+    (lambda c: c.kind == "frontend", lambda c: c.mapping.frontend.append(c.path)),
+    (lambda c: c.kind == "unknown",
+     lambda c: c.mapping.unknown.append(f"{c.path}: a Python file outside the torch package")),
+    (lambda c: c.fd.binary, lambda c: c.mapping.unknown.append(f"{c.path}: a binary change")),
+    # CUDA-only, with no tables to map it through: its operators matter on a GPU only
+    (lambda c: CUDA.search(c.path) and c.tables is None, lambda c: c.mapping.cuda.append(c.path)),
+    (lambda c: c.path == NATIVE_YAML, lambda c: _yaml_change(*c.args, forward=True)),
+    (lambda c: c.path == DERIVATIVES, lambda c: _yaml_change(*c.args, forward=False)),
+    (lambda c: c.path.startswith(NATIVE) and c.path.endswith(CPP_SUFFIXES), lambda c: _native_change(*c.args)),
+    (lambda c: c.path == AUTOGRAD_TEMPLATES + "Functions.cpp", lambda c: _formula_helpers(*c.args)),
+    (lambda c: CUDA.search(c.path), lambda c: c.mapping.cuda.append(c.path)),
+    (lambda c: c.path == CWRAP, lambda c: _cwrap_change(*c.args)),
+    (lambda c: c.path.startswith(TH) and c.path.endswith(CPP_SUFFIXES + (".c",)), lambda c: _th_change(*c.args)),
+    (lambda c: any(rx.search(c.path) for rx, _ in ENTERED_THROUGH), _entered),
+    (lambda c: BINDINGS.search(c.path), lambda c: _binding_change(*c.args)),
+    (lambda c: True, lambda c: c.mapping.unknown.append(f"{c.path}: {_why_unbounded(c.path)}")),
+)
+
+
 def map_diff(diff_text, tables, old_tree=None, new_tree=None):
     """A fix's diff mapped through ``tables`` (built at the corrected commit; None when
-    ``needs_tables`` says no). ``new_tree`` and ``old_tree``: copies of the changed files at the
-    corrected and buggy commits (default: the tables' own tree, where hunks are found by text)."""
+    ``needs_tables`` says no), each file by the first row of ``CHANGE_KINDS`` it matches.
+    ``new_tree`` and ``old_tree``: copies of the changed files at the corrected and buggy commits
+    (default: the tables' own tree, where hunks are found by text)."""
     mapping = Mapping(tables=tables.label if tables else "not needed (no C++ change)")
     for fd in patch.parse(diff_text):
-        path = fd.name
-        kind = kind_of(path)
-        if kind == "python":
-            mapping.python.append((path, fd.hunks))
-            if old_tree or new_tree:
-                mapping.scopes[path] = python_scopes(fd, old_tree, new_tree)
-        elif kind == "not_shipped":
-            mapping.not_shipped.append(path)
-        elif kind == "frontend":
-            mapping.frontend.append(path)
-        elif kind == "unknown":
-            mapping.unknown.append(f"{path}: a Python file outside the torch package")
-        elif fd.binary:
-            mapping.unknown.append(f"{path}: a binary change")
-        elif CUDA.search(path) and tables is None:  # CUDA-only: its operators matter on a GPU only
-            mapping.cuda.append(path)
-        elif path == NATIVE_YAML:
-            _yaml_change(fd, tables, old_tree, new_tree, mapping, forward=True)
-        elif path == DERIVATIVES:
-            _yaml_change(fd, tables, old_tree, new_tree, mapping, forward=False)
-        elif path.startswith(NATIVE) and path.endswith(CPP_SUFFIXES):
-            _native_change(fd, tables, old_tree, new_tree, mapping)
-        elif path == AUTOGRAD_TEMPLATES + "Functions.cpp":
-            _formula_helpers(fd, tables, old_tree, new_tree, mapping)
-        elif CUDA.search(path):
-            mapping.cuda.append(path)
-        elif path == CWRAP:
-            _cwrap_change(fd, tables, old_tree, new_tree, mapping)
-        elif path.startswith(TH) and path.endswith(CPP_SUFFIXES + (".c",)):
-            _th_change(fd, tables, old_tree, new_tree, mapping)
-        elif any(rx.search(path) for rx, _ in ENTERED_THROUGH):
-            mapping.entered.append((path, next(pkg for rx, pkg in ENTERED_THROUGH if rx.search(path))))
-        elif BINDINGS.search(path):
-            _binding_change(fd, tables, old_tree, new_tree, mapping)
-        else:
-            mapping.unknown.append(f"{path}: {_why_unbounded(path)}")
+        change = Change(fd, tables, old_tree, new_tree, mapping)
+        next(handle for applies, handle in CHANGE_KINDS if applies(change))(change)
     return mapping
-
-
-def python_scopes(fd, old_tree, new_tree):
-    """{hunk index: [(where, function)]}: where each changed line of the fix runs in the fix's
-    own files (``PythonFile.scope``: a function's body or header, or module level), removed lines
-    in the buggy file and added lines in the corrected one. Where a copy that moved on since the
-    fix has lost the changed lines, these still say which function they were in."""
-    from .python_files import PythonFile
-    sources = {side: PythonFile(text) for side, tree, name in (("old", old_tree, fd.old_path),
-                                                               ("new", new_tree, fd.path))
-               if tree is not None and name and (text := tree.read(name)) is not None}
-    out = {}
-    for index, hunk in enumerate(fd.hunks):
-        scopes = set()
-        for change in patch.changes(hunk):
-            for side, source in sources.items():
-                start = change.line(side)
-                for n in range(start, start + len(change.side(side))):
-                    scopes.add(source.scope(n) or ("unparsable", None))
-        if scopes and len(sources) == 2:
-            out[index] = sorted(scopes, key=str)
-    return out
 
 
 def _why_unbounded(path):

@@ -7,23 +7,16 @@ are exact. Records without counts (made by an older harness) keep their float me
 the 1e-12 grid of ``rank_tests.snap``.
 """
 from ..harness.metrics import METRICS as _HARNESS_METRICS
+from ..plugins import Registry
+from ..records import read_record
 
 # metric -> its exact value from the confusion matrix: the harness's own (each defined once, in
 # ``harness.metrics``), and any a plugin registers here
-METRICS = dict(_HARNESS_METRICS)
-
-
-def register_metric(name, of_matrix):
-    """Add a metric (a plugin's: ``bugimpact.plugins``): ``of_matrix(matrix)``, its exact value
-    (a Fraction) from a run's confusion matrix, which every record of this harness holds."""
-    from ..plugins import register
-    return register(METRICS, name, of_matrix, "metric")
-
-
-def metrics():
-    """Every metric the statistics can test, the plugins' included: name -> its function."""
-    from ..plugins import every
-    return every(METRICS)
+METRICS = Registry("metric", "stats.metrics", _HARNESS_METRICS)
+# a plugin's metric (``bugimpact.plugins``): (name, of_matrix), its exact value (a Fraction) from a
+# run's confusion matrix, which every record of this harness holds
+register_metric = METRICS.add
+metrics = METRICS.every  # name -> its function, the plugins' included
 
 
 def exact_metrics(counts):
@@ -44,3 +37,22 @@ def metric_values(records, metric):
             return [record["metrics"][metric] for record in records]
         exact.append(value)
     return exact
+
+
+def counted_record(path):
+    """The run record at ``path`` (``records.read_record``), with every metric the statistics know."""
+    return with_counted_metrics(read_record(path))
+
+
+def with_counted_metrics(record):
+    """The record with every metric the statistics know: the harness's own floats, and those
+    only its confusion counts give (a plugin's metric, ``stats.exact.register_metric``) as the
+    floats of their exact values. The record on disk is not changed."""
+    counts = record.get("counts")
+    if record.get("status") != "ok" or not counts:
+        return record
+    missing = {name: of_matrix for name, of_matrix in metrics().items() if name not in record["metrics"]}
+    if not missing:
+        return record
+    counted = {name: float(of_matrix(counts["matrix"])) for name, of_matrix in missing.items()}
+    return dict(record, metrics={**record["metrics"], **counted})

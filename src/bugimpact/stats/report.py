@@ -5,7 +5,7 @@ import base64
 import re
 from pathlib import Path
 
-from ..config import ROOT
+from ..layout import ROOT
 from ..io import read_csv, write_text
 
 TEMPLATES = ROOT / "report"

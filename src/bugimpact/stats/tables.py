@@ -11,8 +11,9 @@ import math
 import numpy as np
 
 from ..io import read_json, write_csv, write_json
-from ..records import read_record
-from .analysis import METRIC_COLUMNS, analyse_bug, decided_without_test, verdict
+from .exact import counted_record
+from .analysis import METRIC_COLUMNS, analyse_bug
+from .verdicts import decided_without_test, verdict
 from .effects import adjust
 
 VERDICTS = ("impact", "no evidence of impact", "not triggered", "not triggered on cpu",
@@ -87,7 +88,7 @@ def bug_stats(bug, record_paths, stats_cfg, design, outputs, gates=None):
     gates = gates or {}
     tags, arms, early = gates.get("tags", ""), gates.get("arms"), gates.get("early")
     required_runs = design["runs"]
-    records = [read_record(p) for p in record_paths]
+    records = [counted_record(p) for p in record_paths]
     rows, info = analyse_bug(bug, records, stats_cfg["metrics"], required_runs, design["seed_policy"],
                              stats_cfg["alpha"], stats_cfg["power"], design.get("sequential"))
     if early and early.get("decision") == "not_triggered":

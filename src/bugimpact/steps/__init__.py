@@ -9,6 +9,7 @@ from .builds import (  # noqa: F401
     build_status,
     build_summary,
     docker_build,
+    made_with,
     runtime,
     toolchain,
 )

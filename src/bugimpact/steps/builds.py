@@ -1,6 +1,8 @@
 """Step 4: each arm's framework artifact (a docker build, a release wheel, a one-fix overlay)
 and the runtime it trains in; the arms gate that says whether a bug can run."""
 import logging
+import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -94,16 +96,19 @@ def artifact(sources, spec, out, toolchain_json=None):
     return manifest
 
 
-RUNTIME_SETTINGS = {"interpreter": None, "requirements": (), "gpus": "", "toolchain_json": None,
-                    "installer": "uv", "cache": "data/cache/uv", "sources": None}
+RUNTIME_SETTINGS = {"interpreter": None, "requirements": (), "toolchain_json": None,
+                    "installer": "uv", "cache": "data/cache/uv", "sources": None, "model": None,
+                    "kind_settings": None}
 
 
 def runtime(kind, artifact_manifest, out, settings=None):
     """The runtime that trains on one artifact; one that cannot be made is a recorded failure.
     ``settings`` (defaults: ``RUNTIME_SETTINGS``): the interpreter, extra ``requirements``,
-    docker's ``gpus``, the docker runtime's ``toolchain_json``, how a venv is made (``installer``,
-    uv or pip, and uv's ``cache``), and where the artifact's downloads are fetched again from when
-    their cache lost them (``sources``: ``artifact_sources``)."""
+    the docker runtime's ``toolchain_json``, how a venv is made (``installer``,
+    uv or pip, and uv's ``cache``), where the artifact's downloads are fetched again from when
+    their cache lost them (``sources``: ``artifact_sources``), the study's ``model`` (its
+    ``train.model`` and options: what the runtime must hold for it, ``models``) and the kind's own
+    settings (``kind_settings``: ``runtime.<kind>``, kept in the record)."""
     from ..artifacts import runtimes
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
@@ -116,11 +121,18 @@ def runtime(kind, artifact_manifest, out, settings=None):
         from ..artifacts.kernels import BuildRefused
         from ..artifacts.kinds import kind as runtime_kind
         from ..artifacts.source_kinds import Lost, source
+        from ..models import Refused as ModelRefused
         settings = {**RUNTIME_SETTINGS, **(settings or {})}
         try:
             # a cached download that has gone is fetched again (the same bytes) before it installs
             manifest = source(manifest["source"]).fetched(manifest, settings["sources"])
+            pins = model_pins(settings["model"], manifest, runtime_kind(kind), settings)
+            settings["requirements"] = [*settings["requirements"], *(f"{d}=={v}" for d, v in pins)]
             result = runtime_kind(kind).make(manifest, folder, settings)
+            if pins:
+                result["model_requirements"] = held(pins, result)
+            if settings["kind_settings"] is not None:
+                result["settings"] = settings["kind_settings"]
             if manifest.get("kernels"):  # a compiled fix: its override, built against this torch
                 result["override"] = _override(manifest["kernels"], result["python"], folder)
         except InputError:
@@ -128,6 +140,9 @@ def runtime(kind, artifact_manifest, out, settings=None):
         except BuildRefused as exc:
             log.error("runtime %s: %s", kind, exc)
             result = {"kind": kind, "status": "failed", "reason": f"override build refused: {exc}"}
+        except ModelRefused as exc:
+            log.error("runtime %s: %s", kind, exc)
+            result = {"kind": kind, "status": "failed", "reason": f"model refused: {exc}"}
         except Lost as exc:
             log.error("runtime %s: %s", kind, exc)
             result = {"kind": kind, "status": "failed",
@@ -139,6 +154,58 @@ def runtime(kind, artifact_manifest, out, settings=None):
     result["artifact"] = manifest
     runtimes.write_runtime(out, result)
     return result
+
+
+def made_with(value):
+    """The runtime rule's tracked ``requirements`` param as settings: the requirements list alone
+    (as it was before the model's needs and kind settings existed), or all of them."""
+    return value if isinstance(value, dict) else {"requirements": value}
+
+
+def model_pins(train, manifest, kind, settings):
+    """The packages (distribution, version) a runtime of ``manifest``'s torch installs for the
+    study's model (``train``: its train.model and options); ``models.Refused`` when none exists
+    for that torch, or for the runtime's interpreter (asked of the package index, when it answers)."""
+    from ..artifacts.source_kinds import release_version
+    from ..models import Refused, model_of
+    if not train:
+        return []
+    pins = model_of(train).requirements(release_version(manifest))
+    info = settings["interpreter"]
+    if pins and kind.installs and isinstance(info, dict) and settings["sources"]:
+        from ..artifacts.interpreters import describe, wheel_tags
+        from ..artifacts.sources import index_versions
+        for dist, version in pins:
+            try:
+                versions = index_versions(wheel_tags(info), settings["sources"]["pip_index_url"], dist)
+            except Exception:  # noqa: BLE001 - the index cannot say: the installer will
+                continue
+            if version not in versions:
+                raise Refused(f"no {dist} {version} wheel for {describe(info)} (torch "
+                              f"{release_version(manifest)}'s); the versions that exist for it: "
+                              f"{', '.join(versions[-8:]) or 'none'}")
+    return pins
+
+
+def held(pins, runtime):
+    """The versions of ``pins`` the runtime's interpreter imports (a runtime made by a kind that
+    installs nothing must already hold them); ``models.Refused`` when one is not the pinned one.
+    A docker runtime's interpreter is in its image, where its installer checked the pins."""
+    from ..models import Refused
+    python = runtime.get("python", "")
+    if not os.path.isabs(python):
+        return dict(pins)
+    found = {}
+    for dist, _ in pins:
+        out = subprocess.run([python, "-c", f"import {dist}; print({dist}.__version__)"],
+                             capture_output=True, text=True)
+        found[dist] = out.stdout.strip().split("+")[0] if out.returncode == 0 else None
+    wrong = [f"{dist} {version} (it has {found[dist] or 'none'})" for dist, version in pins
+             if found[dist] != version]
+    if wrong:
+        raise Refused(f"the {runtime['kind']} runtime ({python}) lacks {', '.join(wrong)}: "
+                      "install it there, or use runtime.kind venv, which installs it")
+    return found
 
 
 def _override(kernels, python, folder):

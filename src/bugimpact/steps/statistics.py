@@ -41,9 +41,9 @@ def study_design(train_cfg, family=1):
 def stage(stats_cfg, design, bug, pairs, records, out):
     """One interim look (``design``: ``study_design``), asked for only when the looks before it
     continued (``stats.analysis.interim_look``)."""
-    from ..records import read_record
+    from ..stats.exact import counted_record
     from ..stats.analysis import interim_look
-    decision = interim_look([read_record(p) for p in records], pairs, stats_cfg["metrics"],
+    decision = interim_look([counted_record(p) for p in records], pairs, stats_cfg["metrics"],
                             sequential_options(design, stats_cfg), stats_cfg["alpha"])
     decision["bug"] = bug
     write_json(out, decision)

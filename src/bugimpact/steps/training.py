@@ -8,9 +8,9 @@ log = logging.getLogger("bugimpact")
 
 
 def prepare_data(data_cfg, challenge, out_npz, out_meta):
-    """A challenge's official files (``data_cfg``: the config's ``data``) to a canonical .npz."""
+    """A challenge's raw file (``data_cfg``: the config's ``data``) to a canonical .npz."""
     from ..challenges import prepare
-    return prepare(challenge, out_npz, out_meta, data_cfg["cifar10"], data_cfg["mnist"])
+    return prepare(challenge, out_npz, out_meta, data_cfg)
 
 
 def experiment(spec, out):
@@ -27,6 +27,12 @@ def seeds(study_seed, policy, bug, out):
 # its seed is derived while the seeds archive is lost. What a run computes is its experiment.
 JOB_SETTINGS = ("retries", "threads", "gpus", "runs_per_gpu", "timeout_s", "fork_server",
                 "study_seed", "seed_policy")
+
+
+def job_settings(config):
+    """What a train job reads of the config: ``JOB_SETTINGS`` of ``train``, and ``runtime.gpus``
+    (which GPUs the lock hands its runs), read when a run starts: never a copy kept elsewhere."""
+    return {**{k: config["train"][k] for k in JOB_SETTINGS}, "runtime_gpus": config["runtime"]["gpus"]}
 
 
 def train_run(train_cfg, target, files, out, log_path, experiment_spec):
@@ -67,10 +73,10 @@ def run_seeds(path, train_cfg, bug):
 def early(runs, bug, records, out, repeats=()):
     """The early decision, made from the first ``runs`` pairs (and the repeats): it only asks
     for later records (``Plan.needed``), so redoing it never touches a finished one."""
-    from ..records import read_record
-    from ..stats.analysis import early_decision
-    decision = early_decision([read_record(p) for p in records], runs,
-                              [read_record(p) for p in repeats] if repeats else None)
+    from ..stats.exact import counted_record
+    from ..stats.decisions import early_decision
+    decision = early_decision([counted_record(p) for p in records], runs,
+                              [counted_record(p) for p in repeats] if repeats else None)
     decision["bug"] = bug
     write_json(out, decision)
     log.info("%s: %s (%s)", bug, decision["decision"], decision["reason"])

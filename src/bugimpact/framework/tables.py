@@ -14,6 +14,16 @@ from pathlib import Path
 from . import cpp
 from .cpp import IDENT
 
+SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def checked_sha(value, what):
+    """``value`` if it is a full commit SHA; else ValueError naming it (a value from an API or a
+    file that starts with ``-`` would reach git as an option)."""
+    if not isinstance(value, str) or not SHA.match(value) or value.endswith("\n"):
+        raise ValueError(f"{what}: not a commit SHA (40 hex digits): {str(value)[:80]!r}")
+    return value
+
 NATIVE = "aten/src/ATen/native/"
 TH = "aten/src/TH/"  # the legacy CPU library (THC, its CUDA twin, is CUDA-only)
 CWRAP = "aten/src/ATen/Declarations.cwrap"  # TH functions (cname) -> the _th_ functions ATen calls

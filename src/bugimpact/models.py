@@ -1,0 +1,105 @@
+"""A study's model, host side: what of it enters the experiment key and every runtime's identity,
+and what a runtime must hold to build it (``train.model`` and ``train.model_options``; the harness
+builds it: ``harness/models.py``, whose ``registry.model_protocol`` tells the protocols apart).
+
+- ``builtin`` (vggx, alexnet, smallcnn): its code is the harness's, keyed by ``HARNESS_VERSION``;
+- ``dotted`` (``module:Class``): its code, found on the host's path without importing it (its
+  top-level package's files, hashed), enters the experiment key; where the host has no copy it
+  comes from ``runtime.requirements``, whose content names the runtime (``requirements``);
+- ``torchvision`` (``torchvision.<name>``): each runtime holds the torchvision released for its
+  torch (``data/torchvision/compatibility.csv``, torchvision's published table), installed like
+  the other requirements (the local kind, which installs nothing, must already have it); the
+  table is in every runtime's identity, the version it gave in the runtime's record."""
+import hashlib
+import importlib.machinery
+import sys
+from pathlib import Path
+
+from .artifacts.requirements import folder_sha256
+from .harness.registry import model_protocol
+from .io import ConfigError, read_csv
+from .layout import ROOT
+
+TORCHVISION_TABLE = ROOT / "data" / "torchvision" / "compatibility.csv"
+
+
+class Refused(RuntimeError):
+    """A runtime that cannot hold the model (no torchvision for its torch or its Python)."""
+
+
+class Model:
+    protocol = ""
+
+    def __init__(self, name, options):
+        self.name, self.options = name, dict(options or {})
+
+    def code(self):
+        """What of the model's code enters the experiment key (None: the harness version does)."""
+        return None
+
+    def runtime_needs(self):
+        """What every runtime of the study needs for this model, in its identity (None: nothing)."""
+        return None
+
+    def requirements(self, torch_version):
+        """The pins (distribution, version) a runtime of ``torch_version`` installs for it."""
+        return []
+
+
+class Builtin(Model):
+    protocol = "builtin"
+
+
+class Dotted(Model):
+    protocol = "dotted"
+
+    def code(self):
+        found = host_copy(self.name.replace(":", ".").rpartition(".")[0])
+        if found is None:
+            return None  # in the runtime's requirements, which name the runtime by their content
+        # its content only: a project moved or copied keeps its runs
+        return folder_sha256(found) if found.is_dir() else hashlib.sha256(found.read_bytes()).hexdigest()
+
+
+class Torchvision(Model):
+    protocol = "torchvision"
+
+    def __init__(self, name, options, table=TORCHVISION_TABLE):
+        super().__init__(name, options)
+        self.table = Path(table)
+
+    def runtime_needs(self):
+        return {"torchvision": hashlib.sha256(self.table.read_bytes()).hexdigest()}
+
+    def requirements(self, torch_version):
+        base = str(torch_version).split("+")[0]
+        header, rows = read_csv(self.table)
+        found = [row["torchvision"] for row in rows if row["torch"] == base]
+        if not found:
+            raise Refused(f"{self.name} needs the torchvision released for torch {torch_version}, and "
+                          f"{self.table.name} names none (a build from source, or a release it does "
+                          "not list)")
+        return [("torchvision", found[0])]
+
+
+PROTOCOLS = {cls.protocol: cls for cls in (Builtin, Dotted, Torchvision)}
+
+
+def model_of(train):
+    """The model ``train`` (the config's ``train``) names, as its protocol's object."""
+    protocol = model_protocol(train["model"])
+    if protocol is None:
+        raise ConfigError(f"unknown model {train['model']!r}", field="train.model")
+    return PROTOCOLS[protocol](train["model"], train.get("model_options"))
+
+
+def host_copy(module):
+    """The file or top-level package folder ``module`` is imported from on the host's path, found
+    without importing anything (a model's package may import torch); None when it has none."""
+    top, *rest = module.split(".")
+    spec = importlib.machinery.PathFinder.find_spec(top, sys.path)
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    return Path(spec.origin) if spec.origin and not rest else None

@@ -1,0 +1,44 @@
+"""Why runs failed, in words: each failed record's exit and last line, and runs that failed alike
+named together."""
+import signal
+
+def grouped(failures):
+    """``(arm, run, why)`` as one line per distinct reason: runs that failed alike are named
+    together ("buggy runs 0-19, corrected runs 0-19: exit ..."), not repeated."""
+    by_reason = {}
+    for arm, run, why in failures:
+        by_reason.setdefault(why, {}).setdefault(arm, []).append(run)
+    lines = []
+    for why, arms in by_reason.items():
+        named = []
+        for arm, runs in arms.items():
+            spans, start = [], runs[0]
+            for prev, cur in zip(runs, runs[1:] + [None]):
+                if cur is None or cur != prev + 1:  # a span ends
+                    spans.append(f"{start}" if start == prev else f"{start}-{prev}")
+                    start = cur
+            named.append(f"{arm} run{'s' if len(runs) > 1 else ''} {', '.join(spans)}")
+        lines.append(f"{', '.join(named)}: {why}")
+    return lines
+
+
+def failure_text(record):
+    """Why a run failed, in words: the exit (a signal by its name) and the harness's last line
+    (the launcher's own bookkeeping lines say nothing of the failure)."""
+    codes = record.get("exit_codes")
+    code = codes[-1] if isinstance(codes, list) and codes else codes
+    how = f"exit {codes}"
+    if isinstance(code, int) and code < 0:
+        try:
+            how = f"killed by {signal.Signals(-code).name} (exit {code})"
+        except ValueError:
+            pass
+    if record.get("failure_class") == "diverged":
+        how = "diverged"
+    return f"{how}: {_last_line(record.get('log_tail', ''))}"
+
+
+def _last_line(text):
+    lines = [line for line in (text or "").strip().splitlines()
+             if line.strip() and not line.startswith(("attempt ", "device "))]
+    return lines[-1][:300] if lines else "no output from the harness"
