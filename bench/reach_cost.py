@@ -23,10 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from bugimpact.config import load_config  # noqa: E402
+from bugimpact.framework.tables import DirTree, Tables  # noqa: E402
 from bugimpact.reach.batch import trace_in  # noqa: E402
 from bugimpact.reach.run import map_fix  # noqa: E402
 from bugimpact.reach.static import map_diff  # noqa: E402
-from bugimpact.reach.tables import DirTree, Tables  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures" / "reach"
 

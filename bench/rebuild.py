@@ -13,8 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
-from bugimpact.artifacts.docker import build_toolchain, build_wheel  # noqa: E402
 from tinypkg import make_repo  # noqa: E402
+
+from bugimpact.artifacts.docker import build_toolchain, build_wheel  # noqa: E402
 
 
 def main():

@@ -18,11 +18,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
+from workflow import project_copy  # noqa: E402
+
 from bugimpact.harness.registry import RECORD_SCHEMA, sealed  # noqa: E402
 from bugimpact.io import write_json  # noqa: E402
 from bugimpact.sheet import COLUMNS  # noqa: E402
 from bugimpact.stats.tables import bug_stats, study_tables  # noqa: E402
-from workflow import project_copy  # noqa: E402
 
 STATS = {"metrics": ["accuracy", "precision", "recall", "f1"], "alpha": 0.05, "power": 0.8,
          "min_effect": 0.0, "correction": "holm"}

@@ -21,10 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
+from conftest import config_with  # noqa: E402
+
 from bugimpact import steps  # noqa: E402
 from bugimpact.artifacts import interpreters  # noqa: E402
 from bugimpact.artifacts.runtimes import prepare_venv  # noqa: E402
-from conftest import config_with  # noqa: E402
 
 RELEASES = ("1.4.0", "1.5.0", "1.5.1", "1.6.0")
 PATCH = ROOT / "data" / "patches" / "pytorch" / "pr37881.diff"

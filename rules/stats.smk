@@ -2,10 +2,10 @@ rule bug_stats:
     input:
         unpack(bug_stats_inputs),
     output:
-        csv=f"{OUT}/stats/{{bug}}.csv",
-        json=f"{OUT}/stats/{{bug}}.json",
+        csv=layout.BUG_TABLE.format(study=config["study"], bug="{bug}", key="{key}"),
+        json=layout.BUG_STATS.format(study=config["study"], bug="{bug}", key="{key}"),
     log:
-        "logs/stats/{bug}.log",
+        "logs/stats/{bug}/{key}.log",
     params:
         stats=config["stats"],
         design=study_design(config["train"], len(PLAN.bugs)),
@@ -16,7 +16,7 @@ rule bug_stats:
 
 rule study_stats:
     input:
-        bugs=expand(f"{OUT}/stats/{{bug}}.json", bug=sorted(PLAN.bugs)),
+        bugs=PLAN.bug_stats(),
         funnel=f"{OUT}/filter/funnel.csv",
     output:
         pvalues=report(f"{OUT}/stats/pvalues.csv", caption="../report/pvalues.rst", category="Tables"),
@@ -34,7 +34,7 @@ rule study_stats:
 
 rule bug_figure:
     input:
-        f"{OUT}/stats/{{bug}}.json",
+        lambda wc: PLAN.bug_inputs(wc.bug)["stats"],
     output:
         report(f"{OUT}/figures/{{bug}}.png", caption="../report/bug_figure.rst", category="Figures"),
     log:
@@ -45,7 +45,7 @@ rule bug_figure:
 
 rule std_figure:
     input:
-        expand(f"{OUT}/stats/{{bug}}.json", bug=sorted(PLAN.bugs)),
+        PLAN.bug_stats(),
     output:
         report(f"{OUT}/figures/std.png", caption="../report/std_figure.rst", category="Figures"),
     log:

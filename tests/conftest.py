@@ -52,6 +52,7 @@ def git(repo, *args, env=None):
 def config_with(**changes):
     """The default config.yaml with dotted keys changed, validated (defaults filled)."""
     import yaml
+
     from bugimpact.config import validate_config
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     for dotted, value in changes.items():

@@ -7,8 +7,8 @@ an abbreviation) is rewritten to name the rebuilt one, as the real message names
 """
 import hashlib
 import json
-import re
 import lzma
+import re
 import subprocess
 from datetime import datetime
 from pathlib import Path

@@ -1,21 +1,20 @@
 """Artifact sources that need no build, the plan's checks, and GPU claiming by lock file."""
 import contextlib
 import hashlib
-from pathlib import Path
 import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
+from conftest import ROOT, config_with
 
 from bugimpact import steps
 from bugimpact.artifacts.runtimes import GpuLock, NoGpu, gpu_pool, gpu_slots, harness_env, prepare_local
-from bugimpact.config import SHEET_SCHEMA
 from bugimpact.artifacts.source_kinds import artifact_id
+from bugimpact.config import SHEET_SCHEMA
 from bugimpact.io import InputError
 from bugimpact.plan import Plan
-
-from conftest import ROOT, config_with
 
 
 def test_user_wheel_is_checked_against_its_sha256(tmp_path):
@@ -186,6 +185,7 @@ def test_unknown_models_and_faults_stop_the_plan_before_any_run(tmp_path):
 def test_the_schema_takes_its_lists_from_the_registries_and_the_harness_agrees():
     import numpy as np
     import torch  # noqa: F401 - the harness modules need it
+
     from bugimpact.config import CONFIG_SCHEMA, load_schema
     from bugimpact.harness import faults, metrics, models, registry
     from bugimpact.stats.exact import exact_metrics

@@ -3,7 +3,6 @@ once imported ``launch`` from where it no longer lived, and failed only when run
 import runpy
 
 import pytest
-
 from conftest import ROOT
 
 

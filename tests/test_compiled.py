@@ -3,9 +3,9 @@ kinds a release wheel can take as an override library."""
 from pathlib import Path
 
 import pytest
+from conftest import config_with
 
 from bugimpact.artifacts import compiled, onefix
-from conftest import config_with
 
 # The compiled fixes of data/known_commits/pytorch.csv whose changed files were listed whole when
 # they were classified by hand (shared/reference/compiled-fixes.md), with that kind. Two differ on
@@ -309,6 +309,7 @@ def test_the_release_source_comes_from_a_clone_at_the_releases_tag_before_anythi
 
 def test_the_release_source_comes_from_githubs_files_at_the_tag(httpserver):
     import base64
+
     from bugimpact.artifacts import release_files
     served = {"aten/src/ATen/native/Convolution.cpp": KERNEL, "aten/src/ATen/native/utils/ParamUtils.h": PARAMS,
               "aten/src/ATen/native/Helper.h": b"int h();\n"}
@@ -342,9 +343,10 @@ def test_a_shipped_reconstruction_says_it_is_one(tmp_path):
 
 
 def test_every_shipped_kernel_fix_has_its_release_source_and_it_holds_the_files_it_rebuilds():
+    from conftest import ROOT
+
     from bugimpact.artifacts import onefix, release_files
     from bugimpact.io import read_csv
-    from conftest import ROOT
     rows = [r for r in read_csv(ROOT / "data/known_commits/pytorch.csv")[1] if r["onefix"].startswith("yes: kernels")]
     assert len(rows) == 8
     for row in rows:
@@ -363,6 +365,7 @@ def mixed_fix(tmp_path, kernel_in_release=True):
     """A fix that changes torch/x.py and an op file; a wheel-shaped release holding x.py with the
     fix, and the release's source of the op file beside the patch (with or without the fix)."""
     import zipfile
+
     from bugimpact.artifacts import release_files
     old_py, new_py = "def f(x):\n    return x + 1\n", "def f(x):\n    return x + 2\n"
     old_cc, new_cc = b"int g() { return 1; }\n", b"int g() { return 2; }\n"

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT, config_with
+from workflow import project_copy, snakemake
 
 from bugimpact import steps
 from bugimpact.io import read_csv
-
-from conftest import ROOT, config_with
-from workflow import project_copy, snakemake
 
 pytestmark = pytest.mark.slow
 WHEEL_CACHE = str(ROOT / "data" / "cache" / "wheels")

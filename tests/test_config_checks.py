@@ -9,11 +9,10 @@ import sys
 
 import pytest
 import yaml
+from conftest import ROOT, config_with
 
 from bugimpact.config import validate_config
 from bugimpact.io import InputError
-
-from conftest import ROOT, config_with
 
 
 def default():

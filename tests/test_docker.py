@@ -12,16 +12,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT, docker_available, git
+from tinypkg import make_repo
+from workflow import project_copy, snakemake
 
 from bugimpact.artifacts.docker import build_wheel, prepare_runtime, recipe
 from bugimpact.artifacts.launch import launch
 from bugimpact.artifacts.runtimes import prepare_venv
 from bugimpact.challenges import prepare
 from bugimpact.io import read_csv
-
-from conftest import ROOT, docker_available, git
-from tinypkg import make_repo
-from workflow import project_copy, snakemake
 
 pytestmark = [pytest.mark.docker,
               pytest.mark.skipif(not docker_available(), reason="no Docker engine (bin/start-docker)")]
@@ -231,8 +230,9 @@ def test_a_moved_submodule_is_fetched_through_a_rewrite(setup, tmp_path):
 
 
 def test_gc_removes_an_image_that_nothing_uses(setup, tmp_path, monkeypatch):
-    from bugimpact import gc
     from conftest import config_with
+
+    from bugimpact import gc
     tag = f"bugimpact-runtime:gc-test-{uuid.uuid4().hex[:8]}"
     subprocess.run(["docker", "tag", setup["toolchain"]["tag"], tag], check=True)
     monkeypatch.chdir(tmp_path)

@@ -4,10 +4,10 @@ import re
 import subprocess
 import sys
 
+from conftest import ROOT
+
 from bugimpact.config import CONFIG_SCHEMA, load_schema
 from bugimpact.config_docs import render
-
-from conftest import ROOT
 
 SCHEMA = load_schema()
 

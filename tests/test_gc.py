@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import yaml
-
 from conftest import ROOT, config_with, make_wheel
+
 from bugimpact.config import SHEET_SCHEMA
 from bugimpact.plan import Plan
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from workflow import project_copy, snakemake
 
 from bugimpact.artifacts.launch import RunOptions, launch
 from bugimpact.artifacts.runtimes import prepare_local
 from bugimpact.challenges import prepare
 from bugimpact.reach.batch import shaped_data, trace_in
 from bugimpact.stats.decisions import first_divergence
-from workflow import project_copy, snakemake
 
 pytestmark = pytest.mark.gpu
 
@@ -63,6 +63,7 @@ def test_the_papers_adaptive_pooling_is_flagged_on_the_gpu(tmp_path, data):
 
 def test_batches_gathered_on_the_gpu_are_the_host_batches(data):
     import torch
+
     from bugimpact.harness import data as harness_data
     from bugimpact.harness.run import device_batches
     dataset = harness_data.load(str(data["digits"][0]), data["digits"][1], 0.25)

@@ -5,11 +5,11 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 
 from bugimpact import gpucheck
 from bugimpact.artifacts.runtimes import list_gpus
 from bugimpact.config import load_config
-from conftest import ROOT
 
 
 def test_without_a_gpu_it_says_so_in_one_line_and_fails(tmp_path):

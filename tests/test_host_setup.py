@@ -4,8 +4,9 @@ import os
 import platform
 import sys
 
-from bugimpact import torch_install
 from conftest import make_wheel
+
+from bugimpact import torch_install
 
 
 def test_the_build_follows_the_machine():

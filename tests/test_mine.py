@@ -2,13 +2,12 @@
 import json
 
 import pytest
+from conftest import FIXTURES
 
+from bugimpact.io import read_csv
 from bugimpact.mine.notes import NotesParser, assign_ids, text_hash_id
 from bugimpact.mine.releases import load_snapshot, select_releases
 from bugimpact.mine.run import mine, write_outputs
-from bugimpact.io import read_csv
-
-from conftest import FIXTURES
 
 # Counted by hand from the files: v1.4.0's "# Bug Fixes" has Distributed 3, RPC 7, C++ API Bug
 # Fixes 9, JIT 22, Quantization 9, Mobile 2, Other Bug fixes 29 bullets = 81, of which one

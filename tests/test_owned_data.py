@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import yaml
-
 from conftest import ROOT, config_with
 from test_gc import put
 
@@ -80,6 +79,7 @@ def test_records_the_harness_writes_follow_the_umask(tmp_path):
 
 def test_an_override_for_an_id_the_sheet_does_not_hold_is_an_error(tmp_path):
     import pytest
+
     from bugimpact.config import SHEET_SCHEMA
     from bugimpact.io import InputError, write_csv
     from bugimpact.plan import Plan
@@ -96,6 +96,7 @@ def test_an_override_for_an_id_the_sheet_does_not_hold_is_an_error(tmp_path):
 
 def test_a_sheet_cell_with_no_column_or_a_column_named_twice_is_refused_never_merged(tmp_path):
     import pytest
+
     from bugimpact.io import InputError
     from bugimpact.sheet import COLUMNS, update_sheet
     header = ",".join(COLUMNS)

@@ -6,10 +6,10 @@ import subprocess
 import zipfile
 
 import pytest
+from conftest import git
 
 from bugimpact.artifacts import onefix
 from bugimpact.framework import patch
-from conftest import git
 
 BASE = [f"line {i}" for i in range(1, 41)]
 BASE[19] = "    value = compute(x)"  # the line the fix changes

@@ -5,15 +5,14 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT, config_with
+from tinypkg import add_submodule, make_repo
 
 from bugimpact import preflight, steps
 from bugimpact.artifacts.docker import recipe
 from bugimpact.config import SHEET_SCHEMA
 from bugimpact.io import InputError
 from bugimpact.plan import Plan
-
-from conftest import ROOT, config_with
-from tinypkg import add_submodule, make_repo
 
 H100 = "NVIDIA H100 80GB HBM3, 9.0, 550.54.15\n"
 T4 = "Tesla T4, 7.5, 535.104.05\n"

@@ -7,15 +7,14 @@ import sys
 import tarfile
 
 import pytest
+from conftest import ROOT, untar
 
 from bugimpact.challenges import prepare
 from bugimpact.framework import cpp, patch
-from bugimpact.reach.static import map_diff
 from bugimpact.framework.tables import DirTree, Tables, dispatch_targets, yaml_entries
 from bugimpact.reach.python_files import PythonFile, python_reach
+from bugimpact.reach.static import map_diff
 from bugimpact.reach.verdict import judge
-
-from conftest import ROOT, untar
 
 FIX = ROOT / "tests" / "fixtures" / "reach"
 ENV = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
@@ -341,10 +340,11 @@ def test_the_reach_command_judges_a_sheet_of_fixes_from_snapshots(tmp_path, aten
 def test_a_cuda_trace_that_gets_no_gpu_is_a_recorded_failed_trace(tmp_path, monkeypatch):
     """Under SLURM a trace job with no GPU given (CUDA_VISIBLE_DEVICES unset) records a failed
     trace, which makes its bugs unknown, instead of failing the job with a traceback."""
+    import yaml
+
     from bugimpact.config import validate_config
     from bugimpact.io import read_json, write_json
     from bugimpact.reach.run import trace
-    import yaml
     config = validate_config(yaml.safe_load((ROOT / "config.yaml").read_text()))
     meta = prepare("digits", tmp_path / "d.npz", tmp_path / "d.json")
     assert meta["sha256"]

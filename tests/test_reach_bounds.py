@@ -6,9 +6,9 @@ import textwrap
 import zlib
 
 from bugimpact.framework import patch
+from bugimpact.framework.tables import DirTree, Tables
 from bugimpact.reach.python_files import python_scopes
 from bugimpact.reach.static import map_diff
-from bugimpact.framework.tables import DirTree, Tables
 from bugimpact.reach.verdict import judge
 
 NATIVE = """\
@@ -209,6 +209,7 @@ def test_a_function_called_while_modules_load_ran_before_the_trace(tmp_path):
 
 def test_without_a_clone_the_fixs_own_files_come_from_the_archive_beside_its_patch(tmp_path):
     import subprocess
+
     from bugimpact.artifacts.diffs import files_archive, fix_trees, write_fix_files
     from bugimpact.reach.run import map_fix
     # a real history: the fix changes a line the release no longer holds, and a test

@@ -9,10 +9,10 @@ import json
 
 import pytest
 import yaml
-
-from bugimpact.io import read_csv
 from conftest import ROOT
 from workflow import project_copy, snakemake
+
+from bugimpact.io import read_csv
 
 pytestmark = pytest.mark.slow
 WHEEL_CACHE = str(ROOT / "data" / "cache" / "wheels")  # one download, shared with the other tests

@@ -8,11 +8,10 @@ import tarfile
 
 import pytest
 import yaml
-
-from bugimpact.io import read_csv
-
 from conftest import ROOT, git, untar
 from workflow import job_counts, project_copy, snakemake
+
+from bugimpact.io import read_csv
 
 pytestmark = pytest.mark.slow
 FIX = ROOT / "tests" / "fixtures" / "reach"

@@ -5,13 +5,12 @@ import subprocess
 
 import pytest
 import yaml
-
-from bugimpact.artifacts.interpreters import find
-from bugimpact.io import read_csv
-
 from conftest import ROOT
 from test_workflow import job_counts
 from workflow import project_copy, snakemake
+
+from bugimpact.artifacts.interpreters import find
+from bugimpact.io import read_csv
 
 pytestmark = pytest.mark.slow
 WHEEL_CACHE = str(ROOT / "data" / "cache" / "wheels")  # one download, shared with the other tests

@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, config_with, git
 
 from bugimpact import steps
 from bugimpact.artifacts import diffs, interpreters, onefix, sources
@@ -15,8 +16,6 @@ from bugimpact.artifacts.runtimes import prepare_venv
 from bugimpact.config import SHEET_SCHEMA
 from bugimpact.io import InputError
 from bugimpact.plan import Plan
-
-from conftest import ROOT, config_with, git
 
 PATCH = ROOT / "data" / "patches" / "pytorch" / "pr37881.diff"
 WHEEL_CACHE = ROOT / "data" / "cache" / "wheels"  # shared with the shipped study: one download
@@ -128,6 +127,7 @@ def test_a_release_venv_gets_the_dependencies_its_wheel_declares_linked_from_one
     which uv is given too)."""
     import os
     import sys
+
     from conftest import make_wheel
     links = tmp_path / "links"
     links.mkdir()
@@ -379,6 +379,7 @@ def test_a_refused_fix_stops_its_bug_with_one_reason_and_the_study_goes_on(tmp_p
     """A one-fix artifact that is refused schedules no run of its bug: the arms gate says why,
     once, and the verdict is incomplete; the control beside it is trained and decided."""
     import sys
+
     import yaml
     from workflow import project_copy, snakemake
     repo, _, python_fix, cpp_fix = fix_repo

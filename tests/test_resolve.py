@@ -1,10 +1,9 @@
 """Step 2 on real git repositories built here: linear history, a merge commit, a cherry-pick onto a
 release branch, a revert, and PR numbers that are prefixes of each other."""
 import pytest
+from conftest import ROOT, git
 
 from bugimpact.resolve import GitResolver, KnownResolver, Unresolved, resolve_bugs
-
-from conftest import ROOT, git
 
 BOT = "Pull Request resolved: https://github.com/o/r/pull/{}"
 

@@ -5,15 +5,14 @@ with ``git show`` on the full clone."""
 import re
 
 import pytest
+from conftest import ROOT
+from pytorch_history import build_repo, load
 
+from bugimpact.io import read_csv
 from bugimpact.landings import Commit, LandingIndex
 from bugimpact.mine.releases import load_snapshot
 from bugimpact.mine.run import mine
-from bugimpact.io import read_csv
 from bugimpact.resolve import GitResolver, Unresolved, resolve_bugs
-
-from conftest import ROOT
-from pytorch_history import build_repo, load
 
 BOT = re.compile(r"Pull Request resolved: https://github\.com/pytorch/pytorch/pull/(\d+)")
 

@@ -5,14 +5,12 @@ import math
 import numpy as np
 import pytest
 from scipy.stats import norm
+from test_stats import record
 
 from bugimpact.stats.analysis import RANK_EFFICIENCY, analyse_bug
-from bugimpact.stats.effects import detectable_d
+from bugimpact.stats.effects import adjust, detectable_d
 from bugimpact.stats.sequential import Design, decide, signed_rank_z, simulate, spent
 from bugimpact.stats.tables import _apply, family_pvalues
-from bugimpact.stats.effects import adjust
-
-from test_stats import record
 
 SIMS = 2000
 

@@ -5,7 +5,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import ROOT
 from workflow import project_copy, snakemake
 

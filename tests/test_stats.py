@@ -1,8 +1,8 @@
 """Statistics against scipy and hand-computed values; the error rates by simulation; each verdict
 from records crafted for it."""
 import math
-from fractions import Fraction
 import re
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -10,12 +10,19 @@ import scipy.stats as st
 
 from bugimpact.stats.analysis import RANK_EFFICIENCY, analyse_bug
 from bugimpact.stats.decisions import early_decision, first_divergence
-from bugimpact.stats.verdicts import verdict
-from bugimpact.stats.effects import (_power, adjust, benjamini_hochberg, detectable_d, hodges_lehmann,
-                                     holm, vargha_delaney_a12)
+from bugimpact.stats.effects import (
+    _power,
+    adjust,
+    benjamini_hochberg,
+    detectable_d,
+    hodges_lehmann,
+    holm,
+    vargha_delaney_a12,
+)
 from bugimpact.stats.rank_tests import doubled_midranks, mann_whitney, wilcoxon
 from bugimpact.stats.sequential import signed_rank_z
 from bugimpact.stats.tables import _apply, family_pvalues
+from bugimpact.stats.verdicts import verdict
 
 
 @pytest.mark.parametrize("m,n,seed", [(3, 4, 0), (5, 5, 1), (8, 12, 2), (20, 20, 3), (49, 49, 4),
@@ -434,9 +441,10 @@ def test_not_triggered_states_the_trigger_rate_it_excludes():
 
 
 def test_the_early_decision_looks_at_as_many_pairs_as_the_trigger_rate_needs(tmp_path):
+    from conftest import config_with
+
     from bugimpact.config import SHEET_SCHEMA
     from bugimpact.plan import Plan
-    from conftest import config_with
     assert Plan(config_with(), SHEET_SCHEMA).early_runs() == 2
     plan = Plan(config_with(**{"train.early_decision": {"enabled": True, "runs": 2,
                                                         "trigger_rate": 0.3}}), SHEET_SCHEMA)

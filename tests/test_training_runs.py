@@ -8,12 +8,11 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from bugimpact.challenges import prepare
 from bugimpact.experiment import derive_seeds, experiment_key
 from bugimpact.harness.metrics import confusion_counts, recorded_metrics
-
-from conftest import ROOT
 
 HARNESS = ROOT / "src" / "bugimpact" / "harness"
 ENV = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
@@ -167,6 +166,7 @@ def test_metrics_by_hand():
 
 def test_models():
     import torch
+
     from bugimpact.harness import models
     vggx = models.build("vggx", 3, 10, 32)
     # by hand: convs 3*64*9+64, 64*256*9+256, 256*512*9+512; dense 12800*1024+1024,
@@ -189,6 +189,7 @@ def test_matrix_pooling_equals_adaptive_average_pooling_on_cpu(size, out):
     """VGG-X's 16x16 -> 5x5 pool has overlapping windows, whose CUDA backward uses atomic adds; the
     matrix form must compute the same function and the same gradient."""
     import torch
+
     from bugimpact.harness.models import MatrixAvgPool2d
     torch.manual_seed(0)
     x = torch.randn(4, 6, size, size, dtype=torch.float64, requires_grad=True)
@@ -312,6 +313,7 @@ def test_batches_gathered_on_the_device_are_the_host_batches_bit_for_bit(digits,
     generator as indexing on the host (augmented batches are still made on the host). On a GPU:
     tests/test_gpu.py."""
     import torch
+
     from bugimpact.harness import data
     from bugimpact.harness.run import device_batches
     dataset = data.load(str(digits[0]), digits[1]["sha256"], 0.25)

@@ -2,13 +2,12 @@
 with symlinks (issue: a SHA `--output=<path>` reached `git diff` as an option; a symlink in a
 one-fix patch copied /proc/self/environ into an artifact)."""
 import pytest
+from conftest import config_with
+from test_github_api import Sleeps, client
 
 from bugimpact import steps
 from bugimpact.artifacts import diffs, onefix
 from bugimpact.resolve import ApiResolver, Unresolved, resolve_bugs
-
-from conftest import config_with
-from test_github_api import Sleeps, client
 
 
 def test_a_sha_from_the_api_that_is_an_option_never_reaches_git(httpserver, tmp_path):
@@ -94,9 +93,10 @@ def test_text_a_spreadsheet_would_evaluate_is_written_inert(tmp_path):
 
 
 def test_a_token_echoed_in_a_200_body_never_reaches_the_cache_or_the_mined_rows(httpserver, tmp_path):
+    from test_github_api import TOKEN, release
+
     from bugimpact.mine.releases import fetch_releases
     from bugimpact.mine.run import mine
-    from test_github_api import TOKEN, release
     httpserver.expect_request("/repos/o/r/releases").respond_with_json(
         [release("v1.0.0", f"# Bug Fixes\n* fixed a leak of {TOKEN} (#1)\n")])
     got = fetch_releases("o/r", tmp_path, client(httpserver, Sleeps()))

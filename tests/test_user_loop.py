@@ -10,7 +10,6 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import ROOT
 from workflow import project_copy, snakemake
 
@@ -73,7 +72,7 @@ def test_status_then_one_bug_rerun_makes_its_missing_and_failed_runs_only(study,
     line = (work / "results" / "calibration" / "bugs" / "fault-momentum.txt").read_text()
     assert line.startswith("fault-momentum: ")
     # the bug's verdict shows at once (its own statistics, marked), and it needs nothing more
-    own = json.loads((work / "results" / "calibration" / "stats" / "fault-momentum.json").read_text())
+    own = json.loads((work / "results" / "calibration" / "stats" / "fault-momentum" / f"{key}.json").read_text())
     after = cli(work, "status", "--config", "tiny.yaml").stdout
     row = next(s for s in after.splitlines() if s.startswith("fault-momentum"))
     assert f"{own['rows'][0]['verdict']} *" in row and "bugimpact run --bug" not in row, after

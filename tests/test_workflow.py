@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT
+from workflow import IGNORE, job_counts, project_copy, snakemake
 
 from bugimpact.config import CONFIG_SCHEMA, SHEET_SCHEMA, load_config, validate_config
 from bugimpact.io import InputError, read_csv
 from bugimpact.plan import Plan
-
-from conftest import ROOT
-from workflow import IGNORE, job_counts, project_copy, snakemake
 
 FAST = str(ROOT / "tests" / "configs" / "fast.yaml")
 pytestmark = pytest.mark.slow
@@ -180,10 +179,11 @@ def rows(path):
 def test_study_outputs_and_verdicts(study):
     work, _ = study
     res = work / "results" / "calibration"  # the study's own folder; runs and the rest are shared
+    plan = Plan(load_config(FAST), SHEET_SCHEMA)
     for path in ["mined/bugs.csv", "mined/releases.csv", "resolved/commits.csv",
                  "filter/funnel.csv", "stats/pvalues.csv", "stats/verdicts.csv",
                  "stats/summary.csv", "figures/std.png", "report.html"] + \
-            [f"stats/{b}.csv" for b in ("aa", "fault-momentum", "fault-labelnoise")] + \
+            [f"stats/{b}/{plan.bug(b).key}.csv" for b in ("aa", "fault-momentum", "fault-labelnoise")] + \
             [f"figures/{b}.png" for b in ("aa", "fault-momentum", "fault-labelnoise")]:
         assert (res / path).stat().st_size > 0, path
     assert (work / "data" / "filter" / "pytorch.csv").exists()
@@ -208,7 +208,7 @@ def test_study_outputs_and_verdicts(study):
     assert table[0]["accuracy_adjusted"] == ""  # not triggered: not part of the Holm family
     columns = read_csv(res / "stats" / "pvalues.csv")[0]
     assert columns[:5] == ["bug", "accuracy", "precision", "recall", "f1"]
-    per_bug = rows(res / "stats" / "fault-momentum.csv")
+    per_bug = rows(next((res / "stats" / "fault-momentum").glob("*.csv")))
     assert [r["metric"] for r in per_bug] == ["accuracy", "precision", "recall", "f1"]
     assert all(r["primary_test"] == "wilcoxon signed-rank" for r in per_bug)
     summary = {(r["section"], r["name"]): int(r["count"]) for r in rows(res / "stats" / "summary.csv")}
@@ -454,6 +454,29 @@ def test_how_runs_are_attempted_retrains_nothing_and_a_statistic_redoes_only_sta
     jobs = job_counts(snakemake(work, "--configfile", str(tmp_path / "changed.yaml"), "-n").stdout)
     assert jobs.get("bug_stats") == 3 and jobs.get("report") == 1
     assert not {"train", "train_repeat", "early_decision", "artifact", "runtime", "seeds"} & set(jobs)
+
+
+def test_a_changed_experiment_is_trained_and_reported_in_one_run(study, tmp_path):
+    """Another epoch count is another experiment key: its gates, runs and statistics are made in
+    the run that sees it. Before, the statistics' path held no key: Snakemake made the new gates,
+    then dropped the statistics it had planned (their files existed) and trained nothing, while
+    the figures, the verdicts and the report were remade from the old experiment's statistics."""
+    work = tmp_path / "p"
+    shutil.copytree(study[0], work, symlinks=True)
+    config = yaml.safe_load(Path(FAST).read_text())
+    config["train"]["epochs"] += 1
+    (work / "changed.yaml").write_text(yaml.safe_dump(config))
+    done = snakemake(work, "--configfile", "changed.yaml")
+    ran = done.stdout + done.stderr
+    assert ran.count("rule train:") > 0 and ran.count("rule bug_stats:") == 3, ran[-3000:]
+    key = Plan(validate_config(config), SHEET_SCHEMA).bug("fault-momentum").key
+    stats = json.loads((work / "results" / "calibration" / "stats" / "fault-momentum" / f"{key}.json").read_text())
+    assert stats["info"]["n_ok"]["buggy"] > 0
+    epochs = {json.loads(p.read_text())["spec"]["epochs"]
+              for p in (work / "results" / "runs" / "fault-momentum" / key).rglob("*.json")}
+    assert epochs == {config["train"]["epochs"]}
+    again = snakemake(work, "--configfile", "changed.yaml")
+    assert "Nothing to be done" in again.stdout + again.stderr
 
 
 def test_a_changed_statistic_is_redone_in_the_same_run_that_redoes_the_reach_checkpoints(study, tmp_path):

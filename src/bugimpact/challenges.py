@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from .io import write_json
 from .plugins import Registry
 
 
@@ -49,23 +50,23 @@ def problems(name, data_cfg):
 
 
 def _digits(raw):
-    from .datasets import load_digits
+    from .datasets import load_digits  # numpy: a run's process asks the registry, never for data
     return load_digits(), "sklearn.datasets.load_digits"
 
 
 def _cifar10(raw):
-    from .datasets import load_cifar10
+    from .datasets import load_cifar10  # numpy: a run's process asks the registry, never for data
     return load_cifar10(raw), str(raw)
 
 
 def _mnist(raw):
-    from .datasets import load_mnist
+    from .datasets import load_mnist  # numpy: a run's process asks the registry, never for data
     return load_mnist(raw), str(raw)
 
 
 def _official(kind):
     def check(path):
-        from .datasets import official_problems
+        from .datasets import official_problems  # numpy: a run's process asks the registry, never for data
         return official_problems(kind, path)
     return check
 
@@ -86,8 +87,8 @@ def prepare(challenge, out_npz, out_meta, data_cfg=None):
     """Read a challenge's data (from its raw file under ``data_cfg``, the config's ``data``; its
     default without one) into
     the .npz the harness loads, and its metadata: where it came from, its sha256 and its shapes."""
+    # numpy: a run's process asks the registry, never for data
     from .datasets import content_sha256, sha256_file, write_npz
-    from .io import write_json
     arrays, source = named_challenge(challenge).load(raw_file(challenge, data_cfg or {}))
     write_npz(out_npz, arrays)
     meta = {"challenge": challenge, "source": source, "sha256": sha256_file(out_npz),

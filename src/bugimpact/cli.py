@@ -5,10 +5,16 @@ needs) with the same params, logs and provenance as a full ``snakemake`` run."""
 import argparse
 import logging
 import sys
+from pathlib import Path
 
-from . import layout, steps, workflow
-from .config import SHEET_SCHEMA, load_config
-from .io import InputError, read_json
+from . import gpucheck, layout, recovery, steps, workflow
+from .config import SHEET_SCHEMA, check_paths, load_config, load_schema
+from .config_docs import render
+from .io import InputError, read_json, write_text
+from .plan import Plan
+from .records import broken
+from .sheet import accepted, validate
+from .status import bug_row, summary, table, verdicts
 
 
 def _config(args):
@@ -129,7 +135,6 @@ def _run(args):
             at = extra.index(flag)
             config = extra[at + 1]
             del extra[at:at + 2]
-    from .config import check_paths
     check_paths(load_config(config), config)  # a bad file is named here, not in a traceback
     extra += ["--dry-run"] if args.dry_run else []
     if args.bug:
@@ -140,8 +145,6 @@ def _run(args):
 
 
 def _status(args):
-    from .plan import Plan
-    from .status import summary
     print(summary(Plan(_config(args), SHEET_SCHEMA, args.config)))
 
 
@@ -151,8 +154,6 @@ def _steps(args):
 
 
 def _validate_config(args):
-    from .config import check_paths
-    from .plan import Plan
     path = args.file or args.config
     config = load_config(path)
     check_paths(config, path)
@@ -161,7 +162,6 @@ def _validate_config(args):
 
 
 def _validate_sheet(args):
-    from .sheet import accepted, validate
     rows = validate(args.sheet or _config(args)["sheet"], SHEET_SCHEMA)
     print(f"ok: {len(rows)} rows, {len(accepted(rows))} accepted")
 
@@ -175,7 +175,6 @@ def _preflight(args):
 
 
 def _verify(args):
-    from .records import broken
     _need_folder(args.runs, "--runs")
     bad = broken(args.runs)
     for path, why in bad:
@@ -188,8 +187,7 @@ def _verify(args):
 
 
 def _gc(args):
-    from pathlib import Path
-    from . import gc
+    from . import gc  # the CLI imports what a command needs when it runs
     names = args.keep or ["config.yaml"] + sorted(str(p) for p in Path("configs").glob("*.yaml"))
     print(f"current configs: {', '.join(names)}")
     items = gc.garbage({n: load_config(n) for n in names}, args.results)
@@ -205,9 +203,6 @@ def _gc(args):
 
 
 def _config_docs(args):
-    from .config import load_schema
-    from .config_docs import render
-    from .io import write_text
     page = render(load_schema())
     if args.out:
         write_text(args.out, page)
@@ -217,8 +212,6 @@ def _config_docs(args):
 
 
 def _retry_failed(args):
-    from pathlib import Path
-    from . import recovery
     folders = (args.runs, args.repeats, args.artifacts, args.runtimes, args.gates)
     if not any(Path(f).is_dir() for f in folders):  # run from the wrong folder: not "nothing"
         _need_folder(args.runs, "--runs")
@@ -232,9 +225,6 @@ def _run_bug(bug, config_path, cores, extra):
     """Everything one bug still needs: its broken, failed and stale records (runs, its arms'
     artifacts and runtimes: ``recovery``) are removed, saying each, so that they are made again,
     then its target is made; its line is printed."""
-    from . import recovery
-    from .plan import Plan
-    from .status import bug_row, table, verdicts
     plan = Plan(load_config(config_path), SHEET_SCHEMA, config_path)
     if bug not in plan.bugs:
         known = sorted(plan.bugs)
@@ -250,7 +240,6 @@ def _run_bug(bug, config_path, cores, extra):
 
 
 def _check_gpu(args):
-    from . import gpucheck
     try:
         result = gpucheck.check(_config(args), epochs=args.epochs, shares=sorted(set(args.shares)))
     except gpucheck.NoGpuHere as exc:
@@ -262,7 +251,6 @@ def _check_gpu(args):
 
 def _need_folder(path, flag):
     """A results folder that is not there (run from the wrong folder) is an error, not "0"."""
-    from pathlib import Path
     if not Path(path).is_dir():
         raise InputError(path, f"no such folder ({flag}): run this in the study's folder, or pass "
                          f"{flag}")
@@ -270,7 +258,7 @@ def _need_folder(path, flag):
 
 def _reach(args):
     config = _config(args)
-    from .reach import batch
+    from .reach import batch  # numpy: the CLI imports what a command needs when it runs
     if args.command == "reach-trace":
         train = dict(config["train"], **{k: v for k, v in (("model", args.model),
                                                               ("challenge", args.challenge)) if v})

@@ -6,9 +6,16 @@ from pathlib import Path
 
 import jsonschema
 import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from .artifacts.kinds import runtime_kinds
+from .artifacts.source_kinds import sources
+from .challenges import challenges
+from .harness.registry import FAULTS, METRICS, model_error
 from .io import InputError
 from .layout import ROOT
+from .mine.releases import load_snapshot
+from .stats.exact import metrics
 
 CONFIG_SCHEMA = ROOT / "schemas" / "config.schema.yaml"
 SHEET_SCHEMA = ROOT / "schemas" / "sheet.schema.yaml"
@@ -49,11 +56,6 @@ def code_lists():
     """The lists the config schema takes from the code that owns them (``x-enum: <name>`` in the
     schema), so that a source, runtime kind, challenge or metric added in its registry (by a
     plugin: ``bugimpact.plugins``) is valid in a config with no edit to the schema."""
-    from .artifacts.kinds import runtime_kinds
-    from .artifacts.source_kinds import sources
-    from .challenges import challenges
-    from .harness.registry import FAULTS, METRICS
-    from .stats.exact import metrics
     return {"sources": list(sources()), "release sources": [n for n, s in sources().items() if s.a_release],
             "runtime kinds": list(runtime_kinds()), "faults": list(FAULTS),
             "challenges": list(challenges()), "metrics": list(metrics()),
@@ -64,9 +66,6 @@ def code_properties():
     """The settings the config schema takes from the code that owns them (``x-properties: <group>``
     in the schema): each runtime kind's ``runtime.<kind>`` and each source's ``artifacts.<source>``
     (their ``settings_schema``, where they have one), each challenge's raw file ``data.<name>``."""
-    from .artifacts.kinds import runtime_kinds
-    from .artifacts.source_kinds import sources
-    from .challenges import challenges
     return {"runtime kind settings": {n: k.settings_schema for n, k in runtime_kinds().items() if k.settings_schema},
             "source settings": {n: s.settings_schema for n, s in sources().items() if s.settings_schema},
             "challenge files": {n: {"type": "string", "default": c.raw, "description": c.about}
@@ -133,7 +132,6 @@ def _beyond_schema(config):
     refuse the same configs: finite numbers, patterns that compile, a version range that parses,
     a model that can be built, a group-sequential design that can run, a monitored metric that is
     tested, ids used once."""
-    from .harness.registry import model_error
     problems = [f"key '{path}': {value} is not a finite number" for path, value in _numbers(config)
                 if not math.isfinite(value)]
     mine = config.get("mine", {})
@@ -143,7 +141,6 @@ def _beyond_schema(config):
         except re.error as exc:
             problems.append(f"key 'mine.section_patterns[{i}]': not a regular expression: {exc}")
     if mine.get("versions"):
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
         try:
             SpecifierSet(mine["versions"])
         except InvalidSpecifier:
@@ -182,7 +179,6 @@ def check_paths(config, source="config.yaml"):
             problems.append(f"key 'mine.snapshot': {snapshot} does not exist (a folder of "
                             "<tag>.md files or an API-shaped JSON file)")
         elif mine.get("tags"):
-            from .mine.releases import load_snapshot
             have = {r["tag_name"] for r in load_snapshot(snapshot)}
             missing = [t for t in mine["tags"] if t not in have]
             if missing:

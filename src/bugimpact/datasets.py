@@ -57,7 +57,7 @@ def official_problems(kind, path):
 
 
 def load_digits():
-    from sklearn.datasets import load_digits as sk_digits
+    from sklearn.datasets import load_digits as sk_digits  # scikit-learn: seconds to import, for digits only
     bunch = sk_digits()
     x = bunch.images.astype(np.uint8)[:, None, :, :]  # 0..16 grey levels, 8x8
     return {"x": x, "y": bunch.target.astype(np.int64)}

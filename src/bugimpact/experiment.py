@@ -9,9 +9,12 @@ import hashlib
 import json
 import re
 
+from .artifacts.source_kinds import OneFix, source
+from .challenges import named_challenge
 from .harness import HARNESS_VERSION
 from .harness.registry import ARMS
-from .io import write_json
+from .io import InputError, read_json, write_json
+from .models import model_of
 
 KEY_FIELDS = ("model", "model_options", "challenge", "epochs", "batch_size", "test_batch_size",
               "optimizer", "lr", "momentum", "lr_schedule", "pooling", "seed_policy", "study_seed",
@@ -23,8 +26,6 @@ def experiment(train):
     """The attributes of the experiment ``train`` (the config's) describes: ``KEY_FIELDS``, the
     harness version, and the model's code where the harness's version does not cover it
     (``models.Model.code``: a dotted model's package, hashed where the host has it)."""
-    from .challenges import named_challenge
-    from .models import model_of
     attrs = {k: train.get(k) for k in KEY_FIELDS}
     if named_challenge(attrs["challenge"]).official_split:
         attrs["test_fraction"] = None  # the fraction plays no part
@@ -65,14 +66,12 @@ def experiment_file(train, runtime_id):
 def read_experiment(path, key):
     """The attributes of experiment ``key`` from its file; a file that is not that experiment
     (edited, or from another version) stops the run: a record never disagrees with its path."""
-    from .io import read_json
     return experiment_attributes(read_json(path), key, path)
 
 
 def experiment_attributes(found, key, where):
     """The attributes of ``found`` (an ``experiment_file`` value), which must be experiment
     ``key``; ``where``: the file or setting it came from, named when it is not."""
-    from .io import InputError
     attrs = found.get("attributes") if isinstance(found, dict) else None
     if not isinstance(attrs, dict) or found.get("key") != key or attributes_key(
             attrs, found.get("runtime")) != key:
@@ -103,7 +102,6 @@ def study_bugs(config, sheet_rows):
     """Bug id -> {label, arms: {arm: {source..., fault}}}: the sheet's accepted rows (their arms
     made by ``artifacts.source``, or by ``bugs.overrides``), the one-fix ``bugs.fixes`` and the
     controls."""
-    from .artifacts.source_kinds import OneFix, source
     bugs = {}
     default_source = config["artifacts"]["source"]
     overrides = config["bugs"].get("overrides", {})

@@ -13,14 +13,17 @@ import shutil
 from pathlib import Path
 
 from .artifacts.docker import RUNTIME_REPO, TOOLCHAIN_REPO
+from .artifacts.engine import Engine
+from .artifacts.interpreters import wheel_tags
+from .artifacts.source_kinds import source
+from .config import SHEET_SCHEMA
 from .io import read_json
+from .plan import Plan
 
 
 def referenced(configs, results="results"):
     """What the configs' plans and the records under ``results`` use (``configs``: each config by
     the file it was read from)."""
-    from .config import SHEET_SCHEMA
-    from .plan import Plan
     keep = {"artifacts": set(), "runtimes": set(), "toolchains": set(), "wheel_caches": set(),
             "wheel_dirs": set(), "named": set(), "uv_caches": set()}
     for path, config in configs.items():
@@ -47,7 +50,6 @@ def referenced(configs, results="results"):
 def named_wheels(specs):
     """Wheel files a config names itself (a ``wheel`` arm, a one-fix release wheel): a person's
     files, never garbage, wherever they live."""
-    from .artifacts.source_kinds import source
     for spec in specs:
         release = source(spec["source"]).release(spec)
         wheel = release.get("wheel")
@@ -58,8 +60,6 @@ def named_wheels(specs):
 def release_wheel_dirs(specs, cache):
     """The cache folders of the release wheels that these artifacts need (made or not yet): a
     download of 400-750 MB each is kept while a current config wants it."""
-    from .artifacts.interpreters import wheel_tags
-    from .artifacts.source_kinds import source
     for spec in specs:
         release = source(spec["source"]).release(spec)
         folder = source(release["source"]).cache_dir(release, cache)
@@ -123,7 +123,6 @@ def _unlinked_cache_entries(caches, removed):
 
 def _images():
     """The project's docker images: (repo:tag, size in bytes); none when Docker is not running."""
-    from .artifacts.engine import Engine
     return Engine().images((RUNTIME_REPO, TOOLCHAIN_REPO)) if Engine.answers() else []
 
 
@@ -173,7 +172,7 @@ def remove(items):
     problems = []
     for kind, what, _ in items:
         if kind == "docker image":
-            from .artifacts.engine import Engine
+            from .artifacts.engine import Engine  # the Docker SDK: only where an engine is used
             refused = Engine().remove_image(what)
             if refused:
                 problems.append(f"{what}: {refused[-300:]}")

@@ -27,7 +27,14 @@ import time
 from pathlib import Path
 
 from . import layout
+from .artifacts.launch import RunOptions, launch
+from .artifacts.runtimes import harness_env, list_gpus, prepare_local
+from .artifacts.source_kinds import host_source
+from .challenges import named_challenge
+from .experiment import experiment, experiment_key
 from .io import write_json
+from .stats.decisions import first_divergence
+from .train import RunTarget, build_spec
 
 SHARES = (1, 2, 4)
 WITHIN_BEST = 0.9  # a larger k must give more than this share of the best to be recommended
@@ -48,12 +55,8 @@ class Workload:
 def workload(config, folder, device="cuda", epochs=1):
     """The study's experiment on ``device`` for ``epochs`` epochs, in the host's runtime, on the
     study's prepared data or random pixels in its shapes."""
-    from .artifacts.runtimes import prepare_local
-    from .artifacts.source_kinds import host_source
-    from .challenges import named_challenge
-    from .datasets import sha256_file
-    from .experiment import experiment
-    from .reach.batch import shaped_data
+    from .datasets import sha256_file  # numpy: only for the GPU check's workload
+    from .reach.batch import shaped_data  # numpy: only for the GPU check's workload
     train = dict(config["train"], device=device)
     runtime = prepare_local({"source": host_source()})
     prepared = Path(layout.DATA.format(challenge=train["challenge"]))
@@ -65,7 +68,6 @@ def workload(config, folder, device="cuda", epochs=1):
         data = shaped_data(train["challenge"], Path(folder) / "shaped.npz", n_train, n_test)
         note = (f"random pixels in the shapes of {train['challenge']} {challenge.shape}, "
                 f"{n_train} + {n_test} images (prepare the data for the real thing)")
-    from .train import RunTarget, build_spec
     spec = build_spec(dict(experiment(train), epochs=epochs),
                       RunTarget("__gpucheck__", "check", {"artifact": host_source()}, 0), 0, data,
                       sha256_file(data))  # each run of the check sets its own run and seed
@@ -74,7 +76,6 @@ def workload(config, folder, device="cuda", epochs=1):
 
 def require_gpu(nvidia_smi=("nvidia-smi", "-L")):
     """The GPUs nvidia-smi lists, or ``NoGpuHere``."""
-    from .artifacts.runtimes import list_gpus
     gpus = list_gpus(nvidia_smi)
     if not gpus:
         raise NoGpuHere("no GPU on this machine (nvidia-smi -L lists none): nothing to check; "
@@ -90,7 +91,6 @@ def require_cuda_build(runtime):
 
 def _run(work, folder, name, seed, options):
     """One run of the workload; its record (a failed run raises)."""
-    from .artifacts.launch import launch
     out = Path(folder) / f"{name}.json"
     with open(Path(folder) / f"{name}.log", "w") as log:
         code = launch(work.runtime, dict(work.spec, run=seed, seed=seed), out, log, options)
@@ -102,8 +102,6 @@ def _run(work, folder, name, seed, options):
 
 def determinism(work, folder):
     """Two runs with one seed in processes of their own: identical, or where they part."""
-    from .artifacts.launch import RunOptions
-    from .stats.decisions import first_divergence
     records = [_run(work, folder, f"same-seed-{i}", 1, RunOptions(threads=work.spec["threads"]))
                for i in (1, 2)]
     epoch = first_divergence(*records)
@@ -119,7 +117,6 @@ def _epoch_seconds(records):
 
 def floor(work):
     """The epoch's FLOPs and this device's measured FP32 rate (``harness.flops``)."""
-    from .artifacts.runtimes import harness_env
     out = subprocess.run([work.runtime["python"], "-m", "bugimpact.harness.flops"],
                          input=json.dumps(work.spec), capture_output=True, text=True,
                          env=harness_env(work.spec["threads"]), timeout=900)
@@ -135,7 +132,6 @@ def floor(work):
 def sharing(work, folder, shares, study_epochs):
     """For each k: k runs at once (forked, as the workflow runs them), their epoch time and fixed
     cost, and the study's runs per GPU-hour at that k; the first k whose runs fail ends it."""
-    from .artifacts.launch import RunOptions
     _run(work, folder, "warm", 0, RunOptions(threads=work.spec["threads"], fork_server=True))
     rows = []  # (the fork server's start above is not a run's cost)
     for k in shares:
@@ -169,7 +165,6 @@ def recommend(rows):
 def check(config, device="cuda", epochs=1, shares=SHARES, out_dir="results/gpu-check"):
     """The whole check, on one GPU (the first one visible); returns its result (also written
     under ``out_dir``)."""
-    from .experiment import experiment_key
     if device == "cuda":
         require_gpu()
     first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]

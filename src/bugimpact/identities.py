@@ -43,6 +43,10 @@ class Bug:
     runs_folder = property(lambda self: self._path(layout.BUG_RUNS))
     repeats_folder = property(lambda self: self._path(layout.BUG_REPEATS))
 
+    def stats(self, study):
+        """Its statistics in ``study`` (the json the figures and tables read, and its table)."""
+        return self._path(layout.BUG_STATS, study=study), self._path(layout.BUG_TABLE, study=study)
+
     def stage(self, pairs):
         return self._path(layout.STAGE, pairs=pairs)
 

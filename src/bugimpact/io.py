@@ -4,8 +4,8 @@ Every output is written to a temporary file in the destination folder and rename
 killed job never leaves a half-written file that a later step could mistake for a result.
 """
 import csv
-import math
 import json
+import math
 import os
 import tempfile
 from contextlib import contextmanager

@@ -32,3 +32,7 @@ REPEAT = BUG_REPEATS + "/{arm}/{run}.json"  # the early decision's measured repe
 EARLY = "results/early/{bug}/{key}.json"
 STAGE = "results/stages/{bug}/{key}/{pairs}.json"  # a group-sequential look
 STUDY = "results/{study}"  # a study's own tables, figures and report
+# a bug's statistics in a study, under the experiment its runs compute with: a changed experiment
+# is a missing file, which Snakemake remakes, never a made one whose inputs it stops looking for
+BUG_STATS = STUDY + "/stats/{bug}/{key}.json"
+BUG_TABLE = STUDY + "/stats/{bug}/{key}.csv"

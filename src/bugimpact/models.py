@@ -12,10 +12,15 @@ builds it: ``harness/models.py``, whose ``registry.model_protocol`` tells the pr
   table is in every runtime's identity, the version it gave in the runtime's record."""
 import hashlib
 import importlib.machinery
+import os
+import subprocess
 import sys
 from pathlib import Path
 
+from .artifacts.interpreters import describe, wheel_tags
 from .artifacts.requirements import folder_sha256
+from .artifacts.source_kinds import release_version
+from .artifacts.sources import index_versions
 from .harness.registry import model_protocol
 from .io import ConfigError, read_csv
 from .layout import ROOT
@@ -103,3 +108,45 @@ def host_copy(module):
     if spec.submodule_search_locations:
         return Path(list(spec.submodule_search_locations)[0])
     return Path(spec.origin) if spec.origin and not rest else None
+
+
+def pins(train, manifest, kind, interpreter, sources):
+    """The packages (distribution, version) a runtime of ``manifest``'s torch installs for the
+    study's model (``train``: its train.model and options; ``kind``: the runtime's kind); Refused
+    when none exists for that torch, or, for a kind that installs them, for the runtime's
+    ``interpreter`` (asked of ``sources``' package index, when it answers)."""
+    if not train:
+        return []
+    pins = model_of(train).requirements(release_version(manifest))
+    if pins and kind.installs and isinstance(interpreter, dict) and sources:
+        info = interpreter
+        for dist, version in pins:
+            try:
+                versions = index_versions(wheel_tags(info), sources["pip_index_url"], dist)
+            except Exception:  # noqa: BLE001 - the index cannot say: the installer will
+                continue
+            if version not in versions:
+                raise Refused(f"no {dist} {version} wheel for {describe(info)} (torch "
+                              f"{release_version(manifest)}'s); the versions that exist for it: "
+                              f"{', '.join(versions[-8:]) or 'none'}")
+    return pins
+
+
+def held(pins, runtime):
+    """The versions of ``pins`` the runtime's interpreter imports (a runtime made by a kind that
+    installs nothing must already hold them); ``models.Refused`` when one is not the pinned one.
+    A docker runtime's interpreter is in its image, where its installer checked the pins."""
+    python = runtime.get("python", "")
+    if not os.path.isabs(python):
+        return dict(pins)
+    found = {}
+    for dist, _ in pins:
+        out = subprocess.run([python, "-c", f"import {dist}; print({dist}.__version__)"],
+                             capture_output=True, text=True)
+        found[dist] = out.stdout.strip().split("+")[0] if out.returncode == 0 else None
+    wrong = [f"{dist} {version} (it has {found[dist] or 'none'})" for dist, version in pins
+             if found[dist] != version]
+    if wrong:
+        raise Refused(f"the {runtime['kind']} runtime ({python}) lacks {', '.join(wrong)}: "
+                      "install it there, or use runtime.kind venv, which installs it")
+    return found

@@ -13,9 +13,11 @@ from .artifacts.source_kinds import artifact_id, source
 from .experiment import experiment_file, experiment_key, study_bugs
 from .harness.registry import ARMS
 from .identities import Artifact, Bug
-from .io import ConfigError, InputError, config_file
+from .io import ConfigError, InputError, config_file, read_json
 from .models import model_of
+from .reach.run import gate
 from .sheet import validate
+from .stats.decisions import pairs_for_rate
 
 
 class Plan:
@@ -48,6 +50,7 @@ class Plan:
         arms = [a for b in self.bugs.values() for a in b["arms"].values()]
         recipe_sha, self.toolchain = "", None  # the toolchain image, where a step uses docker
         if self.kind.needs_toolchain or any(source(a["source"]).built for a in arms):
+            # the Docker SDK: only where a build or docker runtime is planned
             from .artifacts.docker import recipe, toolchain_name
             recipe_sha = recipe(config["artifacts"]["docker"])[1]
             self.toolchain = toolchain_name(config["artifacts"]["docker"])
@@ -174,7 +177,6 @@ class Plan:
         workflow's asks the reach checkpoint, which is made first)."""
         if not self.reach_gates(bug):
             return ""
-        from .reach.run import gate
         verdict = (read or _written)(self.reach_json(bug))
         return verdict["verdict"] if verdict and gate(verdict, self.config["train"]["device"]) else ""
 
@@ -192,7 +194,6 @@ class Plan:
         early = self.config["train"]["early_decision"]
         k = early["runs"]
         if early.get("trigger_rate"):
-            from .stats.decisions import pairs_for_rate
             k = pairs_for_rate(early["trigger_rate"])
         return k if early["enabled"] and k < self.runs else 0
 
@@ -235,7 +236,6 @@ class Plan:
         gate = Path(self.bug(bug).arms_gate)
         if not gate.exists():
             return None
-        from .io import read_json
         return bool(read_json(gate).get("runnable"))
 
     def toolchain_json(self):
@@ -273,8 +273,12 @@ class Plan:
         """The inputs of the bug's rule, by name: its statistics and figure (a fixed set: its
         records are the statistics' inputs, and listed ones would change the set as decisions are
         made)."""
-        return {"stats": f"{self.out}/stats/{bug}.json", "table": f"{self.out}/stats/{bug}.csv",
-                "figure": f"{self.out}/figures/{bug}.png"}
+        stats, table = self.bug(bug).stats(self.config["study"])
+        return {"stats": stats, "table": table, "figure": f"{self.out}/figures/{bug}.png"}
+
+    def bug_stats(self):
+        """Every bug's statistics (the json), in bug order."""
+        return [self.bug(bug).stats(self.config["study"])[0] for bug in sorted(self.bugs)]
 
     def known(self, bug):
         """(records, decisions) this bug needs as far as the decisions on disk ask."""
@@ -295,7 +299,6 @@ class Plan:
 def _written(path):
     """The JSON at ``path``, or None while it is not written (the plan's reader of the decisions
     and verdicts made so far)."""
-    from .io import read_json
     return read_json(path) if Path(path).exists() else None
 
 
@@ -324,7 +327,6 @@ def check_seeds(path, bug):
     finished run of this bug should be kept."""
     if not path.exists():
         return
-    from .io import read_json
     seeds = read_json(path)
     if not (isinstance(seeds, dict) and seeds.get("bug") == bug and isinstance(seeds.get("seeds"), list)
             and seeds["seeds"] and all(isinstance(s, int) for s in seeds["seeds"])):

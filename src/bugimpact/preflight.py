@@ -12,13 +12,19 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import layout
+from .artifacts import interpreters, onefix
+from .artifacts.interpreters import pip_target
+from .artifacts.kernels import BuildRefused, compiler
+from .artifacts.runtimes import list_gpus
+from .artifacts.source_kinds import source, sources
 from .artifacts.source_kinds import source as source_kind
+from .challenges import problems, raw_file
 from .io import InputError
-
 
 # Compute capability by GPU name, for drivers too old to report compute_cap.
 KNOWN_GPUS = (("H100", 9.0), ("H200", 9.0), ("GH200", 9.0), ("L40", 8.9), ("L4", 8.9),
@@ -37,7 +43,6 @@ class Check:
 def run(config, plan, nvidia_smi=None, timeout=20, gated=()):
     """Every check for this config and plan (``nvidia_smi``: recorded output, for tests);
     ``gated``: bugs that reach stopped, whose builds will never start."""
-    from .artifacts.source_kinds import source
     checks = []
     arms = [(bug, arm, spec) for bug, b in sorted(plan.bugs.items()) for arm, spec in b["arms"].items()]
     built_arms = [(bug, arm, spec) for bug, arm, spec in arms  # builds that reach does not stop
@@ -71,8 +76,6 @@ def run(config, plan, nvidia_smi=None, timeout=20, gated=()):
 def _compiler(arms):
     """The C++ compiler that builds kernel fixes' override libraries, where an arm's diff (a patch
     file) changes kernels: found, with its version, or its absence named before any build."""
-    from .artifacts import onefix
-    from .artifacts.kernels import BuildRefused, compiler
     bugs = set()
     for bug, _, spec in arms:
         if spec.get("patch") and Path(spec["patch"]).is_file() and source_kind(spec["source"]).overrides:
@@ -98,7 +101,6 @@ BUILD_CHECKS = ("submodules", "docker", "toolchain image", "disk", "gpus vs tool
 def failed(checks, builds_only=False):
     """The failed checks (``builds_only``: those that stop the builds, the built sources'
     commits among them)."""
-    from .artifacts.source_kinds import sources
     builds = set(BUILD_CHECKS) | {f"commits ({name})" for name, s in sources().items() if s.built}
     return [c for c in checks if c.status == "FAIL" and (not builds_only or c.name in builds)]
 
@@ -126,7 +128,6 @@ def _commits(config, arms):
     """Whether each source's clone holds the commits its arms name (``Source.commit_fields``); a
     missing clone fails a build (``Source.built``) and only warns otherwise (a diff can also come
     from the API)."""
-    from .artifacts.source_kinds import source
     checks = []
     for name in sorted({spec["source"] for _, _, spec in arms}):
         kind = source(name)
@@ -207,8 +208,8 @@ def _submodules(config, docker_arms, timeout):
 
 
 def _docker(config):
-    from .artifacts.docker import TOOLCHAIN_REPO, recipe, toolchain_name
-    from .artifacts.engine import Engine
+    from .artifacts.docker import TOOLCHAIN_REPO, recipe, toolchain_name  # the Docker SDK: only for a docker study
+    from .artifacts.engine import Engine  # the Docker SDK: only where an engine is used
     cfg = config["artifacts"]["docker"]
     if not Engine.answers():
         return [Check("docker", "FAIL", "no Docker engine answers",
@@ -230,7 +231,7 @@ def _docker(config):
 
 
 def _disk(config, plan, docker_arms):
-    from .artifacts.docker import preset
+    from .artifacts.docker import preset  # the Docker SDK: only for a docker study
     per_build = float(preset(config["artifacts"]["docker"]).get("disk_gb_per_build", 2))
     todo = sorted({spec["artifact"] for _, _, spec in docker_arms
                    if not Path(layout.ARTIFACT.format(artifact=spec["artifact"])).exists()})
@@ -252,7 +253,6 @@ def disk_check(need_gb, free_gb, builds, per_build, folder):
 def require_gpu(nvidia_smi="nvidia-smi"):
     """Refuse ``train.device: cuda`` on a machine that shows no GPU (a local run; on a cluster
     the nodes have them, and the preflight's gpus check reads them there)."""
-    from .artifacts.runtimes import list_gpus
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if not list_gpus((nvidia_smi, "-L")) or visible in ("", "-1"):
         raise InputError("config", "train.device is cuda, but this machine shows no GPU (nvidia-smi "
@@ -307,7 +307,7 @@ def _gpus(config, plan, recorded):
     caps = sorted({cap for _, cap, _ in gpus if cap is not None})
     names = ", ".join(f"{n} (sm_{int(c * 10) if c else '?'}, driver {d})" for n, c, d in gpus)
     if any(source_kind(a["source"]).built for a in arms):
-        from .artifacts.docker import build_env, preset
+        from .artifacts.docker import build_env, preset  # the Docker SDK: only for a docker study
         cfg = config["artifacts"]["docker"]
         era = preset(cfg)
         archs = build_env(cfg).get("TORCH_CUDA_ARCH_LIST") or era.get("arch_list") or ""
@@ -347,7 +347,6 @@ def _gpus(config, plan, recorded):
 
 def _data(config):
     """The challenge's raw file, as the challenge checks it."""
-    from .challenges import problems, raw_file
     challenge = config["train"]["challenge"]
     found = problems(challenge, config["data"])
     if found:
@@ -358,7 +357,6 @@ def _data(config):
 
 
 def _interpreter(config, plan):
-    from .artifacts import interpreters
     if not plan.kind.chooses_python or plan.interpreter is None:
         return []
     info = plan.interpreter
@@ -384,8 +382,6 @@ def _interpreter(config, plan):
 
 def _available(tags, index_url=""):
     """The torch versions the index has for these wheel tags, or None when it cannot be asked."""
-    import sys
-    from .artifacts.interpreters import pip_target
     cmd = [sys.executable, "-m", "pip", "index", "versions", "torch", *pip_target(tags, index_url)]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -19,8 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import layout
+from .artifacts.kinds import kind
+from .artifacts.source_kinds import source
+from .harness.registry import ARMS
 from .io import InputError, read_json
 from .records import record_paths, record_status, why_broken
+from .stats.failures import failure_text
 
 RETRAINED = "the next run trains it again"
 REMADE = "the next run makes it again"
@@ -44,7 +48,6 @@ class Finding:
 def of_runs(paths):
     """The broken, failed and skipped (an earlier version's record of a run a decision made
     unneeded) among these run records."""
-    from .stats.failures import failure_text
     out = []
     for path in paths:
         status = record_status(path)
@@ -60,14 +63,12 @@ def of_runs(paths):
 
 def of_artifacts(paths):
     """The broken, failed, refused and stale among these artifact manifests."""
-    from .artifacts.source_kinds import source
     return _of_made(paths, _failed(lambda m: f"{m.get('failure_class', '?')}: {m.get('error', '')}"),
                     lambda m: source(m["source"]).lost(m), REMADE)
 
 
 def of_runtimes(paths):
     """The broken, failed and stale among these runtime records."""
-    from .artifacts.kinds import kind
     return _of_made(paths, _failed(lambda r: r.get("reason", "")), lambda r: kind(r["kind"]).lost(r),
                     REMADE)
 
@@ -134,7 +135,6 @@ def under(runs=layout.RUNS, repeats=layout.REPEATS, artifacts=layout.ARTIFACTS,
 def of_plan(plan, bugs=None):
     """The findings of a study's bugs (``bugs``: these only): their run records and repeats, the
     manifests of their arms' artifacts, those artifacts' runtimes, and the bugs' arms gates."""
-    from .harness.registry import ARMS
     names = sorted(plan.bugs) if bugs is None else list(bugs)
     made = {plan.artifact_of(bug, arm) for bug in names for arm in ARMS}
     made = sorted(made, key=lambda a: a.ident)

@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .artifacts.onefix import cuda_only, split_diff, verdict
 from .framework.tables import SHA, checked_sha
 from .io import InputError, read_csv, write_csv
 from .landings import Commit, LandingIndex
@@ -223,7 +224,7 @@ class ApiResolver:
         self.unreachable = None  # after a network failure, the other PRs fail fast
 
     def resolve(self, pr):
-        from .mine.github import GitHubError, NetworkError
+        from .mine.github import GitHubError, NetworkError  # PyGithub and requests: only when the API is asked
         if self.unreachable:
             raise Unresolved(f"api: not tried, the API was unreachable ({self.unreachable})")
         try:
@@ -338,7 +339,6 @@ def diff_facts(clone, buggy, corrected):
     """What a fix's diff says (``onefix.verdict``): ``onefix`` (can a release wheel take it: ``yes``,
     ``yes: kernels (...)``, ``wheel: ...`` or ``no: <why>``) and ``diff_tags`` (``cuda`` when it
     changes only CUDA sources). Empty when the clone cannot answer."""
-    from .artifacts.onefix import cuda_only, split_diff, verdict
     out = subprocess.run(["git", "-C", str(clone), "diff", buggy, corrected, "--"],
                          capture_output=True, text=True)
     if out.returncode != 0:

@@ -57,7 +57,7 @@ def _own_verdict(plan, bug, table_has_it):
     written: its own statistics, before the correction over the study's bugs, marked. (The table
     is made from every bug's statistics, so an up-to-date table is newer than each of them.)"""
     line, table = Path(plan.out) / "bugs" / f"{bug}.txt", Path(plan.out) / "stats" / "verdicts.csv"
-    own = Path(plan.out) / "stats" / f"{bug}.json"
+    own = Path(plan.bug(bug).stats(plan.config["study"])[0])
     if not line.exists() or not own.exists() or (
             table_has_it and table.exists() and table.stat().st_mtime >= own.stat().st_mtime):
         return ""

@@ -11,7 +11,9 @@ that the early decision or a group-sequential stop makes unneeded are never aske
 import os
 from dataclasses import dataclass
 
+from .artifacts.common import RunTimeout
 from .artifacts.launch import RunOptions, launch
+from .experiment import derive_seeds, experiment
 from .harness.registry import sealed
 from .io import write_json
 
@@ -43,7 +45,6 @@ def short_spec(train_cfg, target, data_npz, data_sha256, **extra):
     """The spec of a short run that is no run of a bug (``target``: a reach trace's, an override
     check's): the study's experiment, a seed of its own (derived for the target's bug name, as a
     bug's are), the data; ``extra``: what it adds (its steps)."""
-    from .experiment import derive_seeds, experiment
     seed = derive_seeds(train_cfg["study_seed"], target.bug, "paired", 1)[0]
     return build_spec(experiment(train_cfg), target, seed, data_npz, data_sha256, **extra)
 
@@ -59,7 +60,6 @@ def _tail(path, limit=4000):
 
 
 def train_one(spec, out, log_path, runtime, options=None):
-    from .artifacts.common import RunTimeout
     options = options or RunOptions()
     if runtime.get("status") == "failed":
         write_json(out, sealed({"status": "failed", "spec": spec, "exit_codes": None,

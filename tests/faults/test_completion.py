@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT
 from workflow import project_copy, snakemake
 

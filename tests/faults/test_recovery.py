@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT
 from workflow import project_copy, snakemake
 
@@ -194,8 +193,9 @@ def test_a_release_that_cannot_be_downloaded_is_refused_in_the_projects_words(ht
 def test_a_wheel_for_another_python_is_refused_in_the_projects_words(tmp_path):
     """A user's wheel built for CPython 3.7, in a venv runtime of this Python: before, uv's own
     words; now the wheel, its tags and the interpreter, named."""
-    from bugimpact import steps
     from conftest import make_wheel
+
+    from bugimpact import steps
     wheel = make_wheel(tmp_path, "torch", {"torch/__init__.py": ""}, version="1.5.1")
     other = wheel.with_name("torch-1.5.1-cp37-cp37m-linux_x86_64.whl")
     wheel.rename(other)

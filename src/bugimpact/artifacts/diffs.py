@@ -5,6 +5,10 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+from ..framework import patch
+from ..framework.paths import kind_of
+from ..framework.tables import GitTree, TarTree, checked_sha
+from ..io import atomic_open
 from .onefix import Refused
 
 
@@ -12,7 +16,6 @@ def fix_diff(sources, spec):
     """The fix's own diff and where it came from: a patch file, the clone, or the GitHub API."""
     if spec.get("patch"):
         return Path(spec["patch"]).read_text(encoding="utf-8"), f"file {spec['patch']}"
-    from ..framework.tables import checked_sha
     buggy, corrected = spec.get("buggy_sha"), spec.get("corrected_sha")
     clone = sources["fix_clone"]
     if clone or sources["fix_api"]:
@@ -29,7 +32,7 @@ def fix_diff(sources, spec):
                                f"{out.stderr.strip()[-400:]}")
         return out.stdout, f"clone {clone}: git diff {buggy} {corrected}"
     if sources["fix_api"]:
-        from ..mine.github import GitHubClient
+        from ..mine.github import GitHubClient  # PyGithub and requests: only when the API is asked
         client = GitHubClient(base_url=sources["api_url"])
         return (client.compare_diff(sources["repo"], buggy, corrected),
                 f"GitHub API: compare {buggy}...{corrected}")
@@ -47,7 +50,6 @@ def fix_trees(sources, arm):
     """The fix's own files at its buggy and corrected commits, as (old, new) source trees: the
     clone's commits, else the archive beside its patch, else (None, None). Reach reads where each
     changed Python line runs from them when the traced release no longer holds the line."""
-    from ..framework.tables import GitTree, TarTree
     clone, buggy, corrected = sources.get("fix_clone"), arm.get("buggy_sha"), arm.get("corrected_sha")
     if clone and buggy and corrected:
         return GitTree(clone, buggy), GitTree(clone, corrected)
@@ -61,10 +63,6 @@ def write_fix_files(clone, buggy, corrected, diff_text, archive):
     """Ship the fix's own files for reach (``fix_trees``): each file of the torch package the diff
     changes, at the buggy commit under ``buggy/`` and at the corrected one under ``corrected/``, in
     a reproducible ``.tar.xz`` (sorted, no times or owners). Returns how many files it holds."""
-    from ..io import atomic_open
-    from ..framework import patch
-    from ..framework.paths import kind_of
-    from ..framework.tables import GitTree
     trees = {"buggy": GitTree(clone, buggy), "corrected": GitTree(clone, corrected)}
     members = {}
     for fd in patch.parse(diff_text):

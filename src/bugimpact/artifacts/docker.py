@@ -18,9 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from ..io import write_text
 from .common import SRC
 from .engine import Engine, gpu_requests
+from .interpreters import PROBE as INTERPRETER
+from .requirements import requirements_identity
 from .sources import PROBE, sha256_file
 
 ROOT = SRC.parent
@@ -55,7 +59,6 @@ def toolchain_dir(docker_cfg):
 def preset(docker_cfg):
     """The toolchain's era preset (``preset.yaml`` beside its Dockerfile): CUDA facts for preflight
     and the build environment that era needs."""
-    import yaml
     path = toolchain_dir(docker_cfg) / "preset.yaml"
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 
@@ -113,7 +116,6 @@ def build_toolchain(docker_cfg, log):
     """Build the toolchain image of this recipe unless it exists (the toolchain rule's job, so that
     parallel builds never race to make it); returns its record: tag, image id, recipe hash and the
     interpreter inside, that release wheels for a docker runtime must fit."""
-    from .interpreters import PROBE as INTERPRETER
     parts, digest = recipe(docker_cfg)
     tag = f"{TOOLCHAIN_REPO}:{toolchain_name(docker_cfg)}"
     engine = Engine()
@@ -247,7 +249,6 @@ RUN /opt/py/bin/pip install --no-cache-dir {packages} && rm -rf /tmp/wheels
 def prepare_runtime(artifact, toolchain, requirements, folder):
     """A runtime image per artifact: the toolchain image plus its wheel, numpy and the configured
     extra requirements. The artifact's own toolchain keeps build and runtime ABI-compatible."""
-    from .requirements import requirements_identity
     requirements = list(requirements)
     key = hashlib.sha256(json.dumps([artifact.get("wheel_sha256"), requirements_identity(requirements),
                                      toolchain["recipe_sha"]]).encode()).hexdigest()[:12]

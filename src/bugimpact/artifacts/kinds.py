@@ -12,7 +12,13 @@ import os
 import re
 import subprocess
 
+from ..io import read_json
 from ..plugins import Registry
+from . import interpreters
+from .requirements import requirements_identity
+from .runtimes import prepare_local, prepare_venv
+from .source_kinds import host_source, source
+from .source_kinds import source as source_of
 
 
 class RuntimeKind:
@@ -39,12 +45,10 @@ class RuntimeKind:
     def reach_release(self, corrected, version):
         """The release a reach trace of a fix runs on here (``corrected``: the fix's arm;
         ``version``: reach.release, the sheet's release read), or None when it needs none."""
-        from .source_kinds import source
         return source(corrected["source"]).reach_release(corrected, version)
 
     def interpreter(self, runtime_cfg, recipe_sha):
         """The interpreter release wheels must fit (probed) and their wheel-tag target."""
-        from . import interpreters
         info = interpreters.host()
         return info, interpreters.wheel_tags(info)["key"]
 
@@ -102,7 +106,6 @@ class Local(RuntimeKind):
     host_packages = True
 
     def refusal(self, source):
-        from .source_kinds import source as source_of
         if source_of(source).on_host:
             return ""
         return (f"runtime.kind local runs only the installed torch, not a {source} arm: set "
@@ -110,11 +113,9 @@ class Local(RuntimeKind):
 
     def reach_release(self, corrected, version):
         """The host's own torch: the only one this kind runs."""
-        from .source_kinds import host_source
         return {"source": host_source()}
 
     def make(self, manifest, folder, settings):
-        from .runtimes import prepare_local
         return prepare_local(manifest, settings["interpreter"]["executable"], self.name)
 
 
@@ -128,16 +129,13 @@ class Venv(RuntimeKind):
         """The installed torch runs on the venv's interpreter itself (a venv over the same
         site-packages adds nothing), so switching a study to venv for its one-fix rows keeps the
         runs of its installed-torch controls. Not with extra requirements: those go into a venv."""
-        from .source_kinds import source as source_of
         return "local" if source_of(source).on_host and not runtime_cfg["requirements"] else self.name
 
     def interpreter(self, runtime_cfg, recipe_sha):
-        from . import interpreters
         info = interpreters.find(runtime_cfg["python"])
         return info, interpreters.wheel_tags(info)["key"]
 
     def make(self, manifest, folder, settings):
-        from .runtimes import prepare_venv
         return prepare_venv(manifest, folder, settings["interpreter"]["executable"],
                             settings["requirements"], settings["installer"], settings["cache"], self.name)
 
@@ -148,7 +146,6 @@ class Docker(RuntimeKind):
     needs_toolchain = True
 
     def refusal(self, source):
-        from .source_kinds import source as source_of
         return "" if source_of(source).in_docker else f"a {source} arm runs in a venv runtime: set runtime.kind venv"
 
     def interpreter(self, runtime_cfg, recipe_sha):
@@ -161,13 +158,12 @@ class Docker(RuntimeKind):
         return "image", recipe_sha
 
     def make(self, manifest, folder, settings):
-        from .docker import prepare_runtime
-        from ..io import read_json
+        from .docker import prepare_runtime  # the Docker SDK: only in a docker runtime
         return prepare_runtime(manifest, read_json(settings["toolchain_json"]),
                                settings["requirements"], folder)
 
     def run(self, runtime, spec, out, env, log, timeout=None):
-        from .docker import run_harness
+        from .docker import run_harness  # the Docker SDK: only in a docker runtime
         return run_harness(runtime, spec, out, env, log, timeout)
 
 
@@ -193,7 +189,6 @@ def runtime_id(runtime_cfg, interpreter, recipe_sha="", model_needs=None):
     """The runtime's identity, a path component: its kind, the interpreter's version (or
     ``image``), and a hash of what the kind names it by, of the extra requirements' content and
     of what the model needs of it (``models.Model.runtime_needs``: the torchvision table)."""
-    from .requirements import requirements_identity
     name = runtime_cfg["kind"]
     label, what = kind(name).identity(interpreter, recipe_sha)
     named = [name, what, requirements_identity(runtime_cfg.get("requirements", []))]

@@ -19,8 +19,9 @@ import re
 import zipfile
 from pathlib import Path
 
-from ..io import atomic_open, write_text
 from ..framework import patch
+from ..io import atomic_open, write_text
+from . import compiled
 
 PACKAGE = "torch"
 # Anything that is compiled, generates code, or drives the build: a wheel cannot take it as a patch.
@@ -98,7 +99,6 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
     compiled part (``compiled.Kernels``: its kind, its files by kind, its diff), which an override
     library takes. Refuses a file of unknown kind or binary, and compiled code of a kind no
     override can replace (``compiled.refusal``, which names the kind)."""
-    from . import compiled
     kinds = {"python": [], "not_shipped": [], "compiled": [], "unknown": [], "wheel": [], "comments": []}
     shipped, code = [], []
     for path, section in split_diff(diff_text):

@@ -15,7 +15,7 @@ def operators(native_functions, derivatives):
     """Each operator of the release's ``native_functions.yaml``: its schema, its CPU kernel's C++
     name, and whether it has a ``dispatch:`` entry for the CPU, is composite (2.x), or has a
     derivative (``derivatives.yaml``)."""
-    import yaml
+    import yaml  # yaml: only when a file of it is read (a train job imports this module)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     derived = {entry["name"].split("(")[0] for entry in yaml.load(derivatives, Loader=loader) or []}
     out = []

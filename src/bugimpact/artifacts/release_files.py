@@ -25,6 +25,9 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..framework.tables import GitTree
+from ..io import atomic_open
+
 YAMLS = ("aten/src/ATen/native/native_functions.yaml", "tools/autograd/derivatives.yaml")
 INCLUDE = re.compile(rb'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 # where an included name lives in the source tree, besides the including file's own folder
@@ -98,7 +101,6 @@ def from_tree(read, tag, paths, shipped, origin):
 
 def clone_reader(clone, tag):
     """A reader of the clone's files at ``tag``, or None when the clone has no such tag."""
-    from ..framework.tables import GitTree
     if not TAG.match(tag):
         return None
     commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "--verify", "--quiet",
@@ -135,7 +137,6 @@ def archive_of(patch):
 def write_archive(path, source):
     """Ship a release source (``bin/release-sources``): a reproducible ``.tar.xz`` (sorted, no
     times or owners) holding ``SOURCE.json``, ``files/``, ``include/`` and ``yaml/``."""
-    from ..io import atomic_open
     members = {"SOURCE.json": json.dumps(source.describe(), indent=1, sort_keys=True).encode() + b"\n"}
     members.update({f"files/{p}": d for p, d in source.files.items()})
     members.update({f"include/{n}": d for n, d in source.includes.items()})
@@ -185,7 +186,7 @@ def find(sources, arm, version, paths, shipped):
         if any(p.endswith(".h") for p in paths):
             tried.append("GitHub's files cannot say which files include a changed header")
         else:
-            from ..mine.github import GitHubClient
+            from ..mine.github import GitHubClient  # PyGithub and requests: only when the API is asked
             client = GitHubClient(base_url=sources["api_url"])
             return from_tree(api_reader(client, sources["repo"], tag), tag, paths, shipped,
                              f"GitHub {sources['repo']}")

@@ -9,6 +9,7 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,7 +18,10 @@ from pathlib import Path
 from ..io import ConfigError, write_json
 from ..progress import run_logged
 from .common import SRC
-from .sources import PROBE, pip_setting
+from .interpreters import describe, probe, wheel_tags
+from .onefix import install_overlay
+from .source_kinds import source
+from .sources import PROBE, fits, pip_setting
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +36,6 @@ def _probe(python):
 def prepare_local(artifact, python=sys.executable, kind="local"):
     """The interpreter itself (the host's, or a venv runtime's for the installed torch), as a
     runtime of ``kind`` (the local kind, or one made from it)."""
-    from .source_kinds import source
     if not source(artifact["source"]).on_host:
         raise ConfigError(f"the {kind} runtime can only run the host's own torch, not "
                           f"a {artifact['source']} artifact; use runtime.kind venv or docker",
@@ -50,15 +53,12 @@ def prepare_venv(artifact, folder, base_python="python3", requirements=(), insta
     files are hard links to it, so a release costs its bytes once however many venvs use it and a
     venv takes seconds; pip: a full copy per venv (the former way, kept for comparison). How a
     venv is made is not part of its identity: both install the same files."""
-    import shutil
-    from .onefix import install_overlay
     _refuse_unfit(artifact, base_python)
     venv = (Path(folder) / "venv").resolve()
     python = venv / "bin" / "python"
     done = venv / ".bugimpact-complete"
     if not done.exists():
         packages = ([artifact["wheel"]] if artifact.get("wheel") else []) + list(requirements)
-        from .source_kinds import source
         system = source(artifact["source"]).on_host
         steps = (_uv_steps if installer == "uv" else _pip_steps)(base_python, venv, packages, system,
                                                                   cache)
@@ -84,8 +84,6 @@ def prepare_venv(artifact, folder, base_python="python3", requirements=(), insta
 def _refuse_unfit(artifact, python):
     """A wheel this interpreter cannot install (a user's wheel built for another Python) is
     refused here, in words that name both, before an installer refuses it in its own."""
-    from .interpreters import describe, probe, wheel_tags
-    from .sources import fits
     wheel = artifact.get("wheel")
     if wheel and not fits(wheel, wheel_tags(info := probe(python))):
         raise RuntimeError(f"{Path(wheel).name} is not for {describe(info)}: its tags are "
@@ -126,9 +124,8 @@ def _uv_steps(base_python, venv, packages, system, cache):
 
 def uv_binary():
     """uv, as the ``uv`` package installs it beside this package (or on PATH)."""
-    import shutil
     try:
-        from uv import find_uv_bin
+        from uv import find_uv_bin  # the uv package is optional: uv on PATH serves as well
         return find_uv_bin()
     except (ImportError, FileNotFoundError):
         found = shutil.which("uv")

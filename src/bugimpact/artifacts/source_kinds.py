@@ -17,8 +17,14 @@ import re
 import time
 from pathlib import Path
 
+from ..harness.files import sha256_file
+from ..harness.registry import ARMS
 from ..io import ConfigError, InputError, read_json
 from ..plugins import Registry
+from . import onefix
+from .diffs import fix_diff
+from .kernel_arm import prepare
+from .sources import installed_manifest, pypi_cache_dir, pypi_wheel, usable, user_wheel, wheel_manifest
 
 
 class Lost(RuntimeError):
@@ -119,7 +125,6 @@ class Installed(Source):
         return "installed"
 
     def make(self, sources, spec, folder, toolchain_json=None):
-        from .sources import installed_manifest
         return installed_manifest()
 
 
@@ -130,11 +135,9 @@ class PyPI(Source):
         return f"pypi-{arm['version']}-{target}" if target else f"pypi-{arm['version']}"
 
     def cache_dir(self, release, cache):
-        from .sources import pypi_cache_dir
         return pypi_cache_dir(cache, release["version"])
 
     def make(self, sources, spec, folder, toolchain_json=None):
-        from .sources import pypi_wheel, wheel_manifest
         started = time.time()
         python = _target_interpreter(spec, toolchain_json)
         wheel = pypi_wheel(spec["version"], sources["wheel_cache"], python, sources["pip_index_url"])
@@ -146,7 +149,6 @@ class PyPI(Source):
         return []  # the index has it: fetched again when the cache lost it
 
     def fetched(self, manifest, sources):
-        from .sources import pypi_wheel
         if not sources or _at_hand(manifest):
             return super().fetched(manifest, sources)
         wheel = pypi_wheel(manifest["version_requested"], sources["wheel_cache"], manifest["python"],
@@ -163,7 +165,6 @@ class Wheel(Source):
         return f"wheel-{ident[:16]}"
 
     def make(self, sources, spec, folder, toolchain_json=None):
-        from .sources import user_wheel, wheel_manifest
         started = time.time()
         wheel = user_wheel(spec["wheel"], spec.get("sha256", ""), sources["wheel_cache"])
         return dict(wheel_manifest("wheel", wheel, started), location=spec["wheel"])
@@ -176,7 +177,6 @@ class Wheel(Source):
         return [manifest["wheel"]] + ([location] if location else [])
 
     def fetched(self, manifest, sources):
-        from .sources import user_wheel
         if not sources or not manifest.get("location") or _at_hand(manifest):  # (no location: an
             return super().fetched(manifest, sources)                       # older manifest)
         wheel = user_wheel(manifest["location"], manifest["wheel_sha256"], sources["wheel_cache"])
@@ -222,7 +222,6 @@ class OneFix(Source):
         """Both arms of a one-fix bug: one release, one diff (a patch file or the row's commits),
         and the sheet's ``onefix`` verdict where it says no (the refusal's reason when no diff is
         at hand; a ``yes`` changes nothing, so finished one-fix studies are not redone)."""
-        from ..harness.registry import ARMS
         refused = {"onefix": fix["onefix"]} if str(fix.get("onefix", "")).startswith("no:") else {}
         return {arm: {"source": cls.name, "release": dict(release), "arm": arm, **refused,
                       **{k: fix[k] for k in ("patch", "buggy_sha", "corrected_sha") if fix.get(k)}}
@@ -256,7 +255,6 @@ class OneFix(Source):
         return not spec.get("patch") and not (spec.get("buggy_sha") and spec.get("corrected_sha"))
 
     def identity(self, arm, recipe_sha, target):
-        from ..harness.files import sha256_file
         diff = ({"patch": sha256_file(arm["patch"])} if arm.get("patch")
                 else {"commits": [arm.get("buggy_sha"), arm.get("corrected_sha")]})
         what = json.dumps([artifact_id(arm["release"], recipe_sha, target), diff], sort_keys=True)
@@ -278,8 +276,6 @@ class OneFix(Source):
         return super().fetched(source(manifest["release"]["source"]).fetched(manifest, sources), sources)
 
     def make(self, sources, spec, folder, toolchain_json=None):
-        from . import onefix
-        from .diffs import fix_diff
         release = dict(spec["release"], python=spec.get("python"))
         base = source(release["source"]).make(sources, release, folder)
         try:
@@ -295,7 +291,7 @@ class OneFix(Source):
             else (None, None, {}, []))
         built = None
         if kernels is not None:  # its kernels: the release's own files, rebuilt by the runtime
-            from .compiled import prepare
+
             in_release, apply, built = prepare(kernels, sources, spec, base["wheel"],
                                                release_version(base), folder)
             if patch_text and in_release != fix_in_release:
@@ -352,14 +348,12 @@ def artifact_id(arm, recipe_sha="", target=""):
 
 def _at_hand(manifest):
     """Whether the wheel a manifest names is there and reads as a wheel."""
-    from .sources import usable
     return Path(manifest["wheel"]).is_file() and usable(manifest["wheel"])
 
 
 def _same_bytes(manifest, wheel, where):
     """The manifest with ``wheel``, fetched again, in place of the one it names: refused (``Lost``)
     unless it holds the bytes the artifact was made from."""
-    from ..harness.files import sha256_file
     got = sha256_file(wheel)
     if got != manifest["wheel_sha256"]:
         raise Lost(f"{manifest['wheel']} was gone and {where} now has other bytes (sha256 {got}, "

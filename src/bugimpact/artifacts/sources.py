@@ -5,6 +5,7 @@ version and git version reported by importing it, which the runtime fills in (``
 """
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import re
@@ -14,11 +15,16 @@ import sys
 import tempfile
 import time
 import urllib.request
+import zipfile
 from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
 
 from ..harness.files import sha256_file
 from ..io import InputError, write_json
 from ..progress import copy_logged, run_logged
+from .interpreters import describe, pip_target, wheel_tags
 
 log = logging.getLogger(__name__)
 PROBE = ("import json, torch; print(json.dumps({'version': torch.__version__, "
@@ -27,7 +33,6 @@ PROBE = ("import json, torch; print(json.dumps({'version': torch.__version__, "
 
 
 def installed_manifest(python=sys.executable):
-    import json
     out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{python} cannot import torch: {out.stderr.strip()[-500:]}")
@@ -37,7 +42,6 @@ def installed_manifest(python=sys.executable):
 
 def fits(wheel, tags):
     """Whether a wheel file can be installed by the interpreter with these ``wheel_tags``."""
-    from packaging.utils import parse_wheel_filename
     supported_py = {tags["implementation"] + tags["python_version"].replace(".", ""), "py3",
                     "py" + tags["python_version"].replace(".", "")}
     for tag in parse_wheel_filename(Path(wheel).name)[3]:
@@ -58,7 +62,6 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
     The cache is keyed by version, Python tag, ABI and platform; pip picks the wheel for the target
     interpreter's tags (``pip download --python-version ...``), not for the host's.
     """
-    from .interpreters import describe, pip_target, wheel_tags
     tags = wheel_tags(interpreter)
     folder = pypi_cache_dir(cache, version) / tags["key"]
     folder.mkdir(parents=True, exist_ok=True)
@@ -97,9 +100,7 @@ def index_versions(tags, index_url="", package="torch"):
     the package index's simple API (PEP 691 JSON, else the PEP 503 page) at ``index_url``, else
     pip's configured index, with pip's configured certificate bundle (PIP_CERT: a proxy's CA) and
     the environment's proxy settings."""
-    import requests
-    from packaging.utils import parse_wheel_filename
-    from packaging.version import Version
+    import requests  # requests: only when the index is asked (a train job imports this module)
     base = (index_url or os.environ.get("PIP_INDEX_URL") or pip_setting("index-url")
             or "https://pypi.org/simple").rstrip("/")
     verify = os.environ.get("PIP_CERT") or pip_setting("cert") or True
@@ -128,7 +129,6 @@ class ChecksumMismatch(RuntimeError):
 def usable(wheel):
     """Whether a cached wheel reads as a zip archive (a cut download or a corrupted file does
     not: it is fetched again)."""
-    import zipfile
     return zipfile.is_zipfile(wheel)
 
 

@@ -28,3 +28,21 @@ def kind_of(path):
             not path.startswith(("tools/autograd/", "tools/codegen/", "tools/shared/")):
         return "not_shipped" if path.startswith("tools/") else "unknown"
     return "cpp"
+
+
+def why_unbounded(path):
+    """Why the operator tables cannot bound a change to the C++ file ``path``, in words."""
+    if path.startswith("aten/src/TH"):
+        return "TH/THNN legacy code, outside the operator tables"
+    if path.startswith(("tools/", "aten/src/ATen/templates", "torchgen/")) or \
+            re.search(r"(^gen_|codegen)", path.split("/")[-1]):
+        return "code generation, which can change every operator"
+    if path.startswith("c10/") or "dispatch" in path.lower():
+        return "the dispatcher or core tensor library, used by every operator"
+    if path.startswith("torch/csrc/autograd"):
+        return "the autograd engine, used by every backward"
+    if path.startswith("torch/csrc/jit"):
+        return "TorchScript, not bounded by the operator tables"
+    if re.search(r"(^|/)(CMakeLists\.txt|setup\.py|[^/]+\.cmake|BUILD[^/]*)$", path):
+        return "a build input, which can change every compiled file"
+    return "outside ATen's native kernels, which the operator tables do not map"

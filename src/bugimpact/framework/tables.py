@@ -8,6 +8,7 @@ with the names it calls (to go from a changed helper to the functions that call 
 """
 import re
 import subprocess
+import tarfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -74,7 +75,6 @@ class TarTree:
 
     def _members(self):
         if self._files is None:
-            import tarfile
             self._files = {}
             with tarfile.open(self.archive) as tar:
                 for member in tar.getmembers():

@@ -18,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .registry import FAULTS
+
 RELU_LEAK = 1e-3
 DROPOUT_SHIFT = 0.1
 GRAD_SCALE = 0.99

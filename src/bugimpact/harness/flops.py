@@ -20,7 +20,7 @@ from . import data, determinism, models
 
 def _counted(work):
     try:
-        from torch.utils.flop_counter import FlopCounterMode
+        from torch.utils.flop_counter import FlopCounterMode  # torch 2.1+ only: feature-detected
     except ImportError:  # before torch 2.1
         return None
     counter = FlopCounterMode(display=False)

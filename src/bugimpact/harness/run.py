@@ -19,7 +19,6 @@ import torch
 import torch.nn.functional as F
 
 from . import HARNESS_VERSION, data, determinism, environment, faults, metrics, models, overrides
-
 from .registry import RECORD_SCHEMA, sealed
 
 
@@ -195,7 +194,7 @@ def train(spec):
 def profiled(spec):
     """``train`` under the autograd profiler, which computes nothing: the record adds the operators
     the run dispatched (``trace.dispatched``)."""
-    from .trace import dispatched
+    from .trace import dispatched  # only a profiled check traces (the harness imports the least a run needs)
     with torch.autograd.profiler.profile() as prof:
         record = train(spec)
     record["ops"] = dispatched(prof)
@@ -242,7 +241,7 @@ def execute(spec, out):
     """One run, in this process: the exit code (0: the record is written)."""
     started = time.time()
     if spec.get("trace"):
-        from .trace import traced
+        from .trace import traced  # only a reach trace traces (the harness imports the least a run needs)
         write_atomic(out, traced(spec, train))
         _log(spec, "reach trace written: %s" % out)
         return 0

@@ -33,7 +33,7 @@ def warm():
     torch._dynamo and sympy (2-3 s); a one-element tensor and the two optimizers the harness uses do
     that here, without any parallel work, random draw or thread pool: a child still starts from the
     state of a fresh process that has imported these modules."""
-    import torch
+    import torch  # after the server has its socket: a client waits for it, not for torch
     param = torch.nn.Parameter(torch.zeros(1))
     torch.optim.SGD([param], lr=0.1, momentum=0.9)
     torch.optim.Adam([param], lr=0.1)
@@ -43,7 +43,7 @@ def _die_with_parent():
     """Ask the kernel to SIGKILL this process when the server dies (Linux; elsewhere the client
     and the closed connection still end it)."""
     try:
-        import ctypes
+        import ctypes  # Linux only (prctl)
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass

@@ -15,9 +15,9 @@ fingerprints, and the tests compare them with an untraced run of the same steps.
 import base64
 import os
 import sys
-import zlib
 import threading
 import time
+import zlib
 
 import torch
 

@@ -5,9 +5,11 @@ The token is read from ``GITHUB_TOKEN`` and only ever placed in the Authorizatio
 raised here is a ``GitHubError`` whose text passes through ``redact`` (a server may echo the token),
 and PyGithub's own log records are scrubbed the same way.
 """
+import base64
 import logging
 import os
 import time
+from urllib.parse import quote
 
 import requests
 from github import Auth, Github, GithubException, GithubRetry, RateLimitExceededExceedsMaxWait
@@ -109,8 +111,6 @@ class GitHubClient:
 
     def file_at(self, repo, path, ref):
         """A file's bytes at ``ref`` (a tag), or None where the repository has no such file."""
-        import base64
-        from urllib.parse import quote
         where = f"/repos/{repo}/contents/{quote(path)}"
         try:
             data = self._call(f"GET {where}?ref={ref}", lambda: self.github.requester.requestJsonAndCheck(

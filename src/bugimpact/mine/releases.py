@@ -95,7 +95,7 @@ def fetch_releases(repo, cache_root, client=None, refresh=False):
         log.info("releases of %s from the cache %s (no network)", repo, cached)
         return load_snapshot(cached)
     if client is None:
-        from .github import GitHubClient
+        from .github import GitHubClient  # PyGithub and requests: only when the API is asked
         client = GitHubClient()
     releases = check_releases(client.releases(repo), f"GitHub API: /repos/{repo}/releases")
     save_cache(cache_root, repo, releases)

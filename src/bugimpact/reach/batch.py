@@ -8,16 +8,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ..artifacts.diffs import fix_diff
+from ..artifacts.launch import RunOptions, launch
+from ..challenges import named_challenge
+from ..datasets import sha256_file, write_npz
 from ..io import InputError, read_json, write_csv
 from .run import map_fix, trace_spec
 from .verdict import judge
+
 
 def shaped_data(challenge, path, n_train=256, n_test=256, seed=0):
     """Random pixels in a challenge's shapes and value range: what a model dispatches depends on
     shapes and dtypes, not on pixel values (except where code branches on values, e.g. a NaN
     check); for tracing where the real dataset is not at hand."""
-    from ..challenges import named_challenge
-    from ..datasets import write_npz
     shape, top = named_challenge(challenge).shape, named_challenge(challenge).top
     rng = np.random.RandomState(seed)
     arrays = {"x_train": rng.randint(0, top + 1, (n_train,) + shape).astype(np.uint8),
@@ -32,8 +35,6 @@ def trace_in(python, train_cfg, out, steps=3, data=None, challenge=None, timeout
     """Run a reach trace with ``python`` (any interpreter with torch and numpy), launched as the
     workflow launches a local run; ``data``: a prepared .npz, else shaped random data of the
     challenge. Returns the seconds it took."""
-    from ..artifacts.launch import RunOptions, launch
-    from ..datasets import sha256_file
     with tempfile.TemporaryDirectory() as tmp:
         if data is None:
             data = shaped_data(challenge or train_cfg["challenge"], Path(tmp) / "shaped.npz")
@@ -59,7 +60,6 @@ def judge_rows(rows, traces, sources, reach_cfg, cache_dir, patches=None):
     """One verdict per (row, trace): rows of a known-commits CSV or a sheet (id, buggy_sha,
     corrected_sha), with a patch ``<patches>/<id>.diff`` or ``<patches>/<corrected_sha>.patch``
     (``git show`` of the landing commit, as ``../shared/pytorch-history`` has them) where one is."""
-    from ..artifacts.diffs import fix_diff
     out = []
     for row in rows:
         names = [f"{row['id']}.diff"] + ([f"{row['corrected_sha']}.patch"] if row.get("corrected_sha") else [])

@@ -4,11 +4,16 @@ import pickle
 import time
 from pathlib import Path
 
+from ..artifacts.diffs import fix_diff, fix_trees
+from ..artifacts.launch import launch_once
+from ..artifacts.release_files import archive_of, read_archive
+from ..artifacts.source_kinds import source
+from ..framework import patch
+from ..framework.tables import DirTree, GitTree, SourceTree, Tables
 from ..io import atomic_open, read_json, write_json
 from ..layout import REACH_TABLES
-from ..framework import patch
+from ..train import RunTarget, _tail, short_spec
 from .static import map_diff, needs_tables
-from ..framework.tables import DirTree, GitTree, SourceTree, Tables
 from .verdict import judge
 
 log = logging.getLogger("bugimpact.reach")
@@ -18,7 +23,6 @@ TABLES_VERSION = 3  # bump when what the tables hold changes: cached tables are 
 
 def trace_spec(train_cfg, steps, data_npz, data_sha256, artifact, key=""):
     """The harness spec of a reach trace: the study's experiment, a seed of its own, the data."""
-    from ..train import RunTarget, short_spec
     return short_spec(train_cfg, RunTarget("__reach__", "trace", {"artifact": artifact}, 0, key),
                       data_npz, data_sha256, trace={"steps": steps})
 
@@ -28,8 +32,6 @@ def trace(train_cfg, steps, runtime_json, data, key, artifact, out, log_path):
     (the bugs it serves become ``unknown``, never ``not reached``). ``data``: the prepared
     challenge's .npz and its metadata JSON."""
     data_npz, data_meta = data
-    from ..artifacts.launch import launch_once
-    from ..train import _tail
     runtime = read_json(runtime_json)
     spec = trace_spec(train_cfg, steps, data_npz, read_json(data_meta)["sha256"], artifact, key)
     if runtime.get("status") == "failed":
@@ -51,7 +53,6 @@ def tables_tree(sources, reach_cfg, arm, diff_text):
     if clone and arm.get("buggy_sha") and arm.get("corrected_sha"):
         return GitTree(clone, arm["corrected_sha"])
     if arm.get("patch"):
-        from ..artifacts.release_files import archive_of, read_archive
         archive = archive_of(arm["patch"])
         if archive.exists():
             return SourceTree(read_archive(archive, []))
@@ -92,7 +93,6 @@ def cached_tables(tree, cache_dir):
 def map_fix(diff_text, sources, reach_cfg, arm, cache_dir):
     """The static mapping of one fix's diff; the operator tables are read only for C++ changes,
     the fix's own files (``artifacts.diffs.fix_trees``) for where its changed lines run."""
-    from ..artifacts.diffs import fix_trees
     old_tree, new_tree = fix_trees(sources, arm)
     if not needs_tables(diff_text):
         return map_diff(diff_text, None, old_tree, new_tree)
@@ -102,8 +102,6 @@ def map_fix(diff_text, sources, reach_cfg, arm, cache_dir):
 
 def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir=REACH_TABLES):
     """The reach verdict of one bug, written to ``out``; what cannot be judged is ``unknown``."""
-    from ..artifacts.diffs import fix_diff
-    from ..artifacts.source_kinds import source
     started = time.time()
     result = {"bug": bug, "verdict": "unknown", "reached": [], "unknown": [], "not_reached": []}
     kind = spec.get("kind")

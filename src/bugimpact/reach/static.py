@@ -18,9 +18,20 @@ import re
 from dataclasses import dataclass, field
 
 from ..framework import cpp, patch
-from ..framework.paths import CUDA, kind_of
-from ..framework.tables import (AUTOGRAD_TEMPLATES, CPP_SUFFIXES, CWRAP, DERIVATIVES, NATIVE, NATIVE_YAML, REGISTER,
-                                TH, cwrap_entries, th_name, yaml_entries)
+from ..framework.paths import CUDA, kind_of, why_unbounded
+from ..framework.tables import (
+    AUTOGRAD_TEMPLATES,
+    CPP_SUFFIXES,
+    CWRAP,
+    DERIVATIVES,
+    NATIVE,
+    NATIVE_YAML,
+    REGISTER,
+    TH,
+    cwrap_entries,
+    th_name,
+    yaml_entries,
+)
 from .python_files import python_scopes
 
 # C++ that Python reaches only through one Python package: not reached when none of that package's
@@ -130,7 +141,7 @@ CHANGE_KINDS = (
     (lambda c: c.path.startswith(TH) and c.path.endswith(CPP_SUFFIXES + (".c",)), lambda c: _th_change(*c.args)),
     (lambda c: any(rx.search(c.path) for rx, _ in ENTERED_THROUGH), _entered),
     (lambda c: BINDINGS.search(c.path), lambda c: _binding_change(*c.args)),
-    (lambda c: True, lambda c: c.mapping.unknown.append(f"{c.path}: {_why_unbounded(c.path)}")),
+    (lambda c: True, lambda c: c.mapping.unknown.append(f"{c.path}: {why_unbounded(c.path)}")),
 )
 
 
@@ -144,23 +155,6 @@ def map_diff(diff_text, tables, old_tree=None, new_tree=None):
         change = Change(fd, tables, old_tree, new_tree, mapping)
         next(handle for applies, handle in CHANGE_KINDS if applies(change))(change)
     return mapping
-
-
-def _why_unbounded(path):
-    if path.startswith("aten/src/TH"):
-        return "TH/THNN legacy code, outside the operator tables"
-    if path.startswith(("tools/", "aten/src/ATen/templates", "torchgen/")) or \
-            re.search(r"(^gen_|codegen)", path.split("/")[-1]):
-        return "code generation, which can change every operator"
-    if path.startswith("c10/") or "dispatch" in path.lower():
-        return "the dispatcher or core tensor library, used by every operator"
-    if path.startswith("torch/csrc/autograd"):
-        return "the autograd engine, used by every backward"
-    if path.startswith("torch/csrc/jit"):
-        return "TorchScript, not bounded by the operator tables"
-    if re.search(r"(^|/)(CMakeLists\.txt|setup\.py|[^/]+\.cmake|BUILD[^/]*)$", path):
-        return "a build input, which can change every compiled file"
-    return "outside ATen's native kernels, which the operator tables do not map"
 
 
 def _locate(fd, hunk, tree, which):
@@ -359,7 +353,7 @@ def _binding_change(fd, tables, old_tree, new_tree, mapping):
                 for user in found if what == "functions" else ():
                     reasons.setdefault(*_binding_body(fd.name, user, src, inits))
                 if what == "unknown":
-                    reasons.setdefault("other", f"{found}; {_why_unbounded(fd.name)}")
+                    reasons.setdefault("other", f"{found}; {why_unbounded(fd.name)}")
     mapping.at_import += [f"{fd.name}: {table}" for table in sorted(tables_hit)]
     mapping.unknown += [f"{fd.name}: {why}" for why in reasons.values()]
 
@@ -370,7 +364,7 @@ def _binding_body(path, fn, src, inits):
     name = th_name(src, fn)  # THPStorage_(setFromFile) is setFromFile
     methods = _methods_bound_to(name, src, inits)
     return name, (f"{name}() binds {', '.join(methods)}: it runs only when Python calls that, in "
-                  f"ways the trace does not see" if methods else _why_unbounded(path))
+                  f"ways the trace does not see" if methods else why_unbounded(path))
 
 
 def _methods_bound_to(function, src, inits):

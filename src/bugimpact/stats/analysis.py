@@ -7,11 +7,12 @@ import math
 import numpy as np
 
 from ..harness.registry import ARMS
+from .decisions import by_arm, fingerprint_sequence, first_divergence, scope
 from .effects import detectable_d, hodges_lehmann, vargha_delaney_a12
-from .decisions import by_arm, first_divergence, fingerprint_sequence, scope
 from .exact import metric_values
 from .failures import failure_text, grouped
 from .rank_tests import is_exact, mann_whitney, wilcoxon
+from .sequential import run_design
 
 # Rank tests need sqrt(pi/3) times the t-test's effect under normal noise (asymptotic relative
 # efficiency 3/pi), so the detectable effect they report is the t-test's scaled by this factor.
@@ -42,7 +43,6 @@ def sequential_look(sequential, monitored, runs, alpha):
     """Where the group-sequential design stands on the monitored metric of these run pairs, in
     seed order (``monitored``: {arm: {run: value}}; ``sequential``: {design, min_effect,
     futility_power, metric})."""
-    from .sequential import run_design
 
     def interval(x, y):
         return hodges_lehmann(x, y, paired=True, level=1 - alpha)[1:3]

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 from scipy import integrate, optimize
-from scipy.stats import chi, nct, norm, t as t_dist
+from scipy.stats import chi, nct, norm
+from scipy.stats import t as t_dist
 
-from .rank_tests import (EXACT_LIMIT, _mwu_counts, as_floats, paired_differences, signed_rank_counts,
-                         snap)
+from .rank_tests import EXACT_LIMIT, _mwu_counts, as_floats, paired_differences, signed_rank_counts, snap
 
 
 def vargha_delaney_a12(x, y):

@@ -2,6 +2,7 @@
 named together."""
 import signal
 
+
 def grouped(failures):
     """``(arm, run, why)`` as one line per distinct reason: runs that failed alike are named
     together ("buggy runs 0-19, corrected runs 0-19: exit ..."), not repeated."""

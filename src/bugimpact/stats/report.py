@@ -5,8 +5,8 @@ import base64
 import re
 from pathlib import Path
 
-from ..layout import ROOT
 from ..io import read_csv, write_text
+from ..layout import ROOT
 
 TEMPLATES = ROOT / "report"
 FIGURE_CAPTIONS = {"bug": "bug_figure", "std": "std_figure"}
@@ -16,7 +16,7 @@ def render(study, setup, tables, figures, out, config=None):
     """``tables``: the ``verdicts``, ``pvalues``, ``summary`` and ``builds`` CSVs; ``figures``:
     ``bugs`` (the per-bug PNGs) and ``std`` (the spread figure); ``config``: what the captions'
     Jinja expressions read as ``snakemake.config`` (Snakemake's report gives them the same)."""
-    import jinja2
+    import jinja2  # jinja2: only for the report
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     captions = {name: caption(name, config or {})
@@ -36,7 +36,7 @@ def render(study, setup, tables, figures, out, config=None):
 def caption(name, config):
     """``report/<name>.rst`` as plain text: its Jinja expressions filled from ``config`` (as
     Snakemake's report fills them) and its ``literals`` unmarked."""
-    import jinja2
+    import jinja2  # jinja2: only for the report
     text = (TEMPLATES / f"{name}.rst").read_text()
     text = jinja2.Template(text).render(snakemake={"config": config})
     return re.sub(r"``(.+?)``", r"\1", " ".join(text.split()))

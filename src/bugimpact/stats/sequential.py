@@ -23,7 +23,7 @@ import numpy as np
 from scipy import optimize
 from scipy.stats import norm
 
-from .rank_tests import signed_ranks, tie_correction
+from .rank_tests import signed_ranks, tie_correction, wilcoxon
 
 SPENDING = ("obrien-fleming", "pocock")
 FUTILITY_POWER = 0.2  # the default: 1 point of power for 7 of 50 pairs under no effect (README)
@@ -209,7 +209,6 @@ def simulate(design, effect, sims, rng, noise=1.0):
     """Paired studies with a shift of ``effect`` (in sd of the pair differences): the share called
     impact and the mean pairs used, by the sequential design and by the fixed design of its
     maximum size (Wilcoxon at alpha, the workflow's test)."""
-    from .rank_tests import wilcoxon
     n_max = design.stages[-1]
     hits = fixed_hits = pairs = 0
     for _ in range(sims):

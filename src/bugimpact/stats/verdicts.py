@@ -21,6 +21,7 @@ import math
 from ..harness.registry import ARMS
 from .decisions import excluded_text, scope_text
 
+
 def _tagged_cuda(tags):
     return "cuda" in {t.strip().lower() for t in str(tags or "").replace(",", ";").split(";")}
 

@@ -14,8 +14,8 @@ from .builds import (  # noqa: F401
     toolchain,
 )
 from .checks import failures_at_end, preflight  # noqa: F401
-from .override import check as override_check  # noqa: F401
 from .notes import funnel, merge_sheet, mine, resolve, resolvers_from_config  # noqa: F401
+from .override import check as override_check  # noqa: F401
 from .script import run_script  # noqa: F401
 from .statistics import (  # noqa: F401
     bug_done,

@@ -1,19 +1,25 @@
 """Step 4: each arm's framework artifact (a docker build, a release wheel, a one-fix overlay)
 and the runtime it trains in; the arms gate that says whether a bug can run."""
 import logging
-import os
-import subprocess
 import time
 from pathlib import Path
 
+from .. import models
+from ..artifacts import runtimes
+from ..artifacts.kernels import BuildRefused, build
+from ..artifacts.kinds import kind as runtime_kind
+from ..artifacts.onefix import Refused, describe
+from ..artifacts.source_kinds import Lost, source
+from ..artifacts.sources import ChecksumMismatch, write_manifest
 from ..io import InputError, read_json, write_csv, write_json
+from ..reach.run import JUDGED_AT, summary_line
 
 log = logging.getLogger("bugimpact")
 
 
 def toolchain(docker_cfg, out, log_path):
     """The toolchain image, built once per recipe by its own job; its record is the output."""
-    from ..artifacts.docker import build_toolchain
+    from ..artifacts.docker import build_toolchain  # the Docker SDK: every step job imports this module
     with open(log_path, "a") as handle:
         record = build_toolchain(docker_cfg, handle)
     write_json(out, record)
@@ -24,7 +30,7 @@ def toolchain(docker_cfg, out, log_path):
 
 def docker_build(docker_cfg, spec, toolchain_json, out, log_path):
     """Step 4: build the wheel at a commit in the toolchain image; a failure is a result."""
-    from ..artifacts.docker import build_wheel
+    from ..artifacts.docker import build_wheel  # the Docker SDK: every step job imports this module
     if not docker_cfg["clone"]:
         raise ValueError("artifacts.docker.clone: a local clone of the framework is needed")
     manifest = build_wheel(spec["commit"], docker_cfg, read_json(toolchain_json), Path(out).parent,
@@ -36,7 +42,6 @@ def docker_build(docker_cfg, spec, toolchain_json, out, log_path):
 
 def build_status(bug, arm, artifact_manifest, out, reach_json=None):
     if artifact_manifest is None:  # stopped by reach before any artifact was asked for
-        from ..reach.run import summary_line
         write_json(out, {"bug": bug, "arm": arm, "artifact": "", "status": "skipped",
                          "failure_class": "", "build_seconds": 0,
                          "log_tail": summary_line(read_json(reach_json))})
@@ -71,9 +76,6 @@ def artifact(sources, spec, out, toolchain_json=None):
     An artifact that cannot be made (a release that does not exist for the runtime's Python, a fix
     that cannot be isolated on a release) is a result: status failed, its class and the reason. The
     bug becomes incomplete and the rest of the study goes on."""
-    from ..artifacts.onefix import Refused
-    from ..artifacts.source_kinds import source
-    from ..artifacts.sources import ChecksumMismatch, write_manifest
     started = time.time()
     try:
         manifest = source(spec["source"]).make(sources, spec, Path(out).parent, toolchain_json)
@@ -109,28 +111,23 @@ def runtime(kind, artifact_manifest, out, settings=None):
     their cache lost them (``sources``: ``artifact_sources``), the study's ``model`` (its
     ``train.model`` and options: what the runtime must hold for it, ``models``) and the kind's own
     settings (``kind_settings``: ``runtime.<kind>``, kept in the record)."""
-    from ..artifacts import runtimes
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
     if manifest.get("status") == "failed":
-        from ..artifacts.source_kinds import source
         what = "build" if source(manifest["source"]).built else "artifact"
         result = {"kind": kind, "status": "failed",
                   "reason": f"{what} failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
     else:
-        from ..artifacts.kernels import BuildRefused
-        from ..artifacts.kinds import kind as runtime_kind
-        from ..artifacts.source_kinds import Lost, source
-        from ..models import Refused as ModelRefused
         settings = {**RUNTIME_SETTINGS, **(settings or {})}
         try:
             # a cached download that has gone is fetched again (the same bytes) before it installs
             manifest = source(manifest["source"]).fetched(manifest, settings["sources"])
-            pins = model_pins(settings["model"], manifest, runtime_kind(kind), settings)
+            pins = models.pins(settings["model"], manifest, runtime_kind(kind), settings["interpreter"],
+                               settings["sources"])
             settings["requirements"] = [*settings["requirements"], *(f"{d}=={v}" for d, v in pins)]
             result = runtime_kind(kind).make(manifest, folder, settings)
             if pins:
-                result["model_requirements"] = held(pins, result)
+                result["model_requirements"] = models.held(pins, result)
             if settings["kind_settings"] is not None:
                 result["settings"] = settings["kind_settings"]
             if manifest.get("kernels"):  # a compiled fix: its override, built against this torch
@@ -140,7 +137,7 @@ def runtime(kind, artifact_manifest, out, settings=None):
         except BuildRefused as exc:
             log.error("runtime %s: %s", kind, exc)
             result = {"kind": kind, "status": "failed", "reason": f"override build refused: {exc}"}
-        except ModelRefused as exc:
+        except models.Refused as exc:
             log.error("runtime %s: %s", kind, exc)
             result = {"kind": kind, "status": "failed", "reason": f"model refused: {exc}"}
         except Lost as exc:
@@ -162,56 +159,9 @@ def made_with(value):
     return value if isinstance(value, dict) else {"requirements": value}
 
 
-def model_pins(train, manifest, kind, settings):
-    """The packages (distribution, version) a runtime of ``manifest``'s torch installs for the
-    study's model (``train``: its train.model and options); ``models.Refused`` when none exists
-    for that torch, or for the runtime's interpreter (asked of the package index, when it answers)."""
-    from ..artifacts.source_kinds import release_version
-    from ..models import Refused, model_of
-    if not train:
-        return []
-    pins = model_of(train).requirements(release_version(manifest))
-    info = settings["interpreter"]
-    if pins and kind.installs and isinstance(info, dict) and settings["sources"]:
-        from ..artifacts.interpreters import describe, wheel_tags
-        from ..artifacts.sources import index_versions
-        for dist, version in pins:
-            try:
-                versions = index_versions(wheel_tags(info), settings["sources"]["pip_index_url"], dist)
-            except Exception:  # noqa: BLE001 - the index cannot say: the installer will
-                continue
-            if version not in versions:
-                raise Refused(f"no {dist} {version} wheel for {describe(info)} (torch "
-                              f"{release_version(manifest)}'s); the versions that exist for it: "
-                              f"{', '.join(versions[-8:]) or 'none'}")
-    return pins
-
-
-def held(pins, runtime):
-    """The versions of ``pins`` the runtime's interpreter imports (a runtime made by a kind that
-    installs nothing must already hold them); ``models.Refused`` when one is not the pinned one.
-    A docker runtime's interpreter is in its image, where its installer checked the pins."""
-    from ..models import Refused
-    python = runtime.get("python", "")
-    if not os.path.isabs(python):
-        return dict(pins)
-    found = {}
-    for dist, _ in pins:
-        out = subprocess.run([python, "-c", f"import {dist}; print({dist}.__version__)"],
-                             capture_output=True, text=True)
-        found[dist] = out.stdout.strip().split("+")[0] if out.returncode == 0 else None
-    wrong = [f"{dist} {version} (it has {found[dist] or 'none'})" for dist, version in pins
-             if found[dist] != version]
-    if wrong:
-        raise Refused(f"the {runtime['kind']} runtime ({python}) lacks {', '.join(wrong)}: "
-                      "install it there, or use runtime.kind venv, which installs it")
-    return found
-
-
 def _override(kernels, python, folder):
     """The override libraries of a compiled fix's arm (``artifacts.kernels.build``), built in the
     runtime's folder with its own torch; the build's commands and output go to ``override.log``."""
-    from ..artifacts.kernels import build
     started = time.time()
     with open(Path(folder) / "override.log", "w") as handle:
         record = build(kernels, python, Path(folder) / "override", handle)
@@ -227,8 +177,6 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
     failed (``checks``: arm -> ``steps.override_check``'s file) stops the bug before any run is
     scheduled, with one short reason. Also what each arm is, for the verdict's scope, and the
     bug's reach verdict; ``gated``: the reach verdict that stopped it before its artifacts."""
-    from ..artifacts.onefix import describe
-    from ..reach.run import JUDGED_AT, summary_line
     # what the verdict says, not when: the same verdict gives the same gate and statistics
     reach = {k: v for k, v in read_json(reach_json).items() if k != JUDGED_AT} if reach_json else None
     if gated:

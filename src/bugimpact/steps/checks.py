@@ -2,7 +2,8 @@
 import logging
 from pathlib import Path
 
-from ..io import InputError, read_csv
+from .. import preflight as checks
+from ..io import InputError, read_csv, write_text
 
 log = logging.getLogger("bugimpact")
 
@@ -13,9 +14,8 @@ def preflight(config, out=None, nvidia_smi=None, builds_only=False):
     that concern builds (``builds_only``): the other failures are recorded by their own steps.
     A bug that the reach verdicts written so far stop needs no build (the workflow's preflight
     waits for those that can stop one)."""
-    from .. import preflight as checks
-    from ..config import SHEET_SCHEMA
-    from ..plan import Plan
+    from ..config import SHEET_SCHEMA  # jsonschema and yaml: every step job imports this module
+    from ..plan import Plan  # jsonschema and yaml: every step job imports this module
     plan = Plan(config, SHEET_SCHEMA)
     results = checks.run(config, plan, Path(nvidia_smi).read_text() if nvidia_smi else None,
                          gated=plan.gated_bugs())
@@ -26,7 +26,6 @@ def preflight(config, out=None, nvidia_smi=None, builds_only=False):
         raise InputError("preflight", f"{len(bad)} check(s) failed, so no build starts:\n"
                          f"{checks.table(bad)}")
     if out:
-        from ..io import write_text
         write_text(out, text)
     return results
 

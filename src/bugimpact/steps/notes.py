@@ -2,16 +2,17 @@
 import logging
 
 from ..io import read_csv, write_csv, write_json
+from ..mine.releases import fetch_releases, load_snapshot, select_releases
+from ..resolve import ApiResolver, GitResolver, KnownResolver, mark_from_diff, resolve_bugs, write_commits
 
 log = logging.getLogger("bugimpact")
 
 
 def mine(cfg, repo, out_bugs, out_counts):
     """Step 1 (``cfg``: the config's ``mine``)."""
-    from ..mine.github import GitHubClient
-    from ..mine.releases import fetch_releases, load_snapshot, select_releases
-    from ..mine.run import mine as mine_releases
-    from ..mine.run import write_outputs
+    from ..mine.github import GitHubClient  # PyGithub and requests: only when the API is asked
+    from ..mine.run import mine as mine_releases  # markdown-it: every step job imports this module
+    from ..mine.run import write_outputs  # markdown-it: every step job imports this module
     if cfg["source"] == "snapshot":
         releases = load_snapshot(cfg["snapshot"])
     else:
@@ -29,8 +30,7 @@ def mine(cfg, repo, out_bugs, out_counts):
 
 def resolvers_from_config(cfg, api_url, repo):
     """The resolvers ``cfg`` (the config's ``resolve``) names, in order."""
-    from ..mine.github import GitHubClient
-    from ..resolve import ApiResolver, GitResolver, KnownResolver
+    from ..mine.github import GitHubClient  # PyGithub and requests: only when the API is asked
     out = []
     for name in cfg["resolvers"]:
         if name == "git":
@@ -48,11 +48,9 @@ def resolvers_from_config(cfg, api_url, repo):
 
 def resolve(cfg, api_url, repo, bugs_csv, out_commits):
     """Step 2 (``cfg``: the config's ``resolve``)."""
-    from ..resolve import resolve_bugs, write_commits
     _, bugs = read_csv(bugs_csv)
     rows = resolve_bugs(bugs, resolvers_from_config(cfg, api_url, repo))
     if cfg["clone"]:
-        from ..resolve import mark_from_diff
         mark_from_diff(rows, cfg["clone"])
     write_commits(rows, out_commits)
     done = sum(1 for r in rows if r["status"] == "resolved")
@@ -63,8 +61,8 @@ def resolve(cfg, api_url, repo, bugs_csv, out_commits):
 def merge_sheet(sheet_path, bugs_csv, commits_csv, out_merge):
     """Merge mining and resolution into the sheet (a side effect: the sheet is a person's, never an
     output), and report what changed."""
-    from .. import sheet as sheets
-    from ..config import SHEET_SCHEMA
+    from .. import sheet as sheets  # jsonschema and yaml: every step job imports this module
+    from ..config import SHEET_SCHEMA  # jsonschema and yaml: every step job imports this module
     _, bugs = read_csv(bugs_csv)
     _, commits = read_csv(commits_csv)
     summary = sheets.update_sheet(sheet_path, bugs, commits, SHEET_SCHEMA)
@@ -75,6 +73,6 @@ def merge_sheet(sheet_path, bugs_csv, commits_csv, out_merge):
 
 def funnel(sheet_path, out_funnel):
     """The funnel, from the sheet as it is now: an edit to the sheet refreshes it."""
-    from .. import sheet as sheets
+    from .. import sheet as sheets  # jsonschema and yaml: every step job imports this module
     _, rows, _ = sheets.read_sheet(sheet_path)
     write_csv(out_funnel, sheets.funnel(rows), ("stage", "count"))

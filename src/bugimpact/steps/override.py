@@ -23,7 +23,9 @@ import logging
 import tempfile
 from pathlib import Path
 
+from ..artifacts.launch import launch_once
 from ..io import read_json, write_json
+from ..train import RunTarget, _tail, short_spec
 
 log = logging.getLogger("bugimpact")
 FINGERPRINTS = ("init", "epochs", "losses", "logits", "predictions")
@@ -83,8 +85,6 @@ def judge(runs, registered):
 
 def _run(train_cfg, steps, runtime, data, key, artifact, library, profile, out, log_path):
     """One short run in the runtime: its record, or why it failed."""
-    from ..artifacts.launch import launch_once
-    from ..train import RunTarget, _tail, short_spec
     spec = short_spec(train_cfg, RunTarget("__check__", "check", {"artifact": artifact}, 0, key), data[0],
                       read_json(data[1])["sha256"], max_steps=steps, epochs=1,
                       **({"override": library} if library else {}), **({"profile_ops": True} if profile else {}))

@@ -2,7 +2,9 @@
 import logging
 from pathlib import Path
 
-from ..io import read_csv, read_json, write_json
+from ..io import read_csv, read_json, write_json, write_text
+from ..stats.exact import counted_record
+from ..stats.report import render
 
 log = logging.getLogger("bugimpact")
 
@@ -10,7 +12,7 @@ log = logging.getLogger("bugimpact")
 def sequential_options(design, stats_cfg):
     """The analysis's view of train.sequential (``design``: ``study_design``): the design of each
     bug, which spends the bug's share of the study's alpha, and its futility rules; or None."""
-    from ..stats.sequential import design_from_config
+    from ..stats.sequential import design_from_config  # numpy and scipy: every step job imports this module
     built = design_from_config(design["sequential"], design["runs"], stats_cfg["alpha"],
                                stats_cfg["power"], design.get("family", 1))
     if built is None:
@@ -24,7 +26,7 @@ def bug_stats(stats_cfg, design, bug, records, outputs, tags="", arms_json=None,
     """One bug's statistics, written to ``outputs`` (CSV, JSON); ``design``: the config's train
     ``runs``, ``seed_policy`` and ``sequential`` (``study_design``); ``arms_json``: the ``arms``
     gate of the bug; ``decisions``: the early decision and sequential looks that chose its records."""
-    from ..stats.tables import bug_stats as compute
+    from ..stats.tables import bug_stats as compute  # numpy and scipy: every step job imports this module
     early = next((read_json(p) for p in decisions if "/early/" in str(p)), None)
     planned = {"runs": design["runs"], "seed_policy": design["seed_policy"],
                "sequential": sequential_options(design, stats_cfg)}
@@ -41,8 +43,7 @@ def study_design(train_cfg, family=1):
 def stage(stats_cfg, design, bug, pairs, records, out):
     """One interim look (``design``: ``study_design``), asked for only when the looks before it
     continued (``stats.analysis.interim_look``)."""
-    from ..stats.exact import counted_record
-    from ..stats.analysis import interim_look
+    from ..stats.analysis import interim_look  # numpy and scipy: every step job imports this module
     decision = interim_look([counted_record(p) for p in records], pairs, stats_cfg["metrics"],
                             sequential_options(design, stats_cfg), stats_cfg["alpha"])
     decision["bug"] = bug
@@ -53,7 +54,7 @@ def stage(stats_cfg, design, bug, pairs, records, out):
 
 def study_stats(study, stats_cfg, bugs, bug_jsons, funnel_csv, out_pvalues, out_verdicts,
                 out_summary):
-    from ..stats.tables import study_tables
+    from ..stats.tables import study_tables  # numpy and scipy: every step job imports this module
     funnel_rows = read_csv(funnel_csv)[1] if funnel_csv and Path(funnel_csv).exists() else []
     return study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, out_verdicts,
                         out_summary)
@@ -61,7 +62,6 @@ def study_stats(study, stats_cfg, bugs, bug_jsons, funnel_csv, out_pvalues, out_
 
 def bug_done(bug, stats_json, out):
     """The bug's verdict and its reason, one line (what ``bugimpact run --bug`` ends with)."""
-    from ..io import write_text
     row = (read_json(stats_json).get("rows") or [{}])[0]
     line = f"{bug}: {row.get('verdict', 'no verdict')}: {row.get('reason', '')}"
     write_text(out, line + "\n")
@@ -69,15 +69,15 @@ def bug_done(bug, stats_json, out):
 
 
 def bug_figure(bug_json, out):
-    from ..stats.figures import bug_figure as draw
+    from ..stats.figures import bug_figure as draw  # matplotlib: every step job imports this module
     data = read_json(bug_json)
     draw(data["info"]["bug"], data["rows"][0]["verdict"] if data["rows"] else "",
          data["info"]["values"], out)
 
 
 def std_figure(bug_jsons, out):
-    from ..stats.figures import std_figure as draw
-    from ..stats.tables import std_values
+    from ..stats.figures import std_figure as draw  # matplotlib: every step job imports this module
+    from ..stats.tables import std_values  # numpy and scipy: every step job imports this module
     draw(std_values(bug_jsons), out)
 
 
@@ -93,5 +93,4 @@ def study_setup(config):
 def report(study, setup, tables, figures, out, stats_cfg=None):
     """The study's HTML page (``tables``: verdicts, pvalues, summary and builds CSVs;
     ``figures``: ``bugs``, the per-bug PNGs, and ``std``); ``stats_cfg`` fills the captions."""
-    from ..stats.report import render
     render(study, setup, tables, figures, out, {"stats": stats_cfg or {}})

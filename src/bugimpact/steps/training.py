@@ -2,14 +2,18 @@
 import logging
 from pathlib import Path
 
+from ..challenges import prepare
+from ..experiment import derive_seeds, experiment_attributes, read_experiment, write_seeds
 from ..io import read_json, write_json
+from ..stats.decisions import early_decision
+from ..stats.exact import counted_record
+from ..train import RunOptions, build_spec, train_one
 
 log = logging.getLogger("bugimpact")
 
 
 def prepare_data(data_cfg, challenge, out_npz, out_meta):
     """A challenge's raw file (``data_cfg``: the config's ``data``) to a canonical .npz."""
-    from ..challenges import prepare
     return prepare(challenge, out_npz, out_meta, data_cfg)
 
 
@@ -19,7 +23,6 @@ def experiment(spec, out):
 
 
 def seeds(study_seed, policy, bug, out):
-    from ..experiment import write_seeds
     write_seeds(out, study_seed, bug, policy)
 
 
@@ -42,8 +45,6 @@ def train_run(train_cfg, target, files, out, log_path, experiment_spec):
     how runs are attempted (retries, timeout, GPUs, the fork server). ``files``: also the run's
     ``seeds``, ``data``, ``meta`` and ``runtime`` files. A run writes its record alone: an archive
     it reads and finds lost is made again by its own rule (``Plan.bug_targets``)."""
-    from ..experiment import experiment_attributes, read_experiment
-    from ..train import RunOptions, build_spec, train_one
     if Path(files["experiment"]).exists():
         attributes = read_experiment(files["experiment"], target.key)
     else:
@@ -60,8 +61,7 @@ def run_seeds(path, train_cfg, bug):
     """The bug's seeds: its archive, which the arms gate makes before any run is asked for; while
     the archive is lost, the same seeds derived again (a function of the study seed, the policy
     and the bug id, as the archive is)."""
-    from ..experiment import derive_seeds
-    from ..plan import check_seeds
+    from ..plan import check_seeds  # jsonschema and yaml: only while a seeds archive is read
     if not Path(path).exists():
         log.warning("%s: the seeds archive %s is lost; its rule makes it again, the run derives "
                     "the same seeds from the study seed", bug, path)
@@ -73,8 +73,6 @@ def run_seeds(path, train_cfg, bug):
 def early(runs, bug, records, out, repeats=()):
     """The early decision, made from the first ``runs`` pairs (and the repeats): it only asks
     for later records (``Plan.needed``), so redoing it never touches a finished one."""
-    from ..stats.exact import counted_record
-    from ..stats.decisions import early_decision
     decision = early_decision([counted_record(p) for p in records], runs,
                               [counted_record(p) for p in repeats] if repeats else None)
     decision["bug"] = bug
