@@ -5,7 +5,7 @@ rule preflight:
     input:
         reach=PLAN.reach_gating_jsons(),
     output:
-        f"{OUT}/preflight.txt",
+        STUDY.preflight,
     log:
         "logs/preflight.log",
     params:
@@ -103,7 +103,7 @@ rule override_check:
 # A failed build is a result (status failed, its class and log tail), so other bugs go on.
 rule docker_build:
     input:
-        preflight=ancient(f"{OUT}/preflight.txt"),  # waited for; being redone never rebuilds a wheel
+        preflight=ancient(STUDY.preflight),  # waited for; being redone never rebuilds a wheel
         toolchain=toolchain_input,
     output:
         layout.ARTIFACT,
@@ -124,7 +124,7 @@ rule build_status:
     input:
         unpack(build_status_inputs),
     output:
-        f"{OUT}/builds/{{bug}}/{{arm}}.status",
+        STUDY.build_status("{bug}", "{arm}"),
     log:
         "logs/builds/{bug}/{arm}.log",
     script:
@@ -135,7 +135,7 @@ rule build_summary:
     input:
         PLAN.build_statuses(),
     output:
-        report(f"{OUT}/builds/summary.csv", caption="../report/builds.rst", category="Tables"),
+        report(STUDY.builds_summary, caption="../report/builds.rst", category="Tables"),
     log:
         "logs/builds/summary.log",
     script:

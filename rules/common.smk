@@ -27,7 +27,7 @@ CONFIG_SOURCE = ", ".join(map(str, workflow.overwrite_configfiles)) or "config.y
 config.update(validate_config(dict(config), source=CONFIG_SOURCE))
 check_paths(config, source=CONFIG_SOURCE)
 PLAN = Plan(config, SHEET_SCHEMA, CONFIG_SOURCE)
-OUT = PLAN.out  # this study's own outputs: results/<study>/
+STUDY = PLAN.study  # this study's own outputs: results/<study>/
 GPU_JOBS = config["train"]["device"] == "cuda"  # the train and reach_trace jobs each need a GPU
 TRAIN_SHIM = str(Path(workflow.basedir) / "scripts" / "train.py")
 for bug, why in sorted(PLAN.cannot_run.items()):
@@ -75,8 +75,9 @@ def runtime_image_input(wildcards):
 def train_inputs(wildcards):
     """What a run is made from, and nothing that decides whether it is needed: a finished record
     is never the product of a gate (seeds, arms, decisions), so a gate being missing, failed or
-    rewritten retrains nothing. The seeds are archived by the arms gate (before any run is asked
-    for) and read by the run itself; the decisions ask for records (``needed``)."""
+    rewritten retrains nothing. The seeds are archived by their own rule, which the arms gate
+    waits for (so before any run is asked for), and read by the run itself; the decisions ask
+    for records (``needed``)."""
     return {
         "data": PLAN.data_files()[0],
         "meta": PLAN.data_files()[1],
@@ -177,7 +178,7 @@ def where_the_study_stands():
     from bugimpact.status import summary
     from bugimpact.steps import failures_at_end
 
-    for line in failures_at_end(f"{OUT}/stats/summary.csv", f"{OUT}/builds/summary.csv"):
+    for line in failures_at_end(STUDY.stats_summary, STUDY.builds_summary):
         print(line, file=sys.stderr)
     if PLAN.bugs:
         print(summary(PLAN), file=sys.stderr)

@@ -2,8 +2,8 @@ rule mine:
     input:
         snapshot=[config["mine"]["snapshot"]] if config["mine"]["source"] == "snapshot" else [],
     output:
-        bugs=f"{OUT}/mined/bugs.csv",
-        counts=f"{OUT}/mined/releases.csv",
+        bugs=STUDY.mined_bugs,
+        counts=STUDY.mined_releases,
     log:
         "logs/mine.log",
     params:

@@ -1,9 +1,9 @@
 rule resolve:
     input:
-        bugs=f"{OUT}/mined/bugs.csv",
+        bugs=STUDY.mined_bugs,
         known=[config["resolve"]["known"]] if config["resolve"]["known"] else [],
     output:
-        commits=f"{OUT}/resolved/commits.csv",
+        commits=STUDY.resolved,
     log:
         "logs/resolve.log",
     params:

@@ -4,11 +4,11 @@
 # sheet as an input, so editing the sheet refreshes the funnel, the summary and the report.
 rule sheet_merge:
     input:
-        bugs=f"{OUT}/mined/bugs.csv",
-        commits=f"{OUT}/resolved/commits.csv",
+        bugs=STUDY.mined_bugs,
+        commits=STUDY.resolved,
     output:
         **({} if Path(config["sheet"]).exists() else {"new_sheet": config["sheet"]}),
-        merge=f"{OUT}/filter/{FRAMEWORK}.merge.json",
+        merge=STUDY.sheet_merge(FRAMEWORK),
     log:
         "logs/sheet_merge.log",
     params:
@@ -20,9 +20,9 @@ rule sheet_merge:
 rule funnel:
     input:
         sheet=config["sheet"],
-        merge=f"{OUT}/filter/{FRAMEWORK}.merge.json",
+        merge=STUDY.sheet_merge(FRAMEWORK),
     output:
-        funnel=f"{OUT}/filter/funnel.csv",
+        funnel=STUDY.funnel,
     log:
         "logs/funnel.log",
     script:

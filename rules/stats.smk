@@ -2,14 +2,14 @@ rule bug_stats:
     input:
         unpack(bug_stats_inputs),
     output:
-        csv=layout.BUG_TABLE.format(study=config["study"], bug="{bug}", key="{key}"),
-        json=layout.BUG_STATS.format(study=config["study"], bug="{bug}", key="{key}"),
+        json=STUDY.bug_stats("{bug}", "{key}")[0],
+        csv=STUDY.bug_stats("{bug}", "{key}")[1],
     log:
         "logs/stats/{bug}/{key}.log",
     params:
         stats=config["stats"],
         design=study_design(config["train"], len(PLAN.bugs)),
-        tags=lambda wc: PLAN.bugs[wc.bug].get("tags", ""),
+        tags=lambda wc: PLAN.bug(wc.bug).spec.get("tags", ""),
     script:
         "../scripts/bug_stats.py"
 
@@ -17,17 +17,20 @@ rule bug_stats:
 rule study_stats:
     input:
         bugs=PLAN.bug_stats(),
-        funnel=f"{OUT}/filter/funnel.csv",
+        funnel=STUDY.funnel,
     output:
-        pvalues=report(f"{OUT}/stats/pvalues.csv", caption="../report/pvalues.rst", category="Tables"),
-        verdicts=report(f"{OUT}/stats/verdicts.csv", caption="../report/verdicts.rst", category="Tables"),
-        summary=report(f"{OUT}/stats/summary.csv", caption="../report/summary.rst", category="Tables"),
+        pvalues=report(STUDY.pvalues, caption="../report/pvalues.rst", category="Tables"),
+        verdicts=report(STUDY.verdicts, caption="../report/verdicts.rst", category="Tables"),
+        summary=report(STUDY.stats_summary, caption="../report/summary.rst", category="Tables"),
     log:
         "logs/stats/study.log",
     params:
         study=config["study"],
         stats=config["stats"],
-        bugs={b: {k: s.get(k, "") for k in ("kind", "label", "tags")} for b, s in PLAN.bugs.items()},
+        bugs={
+            name: {k: bug.spec.get(k, "") for k in ("kind", "label", "tags")}
+            for name, bug in PLAN.bugs.items()
+        },
     script:
         "../scripts/study_stats.py"
 
@@ -36,7 +39,7 @@ rule bug_figure:
     input:
         lambda wc: PLAN.bug_inputs(wc.bug)["stats"],
     output:
-        report(f"{OUT}/figures/{{bug}}.png", caption="../report/bug_figure.rst", category="Figures"),
+        report(STUDY.bug_figure("{bug}"), caption="../report/bug_figure.rst", category="Figures"),
     log:
         "logs/figures/{bug}.log",
     script:
@@ -47,7 +50,7 @@ rule std_figure:
     input:
         PLAN.bug_stats(),
     output:
-        report(f"{OUT}/figures/std.png", caption="../report/std_figure.rst", category="Figures"),
+        report(STUDY.std_figure, caption="../report/std_figure.rst", category="Figures"),
     log:
         "logs/figures/std.log",
     script:
@@ -56,14 +59,14 @@ rule std_figure:
 
 rule report:
     input:
-        verdicts=f"{OUT}/stats/verdicts.csv",
-        pvalues=f"{OUT}/stats/pvalues.csv",
-        summary=f"{OUT}/stats/summary.csv",
-        figures=expand(f"{OUT}/figures/{{bug}}.png", bug=sorted(PLAN.bugs)),
-        std=f"{OUT}/figures/std.png",
-        builds=f"{OUT}/builds/summary.csv",
+        verdicts=STUDY.verdicts,
+        pvalues=STUDY.pvalues,
+        summary=STUDY.stats_summary,
+        figures=[PLAN.study.bug_figure(bug) for bug in sorted(PLAN.bugs)],
+        std=STUDY.std_figure,
+        builds=STUDY.builds_summary,
     output:
-        f"{OUT}/report.html",
+        STUDY.report,
     log:
         "logs/report.log",
     params:
@@ -81,7 +84,7 @@ rule bug:
     input:
         unpack(lambda wc: PLAN.bug_inputs(wc.bug)),
     output:
-        f"{OUT}/bugs/{{bug}}.txt",
+        STUDY.bug_line("{bug}"),
     log:
         "logs/bugs/{bug}.log",
     script:

@@ -235,7 +235,7 @@ def _run_bug(bug, config_path, cores, extra):
         print(line)
     code = workflow.run(None, cores, extra + plan.bug_targets(bug), config_path)
     print(table([bug_row(Plan(load_config(config_path), SHEET_SCHEMA, config_path), bug,
-                         verdicts(plan.out))]))
+                         verdicts(plan.study))]))
     return code
 
 

@@ -7,7 +7,9 @@ that never mix with old ones, and editing unrelated code retrains nothing.
 """
 import hashlib
 import json
+import logging
 import re
+from pathlib import Path
 
 from .artifacts.source_kinds import OneFix, source
 from .challenges import named_challenge
@@ -20,6 +22,7 @@ KEY_FIELDS = ("model", "model_options", "challenge", "epochs", "batch_size", "te
               "optimizer", "lr", "momentum", "lr_schedule", "pooling", "seed_policy", "study_seed",
               "threads", "device", "allow_tf32", "augment", "test_fraction")
 MAX_RUNS = 1000
+log = logging.getLogger("bugimpact")
 
 
 def experiment(train):
@@ -96,6 +99,31 @@ def derive_seeds(study_seed, bug, policy, count=MAX_RUNS):
 def write_seeds(path, study_seed, bug, policy):
     write_json(path, {"bug": bug, "study_seed": study_seed, "policy": policy,
                       "seeds": derive_seeds(study_seed, bug, policy)})
+
+
+def check_seeds(path, bug):
+    """An archived seeds file must read back as this bug's seeds: a corrupt one stops the workflow
+    before anything runs (nothing is deleted); restore it from a backup, or delete it only if no
+    finished run of this bug should be kept."""
+    if not Path(path).exists():
+        return
+    seeds = read_json(path)
+    if not (isinstance(seeds, dict) and seeds.get("bug") == bug and isinstance(seeds.get("seeds"), list)
+            and seeds["seeds"] and all(isinstance(s, int) for s in seeds["seeds"])):
+        raise InputError(path, f"not the archived seeds of bug {bug} (expected bug, seeds: a list of "
+                         "integers); restore the file: the finished runs were made with it")
+
+
+def run_seeds(path, train_cfg, bug):
+    """The bug's seeds: its archive, made by its own rule before any run is asked for; while the
+    archive is lost, the same seeds derived again (a function of the study seed, the policy and
+    the bug id, as the archive is)."""
+    if not Path(path).exists():
+        log.warning("%s: the seeds archive %s is lost; its rule makes it again, the run derives "
+                    "the same seeds from the study seed", bug, path)
+        return derive_seeds(train_cfg["study_seed"], bug, train_cfg["seed_policy"])
+    check_seeds(path, bug)
+    return read_json(path)["seeds"]
 
 
 def study_bugs(config, sheet_rows):

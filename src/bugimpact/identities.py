@@ -1,11 +1,51 @@
 """A study's things, each an object keyed by what it is, filling in its own paths (``layout``):
-a bug (its name and the experiment its runs compute with) and an artifact (its identity and the
-runtime it runs in). The plan makes them; rules, the CLI and the checks ask them for paths and
+the study (its own tables, figures and report), a bug (its name and the experiment its runs
+compute with) and an artifact (its identity and the runtime it runs in). The plan makes them; rules, the CLI and the checks ask them for paths and
 settings instead of spelling either again."""
 from dataclasses import dataclass, field
 
 from . import layout
 from .harness.registry import ARMS
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study's own outputs, under ``results/<name>/``; a rule asks for a pattern by giving a
+    wildcard as the value (``study.bug_figure("{bug}")``)."""
+    name: str
+
+    def _path(self, pattern, **fields):
+        return pattern.format(study=self.name, **fields)
+
+    out = property(lambda self: self._path(layout.STUDY))
+    preflight = property(lambda self: self._path(layout.PREFLIGHT))
+    mined_bugs = property(lambda self: self._path(layout.MINED_BUGS))
+    mined_releases = property(lambda self: self._path(layout.MINED_RELEASES))
+    resolved = property(lambda self: self._path(layout.RESOLVED))
+    funnel = property(lambda self: self._path(layout.FUNNEL))
+    builds_summary = property(lambda self: self._path(layout.BUILDS_SUMMARY))
+    pvalues = property(lambda self: self._path(layout.PVALUES))
+    verdicts = property(lambda self: self._path(layout.VERDICTS))
+    stats_summary = property(lambda self: self._path(layout.STATS_SUMMARY))
+    std_figure = property(lambda self: self._path(layout.STD_FIGURE))
+    report = property(lambda self: self._path(layout.REPORT))
+
+    def sheet_merge(self, framework):
+        return self._path(layout.SHEET_MERGE, framework=framework)
+
+    def build_status(self, bug, arm):
+        return self._path(layout.BUILD_STATUS, bug=bug, arm=arm)
+
+    def bug_stats(self, bug, key):
+        """A bug's statistics under experiment ``key``: the json the figures and tables read, and
+        its table."""
+        return self._path(layout.BUG_STATS, bug=bug, key=key), self._path(layout.BUG_TABLE, bug=bug, key=key)
+
+    def bug_figure(self, bug):
+        return self._path(layout.BUG_FIGURE, bug=bug)
+
+    def bug_line(self, bug):
+        return self._path(layout.BUG_LINE, bug=bug)
 
 
 @dataclass(frozen=True)
@@ -44,8 +84,8 @@ class Bug:
     repeats_folder = property(lambda self: self._path(layout.BUG_REPEATS))
 
     def stats(self, study):
-        """Its statistics in ``study`` (the json the figures and tables read, and its table)."""
-        return self._path(layout.BUG_STATS, study=study), self._path(layout.BUG_TABLE, study=study)
+        """Its statistics in ``study`` (a ``Study``), under its key."""
+        return study.bug_stats(self.name, self.key)
 
     def stage(self, pairs):
         return self._path(layout.STAGE, pairs=pairs)

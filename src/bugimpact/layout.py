@@ -2,7 +2,7 @@
 
 A rule's output is its pattern, read from here; the objects of ``identities`` (a bug, an
 artifact) fill the patterns in, so the plan, the CLI and the checks never spell a path again. A
-study's own outputs (tables, figures, the report) live under ``results/<study>/`` (``Plan.out``).
+study's own outputs (tables, figures, the report) live under ``results/<study>/`` (``Plan.study``, ``identities.Study``).
 docs/outputs.md says what each file holds.
 """
 from pathlib import Path
@@ -36,3 +36,18 @@ STUDY = "results/{study}"  # a study's own tables, figures and report
 # is a missing file, which Snakemake remakes, never a made one whose inputs it stops looking for
 BUG_STATS = STUDY + "/stats/{bug}/{key}.json"
 BUG_TABLE = STUDY + "/stats/{bug}/{key}.csv"
+PREFLIGHT = STUDY + "/preflight.txt"
+MINED_BUGS = STUDY + "/mined/bugs.csv"
+MINED_RELEASES = STUDY + "/mined/releases.csv"
+RESOLVED = STUDY + "/resolved/commits.csv"
+SHEET_MERGE = STUDY + "/filter/{framework}.merge.json"  # what the last merge into the sheet did
+FUNNEL = STUDY + "/filter/funnel.csv"
+BUILD_STATUS = STUDY + "/builds/{bug}/{arm}.status"
+BUILDS_SUMMARY = STUDY + "/builds/summary.csv"
+PVALUES = STUDY + "/stats/pvalues.csv"  # the paper's Table IV
+VERDICTS = STUDY + "/stats/verdicts.csv"
+STATS_SUMMARY = STUDY + "/stats/summary.csv"
+BUG_FIGURE = STUDY + "/figures/{bug}.png"
+STD_FIGURE = STUDY + "/figures/std.png"
+BUG_LINE = STUDY + "/bugs/{bug}.txt"  # a bug's verdict in one line
+REPORT = STUDY + "/report.html"

@@ -10,10 +10,10 @@ from . import layout
 from .artifacts.kinds import kind as runtime_kind
 from .artifacts.kinds import runtime_id
 from .artifacts.source_kinds import artifact_id, source
-from .experiment import experiment_file, experiment_key, study_bugs
+from .experiment import check_seeds, experiment_file, experiment_key, study_bugs
 from .harness.registry import ARMS
-from .identities import Artifact, Bug
-from .io import ConfigError, InputError, config_file, read_json
+from .identities import Artifact, Bug, Study
+from .io import ConfigError, config_file, read_json
 from .models import model_of
 from .reach.run import gate
 from .sheet import validate
@@ -34,20 +34,19 @@ class Plan:
         # what this study alone makes (its tables, report, sheet merge) lives under its own folder,
         # so two studies in one checkout keep their reports side by side; runs, artifacts and
         # runtimes are keyed by what they are and shared
-        self.out = layout.STUDY.format(study=config["study"])
+        self.study = Study(config["study"])
         strays = sorted(set(config["bugs"].get("overrides") or {}) - {r.get("id") for r in rows})
         if rows and strays:  # (a first run's sheet is still empty: mining fills it)
             raise ConfigError(f"bugs.overrides names {', '.join(strays)}, which "
                               f"{config['sheet']} does not hold", field=f"bugs.overrides.{strays[0]}")
-        self.bugs = study_bugs(config, rows)
+        specs = study_bugs(config, rows)
         # accepted sheet rows that cannot run here: said once at the start, the rest goes on
-        self.cannot_run = {bug: why for bug, spec in self.bugs.items()
-                           if (why := cannot_run(spec, config))}
+        self.cannot_run = {bug: why for bug, spec in specs.items() if (why := cannot_run(spec, config))}
         for bug in self.cannot_run:
-            del self.bugs[bug]
+            del specs[bug]
         self.kind = runtime_kind(config["runtime"]["kind"])
         self.model = model_of(config["train"])  # what its runtimes must hold for it
-        arms = [a for b in self.bugs.values() for a in b["arms"].values()]
+        arms = [a for b in specs.values() for a in b["arms"].values()]
         recipe_sha, self.toolchain = "", None  # the toolchain image, where a step uses docker
         if self.kind.needs_toolchain or any(source(a["source"]).built for a in arms):
             # the Docker SDK: only where a build or docker runtime is planned
@@ -56,7 +55,7 @@ class Plan:
             self.toolchain = toolchain_name(config["artifacts"]["docker"])
         self.interpreter, target = self.kind.interpreter(config["runtime"], recipe_sha)
         self.artifacts = {}  # artifact id -> Artifact
-        for bug, spec in self.bugs.items():
+        for bug, spec in specs.items():
             for arm in ARMS:
                 arm_spec = spec["arms"][arm]
                 source(arm_spec["source"]).check(bug, arm, arm_spec)
@@ -66,8 +65,8 @@ class Plan:
                     base["python"] = self.interpreter  # the wheel must fit the runtime's Python
                 self._register(ident, base, recipe_sha)
                 arm_spec["artifact"] = ident
-        keys, self.experiments = self._experiments()
-        self._bugs = {bug: Bug(bug, keys[bug], spec) for bug, spec in self.bugs.items()}
+        keys, self.experiments = self._experiments(specs)
+        self.bugs = {bug: Bug(bug, keys[bug], spec) for bug, spec in specs.items()}  # name -> Bug
         for bug in self.bugs:
             check_seeds(Path(self.bug(bug).seeds), bug)
         self.reach_artifacts = {bug: self._reach_artifact(bug, recipe_sha, target) for bug in self.bugs}
@@ -77,12 +76,12 @@ class Plan:
             raise ConfigError(f"{refused[0][0]} (artifact {refused[0][1]})",
                               field="runtime.kind")
 
-    def _experiments(self):
-        """Each bug's experiment key, and the experiment of each key (``experiment_file``, one
-        file per key). A bug's key names its arms' runtimes: a bug whose runtime did not change
-        keeps its runs."""
+    def _experiments(self, specs):
+        """Each bug's experiment key (``specs``: the bugs' specs), and the experiment of each key
+        (``experiment_file``, one file per key). A bug's key names its arms' runtimes: a bug whose
+        runtime did not change keeps its runs."""
         keys, experiments = {}, {}
-        for bug, spec in self.bugs.items():
+        for bug, spec in specs.items():
             runtime = "+".join(sorted({self.artifacts[spec["arms"][arm]["artifact"]].runtime for arm in ARMS}))
             found = experiment_file(self.config["train"], runtime)
             keys[bug], experiments[found["key"]] = found["key"], found
@@ -122,11 +121,11 @@ class Plan:
     @property
     def keys(self):
         """Each bug's experiment key."""
-        return {name: bug.key for name, bug in self._bugs.items()}
+        return {name: bug.key for name, bug in self.bugs.items()}
 
     def bug(self, name):
         """The study's bug ``name`` (``identities.Bug``): its spec, experiment key and paths."""
-        return self._bugs[name]
+        return self.bugs[name]
 
     def artifact_of(self, bug, arm):
         """The artifact an arm of a bug runs (``identities.Artifact``)."""
@@ -164,7 +163,7 @@ class Plan:
         if not self.config["reach"]["enabled"] or self.bug(bug).is_control:
             return False
         if skip == "auto":
-            return any(source(a["source"]).built for a in self.bugs[bug]["arms"].values())
+            return any(source(a["source"]).built for a in self.bug(bug).spec["arms"].values())
         return bool(skip)
 
     def reach_gating_jsons(self):
@@ -248,7 +247,7 @@ class Plan:
         return layout.DATA.format(challenge=challenge), layout.DATA_META.format(challenge=challenge)
 
     def build_statuses(self):
-        return [f"{self.out}/builds/{bug}/{arm}.status" for bug in sorted(self.bugs) for arm in ARMS]
+        return [self.study.build_status(bug, arm) for bug in sorted(self.bugs) for arm in ARMS]
 
     def bug_targets(self, bug):
         """What one bug needs made, listed from the files on disk: its arms gate, its decisions
@@ -267,18 +266,18 @@ class Plan:
         archives = [of.seeds, of.experiment] if self.runnable(bug) else []
         missing = [p for p in archives + records if not Path(p).exists()]
         return [of.arms_gate] + decisions + missing + list(self.bug_inputs(bug).values()) + \
-            [f"{self.out}/bugs/{bug}.txt"]
+            [self.study.bug_line(bug)]
 
     def bug_inputs(self, bug):
         """The inputs of the bug's rule, by name: its statistics and figure (a fixed set: its
         records are the statistics' inputs, and listed ones would change the set as decisions are
         made)."""
-        stats, table = self.bug(bug).stats(self.config["study"])
-        return {"stats": stats, "table": table, "figure": f"{self.out}/figures/{bug}.png"}
+        stats, table = self.bug(bug).stats(self.study)
+        return {"stats": stats, "table": table, "figure": self.study.bug_figure(bug)}
 
     def bug_stats(self):
         """Every bug's statistics (the json), in bug order."""
-        return [self.bug(bug).stats(self.config["study"])[0] for bug in sorted(self.bugs)]
+        return [self.bug(bug).stats(self.study)[0] for bug in sorted(self.bugs)]
 
     def known(self, bug):
         """(records, decisions) this bug needs as far as the decisions on disk ask."""
@@ -286,13 +285,12 @@ class Plan:
 
     def targets(self):
         """Every target of the study (``all``): each bug's, then the study's tables and report."""
-        out = [f"{self.out}/{path}" for path in ("preflight.txt", "filter/funnel.csv",
-                                                  "mined/releases.csv")]
+        study = self.study
+        out = [study.preflight, study.funnel, study.mined_releases]
         if self.bugs:
             for bug in sorted(self.bugs):
                 out += self.bug_targets(bug)
-            out += [f"{self.out}/{path}" for path in ("builds/summary.csv", "stats/pvalues.csv",
-                                                      "stats/summary.csv", "report.html")]
+            out += [study.builds_summary, study.pvalues, study.stats_summary, study.report]
         return out
 
 
@@ -319,16 +317,3 @@ def stops(decision):
     """Whether a decision ends its bug's runs: the early decision found it not triggered, or a
     group-sequential look stopped it (impact or futility)."""
     return decision.get("decision") in ("not_triggered", "impact", "futility")
-
-
-def check_seeds(path, bug):
-    """An archived seeds file must read back as this bug's seeds: a corrupt one stops the workflow
-    before anything runs (nothing is deleted); restore it from a backup, or delete it only if no
-    finished run of this bug should be kept."""
-    if not path.exists():
-        return
-    seeds = read_json(path)
-    if not (isinstance(seeds, dict) and seeds.get("bug") == bug and isinstance(seeds.get("seeds"), list)
-            and seeds["seeds"] and all(isinstance(s, int) for s in seeds["seeds"])):
-        raise InputError(path, f"not the archived seeds of bug {bug} (expected bug, seeds: a list of "
-                         "integers); restore the file: the finished runs were made with it")

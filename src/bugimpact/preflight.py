@@ -22,7 +22,7 @@ from .artifacts.interpreters import pip_target
 from .artifacts.kernels import BuildRefused, compiler
 from .artifacts.runtimes import list_gpus
 from .artifacts.source_kinds import source, sources
-from .artifacts.source_kinds import source as source_kind
+from .artifacts.sources import pypi_cache_dir
 from .challenges import problems, raw_file
 from .io import InputError
 
@@ -44,7 +44,7 @@ def run(config, plan, nvidia_smi=None, timeout=20, gated=()):
     """Every check for this config and plan (``nvidia_smi``: recorded output, for tests);
     ``gated``: bugs that reach stopped, whose builds will never start."""
     checks = []
-    arms = [(bug, arm, spec) for bug, b in sorted(plan.bugs.items()) for arm, spec in b["arms"].items()]
+    arms = [(name, arm, spec) for name, bug in sorted(plan.bugs.items()) for arm, spec in bug.spec["arms"].items()]
     built_arms = [(bug, arm, spec) for bug, arm, spec in arms  # builds that reach does not stop
                   if source(spec["source"]).built and bug not in gated]
     if gated:
@@ -78,7 +78,7 @@ def _compiler(arms):
     file) changes kernels: found, with its version, or its absence named before any build."""
     bugs = set()
     for bug, _, spec in arms:
-        if spec.get("patch") and Path(spec["patch"]).is_file() and source_kind(spec["source"]).overrides:
+        if spec.get("patch") and Path(spec["patch"]).is_file() and source(spec["source"]).overrides:
             try:
                 if onefix.isolate(Path(spec["patch"]).read_text(encoding="utf-8"))[2] is not None:
                     bugs.add(bug)
@@ -284,8 +284,8 @@ def _version(text):
 def _releases(plan):
     """The torch releases the arms install (pypi versions and one-fix releases), oldest first."""
     return sorted({a.get("version") or a.get("release", {}).get("version")
-                   for b in plan.bugs.values() for a in b["arms"].values()
-                   if source_kind(a["source"]).fits_interpreter} - {None}, key=_version)
+                   for b in plan.bugs.values() for a in b.spec["arms"].values()
+                   if source(a["source"]).fits_interpreter} - {None}, key=_version)
 
 
 def _gpus(config, plan, recorded):
@@ -303,10 +303,10 @@ def _gpus(config, plan, recorded):
         return [Check("gpus", "FAIL", "device cuda, but nvidia-smi shows no GPU",
                       "run on a GPU machine with the NVIDIA driver, or set train.device: cpu")]
     checks = []
-    arms = [spec for b in plan.bugs.values() for spec in b["arms"].values()]
+    arms = [spec for b in plan.bugs.values() for spec in b.spec["arms"].values()]
     caps = sorted({cap for _, cap, _ in gpus if cap is not None})
     names = ", ".join(f"{n} (sm_{int(c * 10) if c else '?'}, driver {d})" for n, c, d in gpus)
-    if any(source_kind(a["source"]).built for a in arms):
+    if any(source(a["source"]).built for a in arms):
         from .artifacts.docker import build_env, preset  # the Docker SDK: only for a docker study
         cfg = config["artifacts"]["docker"]
         era = preset(cfg)
@@ -365,8 +365,8 @@ def _interpreter(config, plan):
     if not releases:
         return checks
     tags = interpreters.wheel_tags(info)
-    cache = Path(config["artifacts"]["wheel_cache"]) / "pypi"
-    cached = [v for v in releases if list((cache / f"torch-{v}" / tags["key"]).glob("torch-*.whl"))]
+    cache = config["artifacts"]["wheel_cache"]
+    cached = [v for v in releases if list((pypi_cache_dir(cache, v) / tags["key"]).glob("torch-*.whl"))]
     available = _available(tags, config["artifacts"]["pip_index_url"])
     absent = [v for v in releases if v not in cached and available is not None and v not in available]
     detail = (f"torch {', '.join(releases)} for {tags['key']}: {len(cached)} cached, "

@@ -11,16 +11,16 @@ COLUMNS = ("bug", "sheet", "arms", "runs", "failed", "verdict", "next")
 OWN = " *"  # marks a verdict from the bug's own statistics, newer than the study's table
 
 
-def verdicts(out):
-    """The study's verdicts by bug (``out``: the study's folder, ``Plan.out``)."""
-    path = Path(out) / "stats" / "verdicts.csv"
+def verdicts(study):
+    """The study's verdicts by bug (``study``: ``Plan.study``)."""
+    path = Path(study.verdicts)
     return {r["bug"]: r for r in read_csv(path)[1]} if path.exists() else {}
 
 
 def bug_row(plan, bug, verdicts=None):
     """One bug's state. ``runs``: done/needed (needed: as far as the decisions made so far ask;
     ``+N skipped`` when a decision made runs unneeded)."""
-    spec = plan.bugs[bug]
+    spec = plan.bug(bug).spec
     sheet = {r["id"]: r for r in plan.sheet_rows}.get(bug)
     decision = (sheet or {}).get("decision") or ("control" if spec["kind"] == "control" else "config")
     gate = Path(plan.bug(bug).arms_gate)
@@ -56,8 +56,8 @@ def _own_verdict(plan, bug, table_has_it):
     """The verdict of a bug made alone (``bugimpact run --bug``) after the study's table was
     written: its own statistics, before the correction over the study's bugs, marked. (The table
     is made from every bug's statistics, so an up-to-date table is newer than each of them.)"""
-    line, table = Path(plan.out) / "bugs" / f"{bug}.txt", Path(plan.out) / "stats" / "verdicts.csv"
-    own = Path(plan.bug(bug).stats(plan.config["study"])[0])
+    line, table = Path(plan.study.bug_line(bug)), Path(plan.study.verdicts)
+    own = Path(plan.bug(bug).stats(plan.study)[0])
     if not line.exists() or not own.exists() or (
             table_has_it and table.exists() and table.stat().st_mtime >= own.stat().st_mtime):
         return ""
@@ -66,7 +66,7 @@ def _own_verdict(plan, bug, table_has_it):
 
 
 def rows(plan):
-    known = verdicts(plan.out)
+    known = verdicts(plan.study)
     out = [bug_row(plan, bug, known) for bug in sorted(plan.bugs)]
     return out + [{"bug": bug, "sheet": "accept", "arms": f"not run: {why}", "runs": "-",
                    "failed": "", "verdict": "-", "next": f"edit {plan.config['sheet']} or the config"}
@@ -87,7 +87,7 @@ def table(items, width=60):
 def summary(plan):
     """The table, what the sheet still leaves undecided, and where the report is (last)."""
     items = rows(plan)
-    report = f"{plan.out}/report.html"
+    report = plan.study.report
     undecided = sum(1 for r in plan.sheet_rows if not r.get("decision"))
     lines = [table(items, width=80)]
     if any(row["verdict"].endswith(OWN) for row in items):

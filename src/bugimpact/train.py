@@ -10,12 +10,13 @@ that the early decision or a group-sequential stop makes unneeded are never aske
 """
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from .artifacts.common import RunTimeout
 from .artifacts.launch import RunOptions, launch
-from .experiment import derive_seeds, experiment
+from .experiment import derive_seeds, experiment, experiment_attributes, read_experiment, run_seeds
 from .harness.registry import sealed
-from .io import write_json
+from .io import read_json, write_json
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,48 @@ class RunTarget:
     arm_spec: dict
     run: int
     key: str = ""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One train job's run, each of its inputs read once, here: what it computes (the attributes
+    of its experiment and its seed), the data and the runtime it computes with, and where its
+    record and log go. ``of_job`` reads them from the job's files."""
+    target: RunTarget
+    attributes: dict
+    seed: int
+    data: str
+    data_sha256: str
+    runtime: dict
+    record: str
+    log: str
+
+    @classmethod
+    def of_job(cls, target, files, out, log_path, experiment_spec, train_cfg):
+        """The run a train job makes (``target``: its bug, arm, run and key). Its experiment is
+        the key's file (``files["experiment"]``), else ``experiment_spec``, the value that file is
+        made from, each checked against the key; its seed the bug's archive (``files["seeds"]``),
+        else derived again from ``train_cfg`` as the archive was. An archive lost is made again by
+        its own rule (``Plan.bug_targets``); a run writes nothing but its record. ``files``: also
+        its ``data``, ``meta`` and ``runtime``."""
+        if Path(files["experiment"]).exists():
+            attributes = read_experiment(files["experiment"], target.key)
+        else:
+            attributes = experiment_attributes(experiment_spec, target.key, "the train rule's experiment")
+        return cls(target, attributes, run_seeds(files["seeds"], train_cfg, target.bug)[target.run],
+                   files["data"], read_json(files["meta"])["sha256"], read_json(files["runtime"]),
+                   out, log_path)
+
+    @property
+    def spec(self):
+        """The harness's spec: a compiled fix's arm runs with its override library."""
+        override = (self.runtime.get("override") or {}).get("libraries", {}).get("arm")
+        return build_spec(self.attributes, self.target, self.seed, self.data, self.data_sha256,
+                          **({"override": override["library"]} if override else {}))
+
+    def train(self, options):
+        """Train it (``options``: a ``RunOptions``); "ok" or "failed", its record written."""
+        return train_one(self.spec, self.record, self.log, self.runtime, options)
 
 
 def build_spec(attributes, target, seed, data_npz, data_sha256, **extra):

@@ -17,8 +17,8 @@ from ..plugins import Registry
 from . import interpreters
 from .requirements import requirements_identity
 from .runtimes import prepare_local, prepare_venv
-from .source_kinds import host_source, source
-from .source_kinds import source as source_of
+from .source_kinds import host_source
+from .source_kinds import source as source_of  # its methods take a source's name as `source`
 
 
 class RuntimeKind:
@@ -45,7 +45,7 @@ class RuntimeKind:
     def reach_release(self, corrected, version):
         """The release a reach trace of a fix runs on here (``corrected``: the fix's arm;
         ``version``: reach.release, the sheet's release read), or None when it needs none."""
-        return source(corrected["source"]).reach_release(corrected, version)
+        return source_of(corrected["source"]).reach_release(corrected, version)
 
     def interpreter(self, runtime_cfg, recipe_sha):
         """The interpreter release wheels must fit (probed) and their wheel-tag target."""

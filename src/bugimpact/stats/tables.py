@@ -1,6 +1,6 @@
 """Per-bug statistics files, and the study-wide tables: Table IV, verdicts, summary.
 
-``results/stats/<bug>.csv`` corrects over that bug's own metrics, so one bug can be (re)computed
+``results/<study>/stats/<bug>/<key>.csv`` corrects over that bug's own metrics, so one bug can be (re)computed
 alone; ``pvalues.csv`` and ``verdicts.csv`` correct over the study's family and are the
 authoritative verdicts. The family is every metric of every bug actually tested: a bug decided
 without a test (not triggered, identical runs, incomplete) adds no p = 1 rows that would make the

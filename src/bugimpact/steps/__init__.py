@@ -1,6 +1,9 @@
-"""Each pipeline step as one function over explicit files and settings: called by the Snakemake
-script shims (``scripts/``, one per rule, with the rule's params), and by the tests. One module per
-step family; every step is also a name of this package (``steps.train_run``)."""
+"""Each pipeline step as one function over explicit files and settings: called with a rule's
+params by its shim in ``scripts/`` (a Snakemake ``script:``; the train rules' a command, the one
+job that runs thousands of times), and by the tests. One module per step family; every step is
+also a name of this package (``steps.train_run``). A train job imports this package, so a step
+module imports numpy, scipy, matplotlib, the Docker SDK or jsonschema only in the step that uses
+them."""
 from .builds import (  # noqa: F401
     RUNTIME_SETTINGS,
     arms,
@@ -29,4 +32,4 @@ from .statistics import (  # noqa: F401
     study_setup,
     study_stats,
 )
-from .training import early, experiment, prepare_data, run_seeds, seeds, train_run  # noqa: F401
+from .training import early, experiment, prepare_data, seeds, train_run  # noqa: F401
