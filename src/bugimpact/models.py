@@ -78,7 +78,7 @@ class Torchvision(Model):
 
     def requirements(self, torch_version):
         base = str(torch_version).split("+")[0]
-        header, rows = read_csv(self.table)
+        _, rows = read_csv(self.table)
         found = [row["torchvision"] for row in rows if row["torch"] == base]
         if not found:
             raise Refused(f"{self.name} needs the torchvision released for torch {torch_version}, and "
@@ -117,19 +117,18 @@ def pins(train, manifest, kind, interpreter, sources):
     ``interpreter`` (asked of ``sources``' package index, when it answers)."""
     if not train:
         return []
-    pins = model_of(train).requirements(release_version(manifest))
-    if pins and kind.installs and isinstance(interpreter, dict) and sources:
-        info = interpreter
-        for dist, version in pins:
+    needed = model_of(train).requirements(release_version(manifest))
+    if needed and kind.installs and isinstance(interpreter, dict) and sources:
+        for dist, version in needed:
             try:
-                versions = index_versions(wheel_tags(info), sources["pip_index_url"], dist)
+                versions = index_versions(wheel_tags(interpreter), sources["pip_index_url"], dist)
             except Exception:  # noqa: BLE001 - the index cannot say: the installer will
                 continue
             if version not in versions:
-                raise Refused(f"no {dist} {version} wheel for {describe(info)} (torch "
+                raise Refused(f"no {dist} {version} wheel for {describe(interpreter)} (torch "
                               f"{release_version(manifest)}'s); the versions that exist for it: "
                               f"{', '.join(versions[-8:]) or 'none'}")
-    return pins
+    return needed
 
 
 def held(pins, runtime):
