@@ -36,3 +36,16 @@ def test_each_limit_passed_is_named(tmp_path):
     assert "LIMIT: cycles between folders: [['bugimpact.alpha', 'bugimpact.beta']]" in out.stdout
     assert "LIMIT: 1 imports inside functions unexplained" in out.stdout
     assert "unexplained: 1 ['beta/two.py:2']" in out.stdout
+
+
+def test_a_train_job_imports_none_of_the_heavy_packages():
+    """What keeps the imports inside functions that remain: a train job (the rule that runs
+    thousands of times) imports the step package and the launcher, and none of the packages those
+    imports spare it."""
+    heavy = ("numpy", "scipy", "matplotlib", "requests", "jinja2", "jsonschema", "github", "docker",
+             "sklearn", "torch", "markdown_it", "yaml")
+    out = subprocess.run([sys.executable, "-c", "import sys, bugimpact.steps.training, bugimpact.train; "
+                          f"print(sorted(set({heavy!r}) & set(sys.modules)))"],
+                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
