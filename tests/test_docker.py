@@ -117,8 +117,7 @@ def test_runtimes_train_on_the_built_wheels(builds, setup, digits, tmp_path):
     records = {}
     for arm in ("buggy", "corrected"):
         venv = prepare_venv(builds[arm], tmp_path / f"venv-{arm}", sys.executable, [setup["torch"]])
-        dock = prepare_runtime(builds[arm], setup["toolchain"], [setup["torch"]], "",
-                               tmp_path / f"docker-{arm}")
+        dock = prepare_runtime(builds[arm], setup["toolchain"], [setup["torch"]], tmp_path / f"docker-{arm}")
         assert venv["probe"]["version"] == dock["probe"]["version"] == "2.13.0+cpu"
         for kind, runtime in (("venv", venv), ("docker", dock)):
             out = tmp_path / kind / f"{arm}.json"
