@@ -35,8 +35,8 @@ class Refused(RuntimeError):
 class Model:
     protocol = ""
 
-    def __init__(self, name, options):
-        self.name, self.options = name, dict(options or {})
+    def __init__(self, name):
+        self.name = name  # its options are in the experiment key as they are (train.model_options)
 
     def code(self):
         """What of the model's code enters the experiment key (None: the harness version does)."""
@@ -69,8 +69,8 @@ class Dotted(Model):
 class Torchvision(Model):
     protocol = "torchvision"
 
-    def __init__(self, name, options, table=TORCHVISION_TABLE):
-        super().__init__(name, options)
+    def __init__(self, name, table=TORCHVISION_TABLE):
+        super().__init__(name)
         self.table = Path(table)
 
     def runtime_needs(self):
@@ -95,7 +95,7 @@ def model_of(train):
     protocol = model_protocol(train["model"])
     if protocol is None:
         raise ConfigError(f"unknown model {train['model']!r}", field="train.model")
-    return PROTOCOLS[protocol](train["model"], train.get("model_options"))
+    return PROTOCOLS[protocol](train["model"])
 
 
 def host_copy(module):
