@@ -59,6 +59,8 @@ rule runtime:
         "logs/runtimes/{runtime}/{artifact}.log",
     benchmark:
         "benchmarks/runtimes/{runtime}/{artifact}.tsv"
+    # a compiled fix's override library is built by as many compilers at once
+    threads: override_threads
     params:
         kind=lambda wc: PLAN.artifacts[wc.artifact].kind,  # per artifact
         # how it is called (python or python3 of one environment) is not what it is: its

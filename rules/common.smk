@@ -18,6 +18,7 @@ from bugimpact.artifacts.kinds import kind as runtime_kind
 from bugimpact.artifacts.kinds import runtime_pattern
 from bugimpact.artifacts.runtimes import gpu_slots
 from bugimpact.artifacts.source_kinds import artifact_pattern
+from bugimpact.artifacts.source_kinds import source as artifact_source
 from bugimpact.challenges import challenges, raw_file
 from bugimpact.steps import artifact_sources, study_design, study_setup
 from bugimpact.steps.training import job_settings
@@ -139,9 +140,13 @@ def arms_inputs(wildcards):
 
 
 def build_status_inputs(wildcards):
+    """The arm's manifest, and the runtime of an arm that may carry a compiled fix's override
+    library (whose build the Builds table shows with the artifact's)."""
     if reach_gated(wildcards.bug):
         return {"reach": PLAN.reach_json(wildcards.bug)}
-    return {"manifest": PLAN.artifact_of(wildcards.bug, wildcards.arm).manifest}
+    artifact = PLAN.artifact_of(wildcards.bug, wildcards.arm)
+    runtime = {"runtime": artifact.runtime_json} if artifact_source(artifact.spec["source"]).overrides else {}
+    return {"manifest": artifact.manifest, **runtime}
 
 
 def arm_json(wildcards):
@@ -167,6 +172,13 @@ def runtime_made_with(wildcards):
         made["kind_settings"] = config["runtime"].get(kind, {})
     requirements = config["runtime"]["requirements"]
     return {"requirements": requirements, **made} if made else requirements
+
+
+def override_threads(wildcards):
+    """The runtime job's threads: a one-fix artifact may build an override library, with up to
+    four compilers at once (``--cores`` bounds them); any other runtime, one."""
+    spec = PLAN.artifacts[wildcards.artifact].spec
+    return min(4, workflow.cores) if artifact_source(spec["source"]).overrides else 1
 
 
 def artifact_manifest(wildcards):

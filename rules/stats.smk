@@ -22,6 +22,7 @@ rule study_stats:
         pvalues=report(STUDY.pvalues, caption="../report/pvalues.rst", category="Tables"),
         verdicts=report(STUDY.verdicts, caption="../report/verdicts.rst", category="Tables"),
         summary=report(STUDY.stats_summary, caption="../report/summary.rst", category="Tables"),
+        checks=report(STUDY.override_checks, caption="../report/override_checks.rst", category="Tables"),
     log:
         "logs/stats/study.log",
     params:
@@ -65,6 +66,7 @@ rule report:
         figures=[PLAN.study.bug_figure(bug) for bug in sorted(PLAN.bugs)],
         std=STUDY.std_figure,
         builds=STUDY.builds_summary,
+        checks=STUDY.override_checks,
     output:
         STUDY.report,
     log:

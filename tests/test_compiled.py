@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 from conftest import config_with
 
-from bugimpact.artifacts import compiled, onefix
+from bugimpact.artifacts import onefix
+from bugimpact.framework.declarations import operators
+from bugimpact.overrides import parts
 
 # The compiled fixes of data/known_commits/pytorch.csv whose changed files were listed whole when
 # they were classified by hand (shared/reference/compiled-fixes.md), with that kind. Two differ on
@@ -94,29 +96,29 @@ BY_HAND = [
 @pytest.mark.parametrize("fix, expected, paths", BY_HAND)
 def test_each_compiled_fix_has_the_kind_found_by_hand(fix, expected, paths):
     code = [p for p in paths if onefix.classify(p) == "compiled"]
-    assert compiled.fix_kind(code)[0] == expected, fix
+    assert parts.fix_part(code)[0] == expected, fix
 
 
 def test_a_kernel_fix_with_a_cuda_half_is_a_cpu_kernel_fix_until_a_cuda_compiler_builds_it():
-    kind, kinds = compiled.fix_kind(["aten/src/ATen/native/LossCTC.cpp", "aten/src/ATen/native/cuda/LossCTC.cu"])
+    kind, kinds = parts.fix_part(["aten/src/ATen/native/LossCTC.cpp", "aten/src/ATen/native/cuda/LossCTC.cu"])
     assert kind == "op" and kinds["cuda"] == ["aten/src/ATen/native/cuda/LossCTC.cu"]
-    assert compiled.refusal(kind, kinds) == ""
-    stub = compiled.fix_kind(["aten/src/ATen/native/cpu/BinaryOpsKernel.cpp",
+    assert parts.refusal(kind, kinds) == ""
+    stub = parts.fix_part(["aten/src/ATen/native/cpu/BinaryOpsKernel.cpp",
                               "aten/src/ATen/native/cuda/BinaryCompareKernel.cu"])
-    assert compiled.refusal(*stub).startswith("stub: a CPU DispatchStub kernel (native/cpu): putting")
-    only_cuda = compiled.fix_kind(["aten/src/ATen/native/cuda/LossCTC.cu"])
-    assert compiled.refusal(*only_cuda).startswith("cuda: CUDA kernels, which only a CUDA compiler")
-    assert compiled.refusal(*only_cuda, cuda_compiler=True) == ""
-    jit = compiled.fix_kind(["torch/csrc/jit/ir.cpp", "aten/src/ATen/native/Loss.cpp"])
-    assert compiled.refusal(*jit) == "jit: TorchScript (torch/csrc/jit/ir.cpp)"
+    assert parts.refusal(*stub).startswith("stub: a CPU DispatchStub kernel (native/cpu): putting")
+    only_cuda = parts.fix_part(["aten/src/ATen/native/cuda/LossCTC.cu"])
+    assert parts.refusal(*only_cuda).startswith("cuda: CUDA kernels, which only a CUDA compiler")
+    assert parts.refusal(*only_cuda, cuda_compiler=True) == ""
+    jit = parts.fix_part(["torch/csrc/jit/ir.cpp", "aten/src/ATen/native/Loss.cpp"])
+    assert parts.refusal(*jit) == "jit: TorchScript (torch/csrc/jit/ir.cpp)"
 
 
 def test_a_change_to_comments_only_changes_no_binary():
     comment = ("diff --git a/aten/src/ATen/quantized/Quantizer.cpp b/aten/src/ATen/quantized/Quantizer.cpp\n"
                "--- a/aten/src/ATen/quantized/Quantizer.cpp\n+++ b/aten/src/ATen/quantized/Quantizer.cpp\n"
                "@@ -1,3 +1,3 @@\n int x;\n-// the old note\n+// the new note\n+\n int y;\n")
-    assert compiled.only_comments(comment)
-    assert not compiled.only_comments(comment.replace("+// the new note", "+int z;"))
+    assert parts.only_comments(comment)
+    assert not parts.only_comments(comment.replace("+// the new note", "+int z;"))
 
 
 # --- which operators a rebuilt file implements, under which key --------------------------------
@@ -157,15 +159,15 @@ DERIVATIVES = b"""
     ((2, 13), "conv2d", "CompositeImplicitAutograd"),  # reached above the CPU key
 ])
 def test_an_operator_is_registered_under_the_key_the_releases_generated_code_calls(version, op, key):
-    from bugimpact.artifacts import registration
-    ops = {o["name"]: o for o in registration.operators(NATIVE_FUNCTIONS, DERIVATIVES)}
+    from bugimpact.overrides import registration
+    ops = {o["name"]: o for o in operators(NATIVE_FUNCTIONS, DERIVATIVES)}
     settings = {"major": version[0], "minor": version[1]}
     assert registration.registration_key(ops[op], settings) == key
     assert ops["embedding_renorm_"]["cpp"] == "embedding_renorm_cpu_"
 
 
 def test_only_the_operators_a_rebuilt_file_defines_are_registered_and_overloads_by_their_arity():
-    from bugimpact.artifacts import registration
+    from bugimpact.overrides import registration
     nm = ["0000000000005a70 T at::native::_convolution(at::Tensor const&, at::Tensor const&, "
           "at::Tensor const&, c10::ArrayRef<long>)",
           "0000000000000aa0 T at::native::ConvParams::view1d_as_2d()",
@@ -174,7 +176,7 @@ def test_only_the_operators_a_rebuilt_file_defines_are_registered_and_overloads_
           "0000000000000300 T at::native::add(at::Tensor const&, c10::Scalar, c10::Scalar)"]
     defined = registration.defined_functions(nm)
     assert [name for name, _ in defined] == ["_convolution", "add", "add"]  # members and locals are not ops
-    ops = registration.operators(NATIVE_FUNCTIONS, DERIVATIVES)
+    ops = operators(NATIVE_FUNCTIONS, DERIVATIVES)
     chosen, skipped = registration.registrations(defined, ops, {"major": 2, "minor": 13})
     assert [(op["name"], key) for op, key, _ in chosen] == [("_convolution", "CompositeImplicitAutograd"),
                                                              ("add.Tensor", "CPU"), ("add.Scalar", "CPU")]
@@ -188,78 +190,19 @@ def test_only_the_operators_a_rebuilt_file_defines_are_registered_and_overloads_
     assert '.schema("aten::_convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride) -> Tensor")' in old
 
 
-def test_what_the_release_does_not_export_gets_a_loud_stand_in_or_is_named():
-    from bugimpact.artifacts import registration
-    stub = ("at::native::DispatchStub<at::Tensor (*)(at::Tensor const&), "
-            "at::native::convolution_depthwise3x3_winograd_stub>::DEFAULT")
-    source, others = registration.standin_source([stub, "at::native::get_cpu_capability()"], ["#include <ATen/ATen.h>"])
-    assert others == []
-    assert ("template <> decltype(convolution_depthwise3x3_winograd_stub)::FnPtr DispatchStub<decltype("
-            "convolution_depthwise3x3_winograd_stub)::FnPtr, struct convolution_depthwise3x3_winograd_stub>"
-            "::DEFAULT = nullptr;") in source
-    assert "throw std::runtime_error" in source
-    # anything else has no stand-in: the build refuses, naming it (kernels.build)
-    assert registration.standin_source(["at::native::hidden_helper(int)"], [])[1] == ["at::native::hidden_helper(int)"]
-
-
 def test_the_builds_flags_are_the_releases_own():
-    from bugimpact.artifacts import kernels
+    from bugimpact.overrides import build as kernels
     settings = {"std": "c++14", "abi": 0, "cxx_flags": ["-DNDEBUG", "-O2", "-fopenmp"],
                 "build_flags": ["-O3", "-DNDEBUG"], "major": 1, "minor": 5, "capability": "AVX2",
+                "capability_flags": ["-DHAVE_AVX_CPU_DEFINITION", "-DHAVE_AVX2_CPU_DEFINITION"],
                 "include": ["/t/include"]}
     flags = kernels.compile_flags(settings, includes=["/tree/release/aten/src"])
     assert flags[:2] == ["-std=c++14", "-D_GLIBCXX_USE_CXX11_ABI=0"]
     assert flags.index("-O3") > flags.index("-O2")  # the build type's optimisation comes last, as CMake's
+    assert "-DHAVE_AVX2_CPU_DEFINITION" in flags  # a stub call chooses among the release's own kernels
     assert flags[-2:] == ["-I/tree/release/aten/src", "-I/t/include"]  # a changed header before the wheel's
-
-
-# --- the check's verdict --------------------------------------------------------------------------
-
-def record(prints="a", calls=None, entries=None, ops=None):
-    out = {"fingerprints": {k: prints for k in ("init", "epochs", "losses", "logits", "predictions")}}
-    if calls is not None:
-        out["override"] = {"calls": calls, **({"entries": entries} if entries is not None else {})}
-    if ops is not None:
-        out["ops"] = ops
-    return out
-
-
-def runs(faithful="a", faithful_calls=5, entries=9, arm="a", ops=("conv2d",)):
-    return {"release": record(ops=dict.fromkeys(ops, 1)),
-            "faithful": record(faithful, {"conv2d": faithful_calls, "conv3d": 0}),
-            "canary": record(faithful, {"conv2d": faithful_calls}, entries),
-            "arm": record(arm, {"conv2d": faithful_calls})}
-
-
-def test_the_check_passes_a_faithful_live_override():
-    result = override_judge(runs(arm="b"))
-    assert result["passed"] and result["workload_calls"] == ["conv2d"] and not result["arm_identical"]
-
-
-def test_the_check_refuses_a_build_that_is_not_the_releases():
-    result = override_judge(runs(faithful="b"))
-    assert not result["passed"]
-    assert result["reason"].startswith("the faithful build (the release's own files) trains differently")
-
-
-def test_the_check_refuses_kernels_registered_under_a_key_the_release_never_calls():
-    result = override_judge(runs(faithful_calls=0))
-    assert not result["passed"] and "the workload calls conv2d, but never through the library" in result["reason"]
-
-
-def test_the_check_refuses_a_library_whose_own_code_never_ran():
-    result = override_judge(runs(entries=0))
-    assert not result["passed"] and "the canary (the rebuilt code, instrumented) never ran" in result["reason"]
-
-
-def test_a_workload_that_calls_none_of_the_librarys_operators_needs_only_the_faithful_build():
-    result = override_judge(runs(faithful_calls=0, entries=0, ops=("linear",)))
-    assert result["passed"] and result["workload_calls"] == []
-
-
-def override_judge(runs):
-    from bugimpact.steps.override import judge
-    return judge(runs, ["conv2d", "conv3d"])
+    assert kernels.release_flags(settings) == ["-DHAVE_AVX2_CPU_DEFINITION", "-DHAVE_AVX_CPU_DEFINITION",
+                                               "-DNDEBUG", "-O2", "-O3", "-fopenmp"]
 
 
 # --- the release's own source ---------------------------------------------------------------------
@@ -269,7 +212,7 @@ PARAMS = b"#pragma once\n#include <ATen/native/Helper.h>\n"
 
 
 def test_the_headers_a_rebuilt_file_needs_that_the_wheel_lacks_come_from_the_source_or_a_named_stand_in():
-    from bugimpact.artifacts.release_files import closure
+    from bugimpact.overrides.release_source import closure
     tree = {"aten/src/ATen/native/Convolution.cpp": KERNEL, "aten/src/ATen/native/utils/ParamUtils.h": PARAMS,
             "aten/src/ATen/native/Helper.h": b"int h();\n"}
     includes, standins = closure(tree.get, ["aten/src/ATen/native/Convolution.cpp"], {"ATen/ATen.h"})
@@ -294,23 +237,43 @@ def kernel_fix(tmp_path):
     return repo, diff
 
 
+def release_of(version, headers=()):
+    """A release as the source finder sees it: its version and the headers its wheel ships."""
+    from bugimpact.overrides.release_source import Release
+    return Release(version, "", "", {name: b"" for name in headers}, "")
+
+
+def find(sources, arm, version, paths, headers, tmp_path):
+    from bugimpact.overrides import release_source
+    from bugimpact.overrides.arm import Fix
+    return release_source.find(sources, arm, release_of(version, headers), paths, Fix([]), tmp_path / "rec.json")
+
+
 def test_the_release_source_comes_from_a_clone_at_the_releases_tag_before_anything_else(tmp_path):
-    from bugimpact.artifacts import release_files
     repo, _ = kernel_fix(tmp_path)
-    found = release_files.find({"fix_clone": str(repo)}, {}, "9.9.0", ["aten/src/ATen/native/Convolution.cpp"],
-                               {"ATen/ATen.h"})
+    found = find({"fix_clone": str(repo)}, {}, "9.9.0", ["aten/src/ATen/native/Convolution.cpp"], {"ATen/ATen.h"},
+                 tmp_path)
     assert not found.reconstructed and found.origin == f"clone {repo} at tag v9.9.0"
     assert found.files["aten/src/ATen/native/Convolution.cpp"].endswith(b"return 1; }\n")
     assert found.includes == {"ATen/native/utils/ParamUtils.h": b"#pragma once\n"}
     assert found.standins == ["nnpack.h"] and "aten/src/ATen/native/native_functions.yaml" in found.yamls
-    with pytest.raises(LookupError, match=r"no source of torch 9\.9\.1's own .*: clone .* has no tag v9\.9\.1$"):
-        release_files.find({"fix_clone": str(repo)}, {}, "9.9.1", ["aten/src/ATen/native/Convolution.cpp"], set())
+    # no tag v9.9.1: its branch point is searched, by the headers its wheel ships, which this
+    # history does not hold
+    import zipfile
+    wheel = tmp_path / "torch-9.9.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("torch/include/ATen/native/utils/ParamUtils.h", "#pragma once\nint other();\n")
+    from bugimpact.overrides import release_source
+    from bugimpact.overrides.arm import Fix
+    with pytest.raises(LookupError, match=r"holds more than 0 of the 1 headers torch-9.9.1-py3-none-any.whl ships: "
+                                          r"not the history the release was cut from"):
+        release_source.find({"fix_clone": str(repo)}, {}, release_source.Release.of_wheel(wheel, "9.9.1"),
+                            ["aten/src/ATen/native/Convolution.cpp"], Fix([]), tmp_path / "rec.json")
 
 
-def test_the_release_source_comes_from_githubs_files_at_the_tag(httpserver):
+def test_the_release_source_comes_from_githubs_files_at_the_tag(httpserver, tmp_path):
     import base64
 
-    from bugimpact.artifacts import release_files
     served = {"aten/src/ATen/native/Convolution.cpp": KERNEL, "aten/src/ATen/native/utils/ParamUtils.h": PARAMS,
               "aten/src/ATen/native/Helper.h": b"int h();\n"}
     for path, data in served.items():
@@ -318,15 +281,15 @@ def test_the_release_source_comes_from_githubs_files_at_the_tag(httpserver):
             .respond_with_json({"encoding": "base64", "content": base64.b64encode(data).decode()})
     import re
     httpserver.expect_request(re.compile("/repos/.*")).respond_with_data("", status=404)  # nothing else
-    found = release_files.find({"fix_api": True, "api_url": httpserver.url_for(""), "repo": "pytorch/pytorch"},
-                               {}, "9.9.0", ["aten/src/ATen/native/Convolution.cpp"], {"ATen/ATen.h"})
+    found = find({"fix_api": True, "api_url": httpserver.url_for(""), "repo": "pytorch/pytorch"},
+                 {}, "9.9.0", ["aten/src/ATen/native/Convolution.cpp"], {"ATen/ATen.h"}, tmp_path)
     assert found.origin == "GitHub pytorch/pytorch at tag v9.9.0" and not found.reconstructed
     assert found.files == {"aten/src/ATen/native/Convolution.cpp": KERNEL}
     assert set(found.includes) == {"ATen/native/utils/ParamUtils.h", "ATen/native/Helper.h"}
 
 
 def test_a_shipped_reconstruction_says_it_is_one(tmp_path):
-    from bugimpact.artifacts import release_files
+    from bugimpact.overrides import release_source as release_files
     source = release_files.ReleaseSource("reconstructed: a branch point", True,
                                          {"aten/src/ATen/native/Convolution.cpp": KERNEL},
                                          {"ATen/native/utils/ParamUtils.h": PARAMS}, ["nnpack.h"],
@@ -334,25 +297,26 @@ def test_a_shipped_reconstruction_says_it_is_one(tmp_path):
     patch = tmp_path / "pr1.diff"
     patch.write_text("")
     release_files.write_archive(release_files.archive_of(patch), source)
-    found = release_files.find({}, {"patch": str(patch)}, "9.9.0", ["aten/src/ATen/native/Convolution.cpp"], set())
+    found = find({}, {"patch": str(patch)}, "9.9.0", ["aten/src/ATen/native/Convolution.cpp"], set(), tmp_path)
     assert found.reconstructed and found.origin == "reconstructed: a branch point (shipped: pr1.release.tar.xz)"
     assert found.describe()["branch_point"] == "c" * 40 and found.standins == ["nnpack.h"]
     assert found.files == source.files and found.includes == source.includes
     with pytest.raises(LookupError, match="does not hold aten/src/ATen/native/Loss.cpp"):
-        release_files.find({}, {"patch": str(patch)}, "9.9.0", ["aten/src/ATen/native/Loss.cpp"], set())
+        find({}, {"patch": str(patch)}, "9.9.0", ["aten/src/ATen/native/Loss.cpp"], set(), tmp_path)
 
 
-def test_every_shipped_kernel_fix_has_its_release_source_and_it_holds_the_files_it_rebuilds():
+def test_every_shipped_kernel_fix_has_its_release_source_and_it_holds_the_files_it_rebuilds(tmp_path):
     from conftest import ROOT
 
-    from bugimpact.artifacts import onefix, release_files
+    from bugimpact.artifacts import onefix
     from bugimpact.io import read_csv
+    from bugimpact.overrides import release_source as release_files
     rows = [r for r in read_csv(ROOT / "data/known_commits/pytorch.csv")[1] if r["onefix"].startswith("yes: kernels")]
     assert len(rows) == 8
     for row in rows:
         patch = ROOT / "data/patches/pytorch" / f"{row['id']}.diff"
         _, _, kernels = onefix.isolate(patch.read_text())
-        found = release_files.find({}, {"patch": str(patch)}, row["release"].lstrip("v"), kernels.built, set())
+        found = find({}, {"patch": str(patch)}, row["release"].lstrip("v"), kernels.built, set(), tmp_path)
         facts = found.describe()
         assert found.reconstructed and facts["release"] == row["release"].lstrip("v"), row["id"]
         assert facts["files_same_in_ties"] and facts["headers_matched"][0] > 0.9 * facts["headers_matched"][1]
@@ -366,7 +330,7 @@ def mixed_fix(tmp_path, kernel_in_release=True):
     fix, and the release's source of the op file beside the patch (with or without the fix)."""
     import zipfile
 
-    from bugimpact.artifacts import release_files
+    from bugimpact.overrides import release_source as release_files
     old_py, new_py = "def f(x):\n    return x + 1\n", "def f(x):\n    return x + 2\n"
     old_cc, new_cc = b"int g() { return 1; }\n", b"int g() { return 2; }\n"
     patch = tmp_path / "pr9.diff"

@@ -56,7 +56,7 @@ def test_kernel_fixes_on_torch_1_4_and_1_5_are_studied_on_their_release_wheels(t
     found = verdicts(work, "kernels")
     for bug in fixes:
         checked = gate(work, bug)["override_checks"]["buggy"]
-        assert checked["passed"] and checked["faithful_identical"] and checked["canary_entries"] > 0, checked
+        assert checked["outcome"] == "verified" and checked["faithful_identical"] and checked["canary_entries"] > 0, checked
         assert set(checked["workload_calls"]) >= {"conv2d", "_convolution"}
         assert found[bug]["verdict"] == "not triggered"
         assert "kernels rebuilt from Convolution.cpp (reconstructed)" in found[bug]["scope"]
@@ -70,7 +70,9 @@ def test_kernel_fixes_on_torch_1_4_and_1_5_are_studied_on_their_release_wheels(t
                    if json.loads(p.read_text())["probe"]["version"] == "1.4.0")
     record = json.loads(runtime.read_text())
     arm = record["override"]["libraries"]["arm"]["library"]
-    assert record["override"]["standins"] and "-Wl,-Bsymbolic" in record["override"]["link_flags"]
+    # what 1.4.0 keeps to itself (a stub's per-capability kernel pointers) is the release's own
+    taken = {entry["how"] for entry in record["override"]["release_locals"]}
+    assert taken and taken <= {"call", "value", "null"} and "-Wl,-Bsymbolic" in record["override"]["link_flags"]
     crash = subprocess.run([record["python"], "-c", ZERO_STRIDE, arm], capture_output=True, text=True)
     assert crash.returncode == -8, crash  # SIGFPE: the bug the fix fixed
     release = subprocess.run([record["python"], "-c", ZERO_STRIDE], capture_output=True, text=True)
@@ -86,7 +88,7 @@ def test_the_compiled_fault_control_is_impact(tmp_path):
     name = study(work, "faultkernel", fixes, {"kind": "venv", "python": sys.executable}, runs=8, epochs=3)
     snakemake(work, "--configfile", name)
     checked = gate(work, "fault-kernel")["override_checks"]["buggy"]
-    assert checked["passed"] and checked["faithful_identical"] and checked["workload_calls"] == ["relu"]
+    assert checked["outcome"] == "verified" and checked["faithful_identical"] and checked["workload_calls"] == ["relu"]
     assert checked["canary_entries"] > 0 and not checked["arm_identical"]
     result = verdicts(work, "faultkernel")["fault-kernel"]
     assert result["verdict"] == "impact" and float(result["effect"]) < 0, result
@@ -127,26 +129,26 @@ def checked(pr38674, name, monkeypatch, env=None):
 
 def test_the_check_passes_the_override_as_it_is_built(pr38674, monkeypatch):
     result = checked(pr38674, "as-built", monkeypatch, {"TORCH_USE_RTLD_GLOBAL": "1"})
-    assert result["passed"] and result["faithful_identical"] and result["canary_entries"] > 0, result
+    assert result["outcome"] == "verified" and result["faithful_identical"] and result["canary_entries"] > 0, result
 
 
 def test_a_kernel_registered_under_a_key_the_release_never_calls_fails_the_check(pr38674, monkeypatch):
     """On 1.5, a kernel of an operator without dispatch: and derivative registered under the CPU key
     is never called: the build "passed" bit-identity with 0 calls before calls were counted."""
-    from bugimpact.artifacts import registration
+    from bugimpact.overrides import registration
     monkeypatch.setattr(registration, "registration_key", lambda op, settings: "CPUTensorId")
     result = checked(pr38674, "wrong-key", monkeypatch)
-    assert not result["passed"] and result["faithful_identical"]  # bit-identity alone says nothing
+    assert result["outcome"] == "failed" and result["faithful_identical"]  # bit-identity alone says nothing
     assert "but never through the library: registered under a key the release does not call" in result["reason"]
 
 
 def test_a_library_without_bsymbolic_under_global_symbols_fails_the_canary(pr38674, monkeypatch):
     """Without -Bsymbolic, where libtorch's symbols are global, the library's calls to its own
     functions ran the release's copies: its calls were counted, its own code never ran."""
-    from bugimpact.artifacts import kernels
+    from bugimpact.overrides import build as kernels
     monkeypatch.setattr(kernels, "LINK_FLAGS", ("-Wl,--no-undefined",))
     result = checked(pr38674, "no-bsymbolic", monkeypatch, {"TORCH_USE_RTLD_GLOBAL": "1"})
-    assert not result["passed"] and result["canary_entries"] == 0
+    assert result["outcome"] == "failed" and result["canary_entries"] == 0
     assert "the canary (the rebuilt code, instrumented) never ran" in result["reason"]
     assert result["faithful_calls"]["conv2d"] > 0  # the registration itself was live
 

@@ -11,7 +11,8 @@ from conftest import ROOT, untar
 
 from bugimpact.challenges import prepare
 from bugimpact.framework import cpp, patch
-from bugimpact.framework.tables import DirTree, Tables, dispatch_targets, yaml_entries
+from bugimpact.framework.declarations import dispatch_targets, yaml_entries
+from bugimpact.framework.tables import DirTree, Tables
 from bugimpact.reach.python_files import PythonFile, python_reach
 from bugimpact.reach.static import map_diff
 from bugimpact.reach.verdict import judge

@@ -54,14 +54,15 @@ def _parser():
     p = command("validate-config", help="check a study config; errors name file, line, key")
     p.add_argument("file", nargs="?", help="default: --config")
 
-    p = command("retry-failed", help="remove every run record, artifact manifest, runtime record "
-                                    "and arms gate that is broken, failed or stale, saying each, "
+    p = command("retry-failed", help="remove every run record, artifact manifest, runtime record, "
+                                    "override check and arms gate that is broken, failed or stale, saying each, "
                                     "so that the next workflow run makes it again")
     p.add_argument("--runs", default=layout.RUNS)
     p.add_argument("--repeats", default=layout.REPEATS)
     p.add_argument("--artifacts", default=layout.ARTIFACTS)
     p.add_argument("--runtimes", default=layout.RUNTIMES)
     p.add_argument("--gates", default=layout.ARMS_GATES)
+    p.add_argument("--checks", default=layout.CHECKS)
     p.add_argument("--dry-run", action="store_true", help="say what would be removed")
 
     p = command("preflight", help="check in seconds what hours of builds need: commits, "
@@ -69,9 +70,10 @@ def _parser():
     p.add_argument("--nvidia-smi", help="a recorded `nvidia-smi --query-gpu=name,compute_cap,"
                                         "driver_version --format=csv,noheader` (default: run it)")
 
-    p = command("verify", help="list run records that are cut short, edited or from "
-                               "another harness version; --remove deletes only those")
+    p = command("verify", help="list run records and override checks that are cut short, edited "
+                               "or from another harness version; --remove deletes only those")
     p.add_argument("--runs", default=layout.RUNS)
+    p.add_argument("--checks", default=layout.CHECKS)
     p.add_argument("--remove", action="store_true")
 
     p = command("gc", help="list the artifacts, runtimes (venvs), docker images and cached "
@@ -176,7 +178,8 @@ def _preflight(args):
 
 def _verify(args):
     _need_folder(args.runs, "--runs")
-    bad = broken(args.runs)
+    bad = broken(args.runs) + [(f.path, f.why) for f in recovery.of_checks(sorted(Path(args.checks).glob("*/*.json")))
+                               if f.state == "broken"]
     for path, why in bad:
         if args.remove:
             path.unlink()
@@ -212,7 +215,7 @@ def _config_docs(args):
 
 
 def _retry_failed(args):
-    folders = (args.runs, args.repeats, args.artifacts, args.runtimes, args.gates)
+    folders = (args.runs, args.repeats, args.artifacts, args.runtimes, args.gates, args.checks)
     if not any(Path(f).is_dir() for f in folders):  # run from the wrong folder: not "nothing"
         _need_folder(args.runs, "--runs")
     found = recovery.under(*folders)

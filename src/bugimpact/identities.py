@@ -26,6 +26,7 @@ class Study:
     builds_summary = property(lambda self: self._path(layout.BUILDS_SUMMARY))
     pvalues = property(lambda self: self._path(layout.PVALUES))
     verdicts = property(lambda self: self._path(layout.VERDICTS))
+    override_checks = property(lambda self: self._path(layout.OVERRIDE_CHECKS))
     stats_summary = property(lambda self: self._path(layout.STATS_SUMMARY))
     std_figure = property(lambda self: self._path(layout.STD_FIGURE))
     report = property(lambda self: self._path(layout.REPORT))

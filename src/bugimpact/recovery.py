@@ -5,8 +5,9 @@ that is broken, failed or stale, with what the next run does once it is removed.
 ``bugimpact status`` (printed at the end of every run) names them. A record is
 
 - broken: it does not read as what it is (cut short, edited by hand, another harness version);
-- failed: a run, artifact or runtime that could not be made, recorded as a result; refused: a
-  fix that a release cannot take (made again, it is refused again unless this package changed);
+- failed: a run, artifact, runtime or override check that could not be made or did not hold,
+  recorded as a result; refused: a fix that a release cannot take (made again, it is refused
+  again unless this package changed);
 - stale: a made artifact or runtime whose record names a file that is gone for good (a cached
   download that has gone is not: the runtime that installs it fetches it again, the same bytes).
 
@@ -23,6 +24,7 @@ from .artifacts.kinds import kind
 from .artifacts.source_kinds import source
 from .harness.registry import ARMS
 from .io import InputError, read_json
+from .overrides.check import read as read_check
 from .records import record_paths, record_status, why_broken
 from .stats.failures import failure_text
 
@@ -71,6 +73,23 @@ def of_runtimes(paths):
     """The broken, failed and stale among these runtime records."""
     return _of_made(paths, _failed(lambda r: r.get("reason", "")), lambda r: kind(r["kind"]).lost(r),
                     REMADE)
+
+
+def of_checks(paths):
+    """The broken and failed among these override checks (``overrides.check.read``): made again
+    by the next run, from the runtime as it is then (a runtime that failed has its own record)."""
+    out = []
+    for path in map(Path, paths):
+        if not path.exists():
+            continue
+        try:
+            record = read_check(path)
+        except InputError as exc:
+            out.append(Finding(path, "broken", _short(str(exc).split(": ", 1)[-1]), REMADE))
+            continue
+        if record.get("outcome") == "failed":
+            out.append(Finding(path, "failed", _short(record.get("reason", "")), REMADE))
+    return out
 
 
 def of_gates(paths):
@@ -124,11 +143,12 @@ def _short(text, width=300):
 
 
 def under(runs=layout.RUNS, repeats=layout.REPEATS, artifacts=layout.ARTIFACTS,
-          runtimes=layout.RUNTIMES, gates=layout.ARMS_GATES):
+          runtimes=layout.RUNTIMES, gates=layout.ARMS_GATES, checks=layout.CHECKS):
     """Every finding under the results' folders, of every study."""
     return (of_runs(record_paths(runs) + record_paths(repeats))
             + of_artifacts(sorted(Path(artifacts).glob("*/manifest.json")))
             + of_runtimes(sorted(Path(runtimes).glob("*/*/runtime.json")))
+            + of_checks(sorted(Path(checks).glob("*/*.json")))
             + of_gates(sorted(Path(gates).glob("*/*.json"))))
 
 
@@ -142,6 +162,7 @@ def of_plan(plan, bugs=None):
                for p in record_paths(folder)]
     return (of_runs(records) + of_artifacts([a.manifest for a in made])
             + of_runtimes([a.runtime_json for a in made])
+            + of_checks([path for bug in names for path in plan.override_checks(bug).values()])
             + of_gates([plan.bug(bug).arms_gate for bug in names]))
 
 

@@ -94,6 +94,10 @@ def summary(plan):
         lines.append("*: from the bug's own statistics; the study's tables and report (with the "
                      "correction over all its bugs) are remade by the next full run (snakemake, or "
                      "bugimpact run report)")
+    stopped = [row for row in items if row["arms"] not in ("ready", "not made yet") and len(row["arms"]) > 80]
+    if stopped:  # the table cuts a long reason: its cause is at the end, said whole here
+        lines.append("why these cannot run:")
+        lines += [f"  {row['bug']}: {row['arms']}" for row in stopped]
     found = [f for f in of_plan(plan) if f.state != "refused"]  # a refusal: the bug's arms say it
     if found:
         lines.append(f"{len(found)} record(s) to make again (`bugimpact retry-failed` removes them, "

@@ -66,9 +66,10 @@ class RuntimeKind:
 
     def lost(self, runtime):
         """What a made runtime's record names that is gone (its interpreter, a venv deleted by
-        hand): any, and the runtime is stale."""
+        hand, a compiled fix's override library): any, and the runtime is stale."""
         python = runtime.get("python")
-        return [python] if python and not os.path.exists(python) else []
+        libraries = [lib["library"] for lib in ((runtime.get("override") or {}).get("libraries") or {}).values()]
+        return [path for path in [python, *libraries] if path and not os.path.exists(path)]
 
     def process(self, runtime, arguments, env):
         """How a harness process starts in this runtime: its command line (the runtime's Python

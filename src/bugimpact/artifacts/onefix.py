@@ -20,8 +20,10 @@ import zipfile
 from pathlib import Path
 
 from ..framework import patch
+from ..framework.apply import NoDirection, direction_of
 from ..io import atomic_open, write_text
-from . import compiled
+from ..overrides import parts
+from ..overrides.parts import Refused
 
 PACKAGE = "torch"
 # Anything that is compiled, generates code, or drives the build: a wheel cannot take it as a patch.
@@ -32,15 +34,13 @@ COMPILED_DIRS = ("aten/", "c10/", "caffe2/", "tools/", "torchgen/", "third_party
 BUILD_FILES = re.compile(r"(^|/)(CMakeLists\.txt|setup\.py|Makefile|BUILD|WORKSPACE|"
                          r"\.gitmodules)$")
 NOT_SHIPPED_DIRS = ("test/", "docs/", "benchmarks/", "scripts/", ".github/", ".circleci/",
-                    ".jenkins/", ".ci/", ".devcontainer/", "functorch/docs/", "torch/testing/_internal/data/")
+                    ".jenkins/", ".ci/", ".devcontainer/", "functorch/docs/")
+# shipped in the wheel, never imported by ``import torch`` or a training run: left out of a fix
+NOT_IMPORTED = ("torch/testing/_internal/",)
 ROOT_DOC = re.compile(r"^[^/]+\.(md|rst)$|^(LICENSE|NOTICE|CODEOWNERS)[^/]*$|^\.[^/]+$")
 
 
 CANNOT = "which a release wheel cannot take"
-
-
-class Refused(Exception):
-    """The fix cannot be isolated on a release wheel; the message says why."""
 
 
 # Python files outside the package that some wheels ship (torch 1.x ships caffe2/python): the
@@ -51,9 +51,12 @@ CUDA_SOURCE = re.compile(r"\.(cu|cuh)$|(^|/)(cuda|cudnn|miopen|hip|THC|THCUNN|TH
 
 
 def classify(path, package=PACKAGE, shipped=None):
-    """``python`` (patchable in the wheel), ``not_shipped`` (tests, docs), ``compiled``,
+    """``python`` (patchable in the wheel), ``not_shipped`` (tests, docs), ``not_imported`` (the
+    test suite's helpers the wheel ships, which no training process imports), ``compiled``,
     ``unknown``, or ``wheel``: a Python file outside the package whose fate the wheel decides.
     ``shipped``: the release wheel's own file list, where known."""
+    if path.startswith(NOT_IMPORTED):
+        return "not_imported"
     is_python = path.endswith((".py", ".pyi"))
     if is_python and shipped is not None and path in shipped:
         return "python"
@@ -72,7 +75,7 @@ def classify(path, package=PACKAGE, shipped=None):
 def cuda_only(paths, package=PACKAGE):
     """Whether every shipped or compiled file a diff changes is a CUDA source (``.cu``, a ``cuda``
     or ``cudnn`` folder, a cuDNN/MIOpen/NCCL file): a fix no CPU run can reach."""
-    code = [p for p in paths if classify(p, package) != "not_shipped"]
+    code = [p for p in paths if classify(p, package) not in ("not_shipped", "not_imported")]
     return bool(code) and all(CUDA_SOURCE.search(p) for p in code)
 
 
@@ -96,17 +99,18 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
     package is shipped.
 
     Returns ``(python patch, kinds, kernels)``: ``kernels`` is None for a Python-only fix, else the
-    compiled part (``compiled.Kernels``: its kind, its files by kind, its diff), which an override
+    compiled part (``parts.Kernels``: its kind, its files by kind, its diff), which an override
     library takes. Refuses a file of unknown kind or binary, and compiled code of a kind no
-    override can replace (``compiled.refusal``, which names the kind)."""
-    kinds = {"python": [], "not_shipped": [], "compiled": [], "unknown": [], "wheel": [], "comments": []}
+    override can replace (``parts.refusal``, which names the kind)."""
+    kinds = {"python": [], "not_shipped": [], "not_imported": [], "compiled": [], "unknown": [], "wheel": [],
+             "comments": []}
     shipped, code = [], []
     for path, section in split_diff(diff_text):
         _check_section(path, section)
         kind = classify(path, package, wheel_files)
         if kind in ("python", "compiled") and re.search(r"(?m)^(Binary files|GIT binary patch)", section):
             kind = "unknown"
-        if kind == "compiled" and compiled.only_comments(section):
+        if kind == "compiled" and parts.only_comments(section):
             kind = "comments"  # changes no binary
         kinds[kind].append(path)
         if kind == "python":
@@ -119,14 +123,14 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
                       f"{' ...' if len(bad) > 5 else ''}), {CANNOT}")
     kernels = None
     if code:
-        fix, by_kind = compiled.fix_kind(kinds["compiled"])
-        why = compiled.refusal(fix, by_kind)
+        fix, by_kind = parts.fix_part(kinds["compiled"])
+        why = parts.refusal(fix, by_kind)
         if why:
             raise Refused(f"the fix touches {why}, {CANNOT}")
-        kernels = compiled.Kernels(fix, by_kind, "".join(code))
+        kernels = parts.Kernels(fix, by_kind, "".join(code))
     if not shipped and kernels is None:
         raise Refused("the fix changes no file of the installed package "
-                      f"(only: {', '.join((kinds['not_shipped'] + kinds['comments'])[:5])})")
+                      f"(only: {', '.join((kinds['not_shipped'] + kinds['not_imported'] + kinds['comments'])[:5])})")
     return "".join(shipped), kinds, kernels
 
 
@@ -146,7 +150,7 @@ def verdict(diff_text, package=PACKAGE):
     if kernels is None:
         return "yes"
     built = kernels.built
-    return (f"yes: kernels ({kernels.kind}: {', '.join(built[:3])}{' ...' if len(built) > 3 else ''}"
+    return (f"yes: kernels ({kernels.part}: {', '.join(built[:3])}{' ...' if len(built) > 3 else ''}"
             f"{'; its CUDA half needs a CUDA compiler' if kernels.files.get('cuda') else ''})")
 
 
@@ -190,7 +194,10 @@ def make_overlay(wheel, patch_text, arm, out_dir):
         names = set(archive.namelist())
         release = {path: archive.read(path) if path in names else None
                    for fd in diffs for path in (fd.path, fd.old_path) if path}
-    direction, files, placement = direction_of(diffs, release)
+    try:
+        direction, files, placement = direction_of(diffs, release)
+    except NoDirection as exc:
+        raise Refused(str(exc)) from None
     fix_in_release = direction == "reverse"
     if arm == ("corrected" if fix_in_release else "buggy"):
         return fix_in_release, None, {}, placement
@@ -203,98 +210,6 @@ def make_overlay(wheel, patch_text, arm, out_dir):
             handle.write(content)
         overlay[path] = hashlib.sha256(content).hexdigest()
     return fix_in_release, direction, overlay, placement
-
-
-def direction_of(diffs, release):
-    """Which way the diff goes on the release's files (``release``: path -> bytes, None where the
-    release lacks it): ``forward`` (the release lacks the fix) or ``reverse`` (it has it), exactly
-    one of which must place every change. Returns (direction, the files patched that way, where
-    each change sat); refuses when neither or both place it."""
-    done, why = {}, {}
-    for direction, side in (("forward", "old"), ("reverse", "new")):
-        try:
-            done[direction] = place(diffs, release, side)
-        except patch.NotPlaced as exc:
-            why[direction] = str(exc)
-    if len(done) == 2:
-        raise Refused("the diff applies both forwards and in reverse to the release's files: "
-                      "cannot tell whether the release contains the fix")
-    if not done:
-        raise Refused(f"the diff does not apply to the release's files, in either direction: "
-                      f"forwards, {why['forward']}; in reverse, {why['reverse']}")
-    direction = next(iter(done))
-    return (direction, *done[direction])
-
-
-def place(diffs, release, side):
-    """Every file of the diff with its changes made (``side``: the form the release holds, old
-    for forwards), and where each change sat; raises ``patch.NotPlaced``."""
-    files, placement = {}, []
-    for fd in diffs:
-        if not fd.old_path or not fd.path:  # a file the fix adds or removes
-            files[fd.name] = _whole_file(fd, release[fd.name], side)
-            placement.append({"file": fd.name, "line": 1, "placed": "the whole file"})
-            continue
-        here, there = (fd.old_path, fd.path) if side == "old" else (fd.path, fd.old_path)
-        before = release[here]  # a renamed file is found under the name this side gives it
-        if before is None:
-            raise patch.NotPlaced(f"{here}: not in the release")
-        if here != there and release[there] is not None:
-            raise patch.NotPlaced(f"{there}: in the release already (the fix renames {here})")
-        try:
-            after, found = _replace(before, fd.hunks, side)
-        except patch.NotPlaced as exc:
-            raise patch.NotPlaced(f"{here}: {exc}") from None
-        if _undone(after, found, before) != before:
-            raise patch.NotPlaced(f"{here}: the change reversed on the patched file does not "
-                                  "give back the release's bytes")
-        if here != there:
-            files[here] = None
-            placement.append({"file": here, "line": 1, "placed": f"renamed to {there}"})
-        files[there] = after
-        placement += [{"file": here, "line": p.start + 1, "placed": p.describe()} for p in found]
-    return files, placement
-
-
-def _replace(content, hunks, side):
-    """A file's bytes with its changes made, the release's own line ends kept."""
-    raw = content.decode("utf-8").splitlines(keepends=True)
-    bare = [line.rstrip("\r\n") for line in raw]
-    eol = "\r\n" if raw and raw[0].endswith("\r\n") else "\n"
-    found = patch.place_all(hunks, bare, side)
-    out = patch.replaced(raw, found, eol)
-    ends_changed = found and found[-1].start + found[-1].length == len(raw)
-    if raw and raw[-1] == bare[-1] and out and ends_changed:  # it ended without a line end
-        out[-1] = out[-1][:-len(eol)]
-    return "".join(out).encode("utf-8"), found
-
-
-def _undone(after, found, before):
-    """The patched bytes with each change taken back at the place it was made: the release's
-    bytes, unless the patching lost or added anything on the way (a line end, a line)."""
-    raw, patched = before.decode("utf-8").splitlines(keepends=True), after.decode("utf-8")
-    lines = patched.splitlines(keepends=True)
-    out, at, shift = [], 0, 0
-    for p in found:
-        made = len(p.made())
-        out += lines[at:p.start + shift] + raw[p.start:p.start + p.length]
-        at, shift = p.start + shift + made, shift + made - p.length
-    return "".join(out + lines[at:]).encode("utf-8")
-
-
-def _whole_file(fd, before, side):
-    """A file the diff adds (or removes): the side without it must not have it, the side with it
-    must have exactly its lines."""
-    lines = [text for hunk in fd.hunks for tag, text in hunk.lines if tag != " "]
-    has_it = "new" if not fd.old_path else "old"
-    content = "".join(line + "\n" for line in lines).encode("utf-8")
-    if side == has_it:
-        if before is None or before.decode("utf-8", "replace").splitlines() != lines:
-            raise patch.NotPlaced(f"{fd.name}: not in the release as the diff has it")
-        return None
-    if before is not None:
-        raise patch.NotPlaced(f"{fd.name}: in the release already")
-    return content
 
 
 def install_overlay(manifest, site_packages):

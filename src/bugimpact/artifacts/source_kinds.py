@@ -20,10 +20,10 @@ from pathlib import Path
 from ..harness.files import sha256_file
 from ..harness.registry import ARMS
 from ..io import ConfigError, InputError, read_json
+from ..overrides.arm import prepare
 from ..plugins import Registry
 from . import onefix
 from .diffs import fix_diff
-from .kernel_arm import prepare
 from .sources import installed_manifest, pypi_cache_dir, pypi_wheel, usable, user_wheel, wheel_manifest
 
 
@@ -220,10 +220,14 @@ class OneFix(Source):
     @classmethod
     def arms(cls, release, fix):
         """Both arms of a one-fix bug: one release, one diff (a patch file or the row's commits),
-        and the sheet's ``onefix`` verdict where it says no (the refusal's reason when no diff is
-        at hand; a ``yes`` changes nothing, so finished one-fix studies are not redone)."""
+        the sheet's ``onefix`` verdict where it says no (the refusal's reason when no diff is at
+        hand; a ``yes`` changes nothing, so finished one-fix studies are not redone), and the
+        release whose notes list the fix where it is another (``notes_release``: a fix that
+        landed after the release was cut is in it only where its notes list it)."""
         refused = {"onefix": fix["onefix"]} if str(fix.get("onefix", "")).startswith("no:") else {}
-        return {arm: {"source": cls.name, "release": dict(release), "arm": arm, **refused,
+        notes = fix.get("notes_release") or ""
+        listed = {"notes_release": notes} if notes and notes.lstrip("v") != release.get("version") else {}
+        return {arm: {"source": cls.name, "release": dict(release), "arm": arm, **refused, **listed,
                       **{k: fix[k] for k in ("patch", "buggy_sha", "corrected_sha") if fix.get(k)}}
                 for arm in ARMS}
 
@@ -237,7 +241,8 @@ class OneFix(Source):
             release["version"] = re.sub(r"^v", "", row.get("release", ""))
         folder = onefix_cfg.get("patches") or ""
         path = Path(folder) / f"{row['id']}.diff" if folder else None
-        return self.arms(release, dict(row, patch=str(path)) if path and path.is_file() else row)
+        fix = dict(row, notes_release=row.get("release", ""))
+        return self.arms(release, dict(fix, patch=str(path)) if path and path.is_file() else fix)
 
     def sheet_override(self, spec, arm, row):
         return {**spec, "arm": arm, **{k: row[k] for k in ("buggy_sha", "corrected_sha") if not spec.get(k)}}
@@ -257,6 +262,8 @@ class OneFix(Source):
     def identity(self, arm, recipe_sha, target):
         diff = ({"patch": sha256_file(arm["patch"])} if arm.get("patch")
                 else {"commits": [arm.get("buggy_sha"), arm.get("corrected_sha")]})
+        if arm.get("notes_release"):  # another release's notes: the reconstruction differs
+            diff["notes_release"] = arm["notes_release"]
         what = json.dumps([artifact_id(arm["release"], recipe_sha, target), diff], sort_keys=True)
         return f"onefix-{arm['arm']}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
 
@@ -304,6 +311,7 @@ class OneFix(Source):
                 "patch_sha256": hashlib.sha256(patch_text.encode()).hexdigest() if patch_text else None,
                 "files_changed": kinds["python"] + (kernels.built if kernels else []),
                 "files_not_shipped": kinds["not_shipped"] + kinds["comments"],
+                "files_not_imported": kinds["not_imported"],
                 "fix_in_release": fix_in_release, "apply": direction, "placement": placement,
                 "overlay_dir": str((folder / "overlay").resolve()), "overlay": overlay, "kernels": built}
 

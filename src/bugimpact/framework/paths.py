@@ -1,5 +1,7 @@
 """What a file of the framework's tree is, from its path alone: a file of its Python package, one
-it does not ship (tests, docs, CI), its C++ frontend, a CUDA source, or the C++ of the rest."""
+it does not ship (tests, docs, CI), its C++ frontend, a CUDA source, or the C++ of the rest
+(``kind_of``, for reach); and, for compiled code, the part of the framework it belongs to
+(``part_of``: an op file, a CPU stub kernel, TH, infrastructure, ..., for a one-fix arm)."""
 import re
 
 PYTHON_PACKAGE = "torch/"
@@ -46,3 +48,28 @@ def why_unbounded(path):
     if re.search(r"(^|/)(CMakeLists\.txt|setup\.py|[^/]+\.cmake|BUILD[^/]*)$", path):
         return "a build input, which can change every compiled file"
     return "outside ATen's native kernels, which the operator tables do not map"
+
+
+INFRA_FILES = re.compile(r"^aten/src/ATen/native/(TensorIterator|TensorIteratorReduce|Resize|"
+                         r"DispatchStub|TypeProperties)\.(cpp|h)$")
+PARTS = (  # (part, pattern), the first match wins
+    ("codegen", re.compile(r"(^|/)(native_functions|derivatives)\.yaml$|\.cwrap$|^tools/|^torchgen/|"
+                           r"^aten/src/ATen/(templates|function_wrapper|gen)")),
+    ("jit", re.compile(r"^torch/csrc/jit/")),
+    ("dist", re.compile(r"^torch/csrc/distributed/|^torch/lib/c10d/|(^|/)nccl[^/]*$|^torch/csrc/cuda/nccl")),
+    ("cppapi", re.compile(r"^torch/csrc/api/")),
+    ("other", re.compile(r"^(android|ios|binaries|modules|scripts)/")),
+    ("th", re.compile(r"^aten/src/(TH|THNN|THCUNN)/|^aten/src/THC/generic/|^aten/src/THC/THC[^/]*\.cu$")),
+    ("header", re.compile(r"^aten/src/ATen/cpu/vec256/|^c10/.*\.(h|hpp)$|^aten/src/ATen/core/.*\.h$|"
+                          r"^aten/src/THC/[^/]*\.(h|cuh)$|^aten/src/ATen/[^/]*\.h$")),
+    ("infra", INFRA_FILES),
+    ("cuda", re.compile(r"^aten/src/ATen/native/(.*/)?(cuda|cudnn|miopen|hip)/|^aten/src/ATen/native/.*\.(cu|cuh)$")),
+    ("stub", re.compile(r"^aten/src/ATen/native/(cpu|quantized/cpu/kernels)/[^/]*\.(cpp|h)$")),
+    ("op", re.compile(r"^aten/src/ATen/native/.*\.(cpp|h)$")),
+    ("infra", re.compile(r".")),  # the rest of what is compiled: ATen's core, torch/csrc, caffe2, c10, the build
+)
+
+
+def part_of(path):
+    """The part of the framework one compiled or build file the fix changes belongs to."""
+    return next(k for k, pattern in PARTS if pattern.search(path))

@@ -6,16 +6,20 @@ snapshots): ``native_functions.yaml`` (operator -> the functions it dispatches t
 (``REGISTER_DISPATCH(stub, &kernel)``: kernel -> stub), and every function of ``aten/src/ATen/native``
 with the names it calls (to go from a changed helper to the functions that call it).
 """
+import pickle
 import re
 import subprocess
 import tarfile
 from collections import defaultdict
 from pathlib import Path
 
+from ..io import atomic_open
 from . import cpp
 from .cpp import IDENT
+from .declarations import dispatch_targets, yaml_entries
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
+TABLES_VERSION = 3  # bump when what the tables hold changes: cached tables are then remade
 
 
 def checked_sha(value, what):
@@ -35,15 +39,6 @@ AUTOGRAD_TEMPLATES = "tools/autograd/templates/"
 CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".h", ".cuh", ".hpp")
 TESTS = re.compile(r"(^|/)tests?/|_test\.(cc|cpp)$")  # compiled into test binaries, not the wheel
 REGISTER = re.compile(r"REGISTER_(?:\w+_)?DISPATCH\s*\(\s*(\w+)\s*,\s*&?\s*([\w:]+)\s*\)")
-
-
-def op_name(text):
-    """``add.Tensor(Tensor self, ...) -> Tensor`` and ``aten::add_`` -> ``add`` / ``add_``: the
-    operator's base name, as the profiler of every torch version can be made to say it."""
-    name = text.strip().split("(", 1)[0].strip()
-    if name.startswith("aten::"):
-        name = name[len("aten::"):]
-    return name.split(".", 1)[0]
 
 
 class DirTree:
@@ -146,25 +141,6 @@ class GitTree:
         return {p: self._cache[p] for p in paths}
 
 
-def yaml_entries(text, key):
-    """The ``- <key>: ...`` entries of ATen's YAML tables with their line spans, read line by line
-    (the files are one flat list; a YAML load would lose the lines)."""
-    entries, current = [], None
-    for number, line in enumerate(text.splitlines(), 1):
-        m = re.match(r"^- %s:\s*(.*)$" % key, line)
-        if m:
-            current = {"op": op_name(m.group(1)), "signature": m.group(1).strip(), "start": number,
-                       "end": number, "lines": [line]}
-            entries.append(current)
-        elif current is not None and (line.startswith((" ", "\t")) or not line.strip()):
-            if line.strip():
-                current["end"] = number
-            current["lines"].append(line)
-        elif current is not None and not line.startswith("#"):
-            current = None
-    return entries
-
-
 def cwrap_entries(text):
     """The ``[[ ... ]]`` entries of Declarations.cwrap: name, cname (the TH function; the name
     when absent) and line span."""
@@ -190,26 +166,6 @@ def th_name(lines, fn):
     head = "\n".join(lines[max(0, fn.start - 1):fn.start + 2])
     match = TH_NAME.search(head)
     return match.group(1) if match and fn.name.endswith("_") else fn.name
-
-
-def dispatch_targets(entry_lines):
-    """The C++ functions an operator entry dispatches to; its own name when it names none."""
-    targets, in_dispatch = set(), False
-    for line in entry_lines[1:]:
-        if re.match(r"^\s+dispatch:\s*$", line):
-            in_dispatch = True
-            continue
-        m = re.match(r"^\s+dispatch:\s*(\w+)\s*$", line)
-        if m:
-            targets.add(m.group(1))
-            continue
-        if in_dispatch:
-            m = re.match(r"^\s{4,}[\w, ]+:\s*([\w:]+)\s*$", line)
-            if m:
-                targets.add(m.group(1).split("::")[-1])
-                continue
-            in_dispatch = False
-    return targets
 
 
 class Tables:
@@ -327,3 +283,21 @@ class Tables:
             queue += [n for n in nexts if n is not None]
         return ops, why, loose
 
+
+def cached_tables(tree, cache_dir):
+    """Tables of a tree, pickled by commit (a commit is immutable); a folder is read each time.
+    The tables keep the tree they were read from: hunks are found in it."""
+    if not isinstance(tree, GitTree):
+        return Tables(tree)
+    path = Path(cache_dir) / f"{tree.commit}-v{TABLES_VERSION}.pickle"
+    if path.exists():
+        with open(path, "rb") as handle:
+            tables = pickle.load(handle)
+        tables.tree = tree
+        return tables
+    tables = Tables(tree)
+    tables.tree = None  # the clone's reader is not kept
+    with atomic_open(path, "wb") as handle:
+        pickle.dump(tables, handle)
+    tables.tree = tree
+    return tables

@@ -1,24 +1,22 @@
 """The workflow's reach steps: trace a workload on a release, and judge each fix against it."""
 import logging
-import pickle
 import time
 from pathlib import Path
 
 from ..artifacts.diffs import fix_diff, fix_trees
 from ..artifacts.launch import launch_once
-from ..artifacts.release_files import archive_of, read_archive
 from ..artifacts.source_kinds import source
 from ..framework import patch
-from ..framework.tables import DirTree, GitTree, SourceTree, Tables
-from ..io import atomic_open, read_json, write_json
+from ..framework.tables import DirTree, GitTree, SourceTree, cached_tables
+from ..io import read_json, write_json
 from ..layout import REACH_TABLES
+from ..overrides.release_source import archive_of, read_archive
 from ..train import RunTarget, _tail, short_spec
 from .static import map_diff, needs_tables
 from .verdict import judge
 
 log = logging.getLogger("bugimpact.reach")
 JUDGED_AT = "judged_at"  # when a verdict was made: in its file only (``judge_bug``)
-TABLES_VERSION = 3  # bump when what the tables hold changes: cached tables are then remade
 
 
 def trace_spec(train_cfg, steps, data_npz, data_sha256, artifact, key=""):
@@ -69,25 +67,6 @@ def tables_tree(sources, reach_cfg, arm, diff_text):
                    if (text := tree.read(fd.name)) is not None and patch.locate(h, text.splitlines()))
     best = max(candidates, key=lambda root: (located(root), root.name))
     return DirTree(best, label=f"snapshot {best.name[:12]}")
-
-
-def cached_tables(tree, cache_dir):
-    """Tables of a tree, pickled by commit (a commit is immutable); a folder is read each time.
-    The tables keep the tree they were read from: hunks are found in it."""
-    if not isinstance(tree, GitTree):
-        return Tables(tree)
-    path = Path(cache_dir) / f"{tree.commit}-v{TABLES_VERSION}.pickle"
-    if path.exists():
-        with open(path, "rb") as handle:
-            tables = pickle.load(handle)
-        tables.tree = tree
-        return tables
-    tables = Tables(tree)
-    tables.tree = None  # the clone's reader is not kept
-    with atomic_open(path, "wb") as handle:
-        pickle.dump(tables, handle)
-    tables.tree = tree
-    return tables
 
 
 def map_fix(diff_text, sources, reach_cfg, arm, cache_dir):

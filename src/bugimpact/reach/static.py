@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..framework import cpp, patch
+from ..framework.declarations import yaml_entries
 from ..framework.paths import CUDA, kind_of, why_unbounded
 from ..framework.tables import (
     AUTOGRAD_TEMPLATES,
@@ -30,7 +31,6 @@ from ..framework.tables import (
     TH,
     cwrap_entries,
     th_name,
-    yaml_entries,
 )
 from .python_files import python_scopes
 

@@ -13,21 +13,24 @@ FIGURE_CAPTIONS = {"bug": "bug_figure", "std": "std_figure"}
 
 
 def render(study, setup, tables, figures, out, config=None):
-    """``tables``: the ``verdicts``, ``pvalues``, ``summary`` and ``builds`` CSVs; ``figures``:
+    """``tables``: the ``verdicts``, ``pvalues``, ``summary``, ``builds`` and (where compiled fixes
+    were checked) ``checks`` CSVs; ``figures``:
     ``bugs`` (the per-bug PNGs) and ``std`` (the spread figure); ``config``: what the captions'
     Jinja expressions read as ``snakemake.config`` (Snakemake's report gives them the same)."""
     import jinja2  # jinja2: only for the report
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined)
-    captions = {name: caption(name, config or {})
-                for name in ("verdicts", "pvalues", "summary", "builds", *FIGURE_CAPTIONS.values())}
+    captions = {name: caption(name, config or {}) for name in
+                ("verdicts", "pvalues", "summary", "builds", "override_checks", *FIGURE_CAPTIONS.values())}
+    checks = [_table("Override checks of compiled fixes", "checks", tables["checks"], captions["override_checks"])] \
+        if tables.get("checks") and read_csv(tables["checks"])[1] else []
     page = env.get_template("report.html.j2").render(
         study=study, setup=setup, captions=captions,
         verdicts=[_verdict(row) for row in read_csv(tables["verdicts"])[1]],
         pvalues=_pvalues(tables["pvalues"]),
         tables=[_table("Funnel and counts", "summary", tables["summary"], captions["summary"]),
                 _table("Builds", "builds", tables["builds"], captions["builds"],
-                       ("bug", "arm", "artifact", "status", "failure_class", "build_seconds"))],
+                       ("bug", "arm", "artifact", "status", "failure_class", "build_seconds")), *checks],
         figures=[_figure(path, f"{Path(path).stem}: {captions['bug_figure']}")
                  for path in sorted(figures["bugs"])] + [_figure(figures["std"], captions["std_figure"])])
     write_text(out, page)

@@ -17,7 +17,7 @@ from .effects import adjust, detectable_d, hodges_lehmann
 from .exact import counted_record
 from .verdicts import decided_without_test, verdict
 
-VERDICTS = ("impact", "no evidence of impact", "not triggered", "not triggered on cpu",
+VERDICTS = ("impact", "no evidence of impact", "not triggered", "not triggered on cpu", "not exercised",
             "identical runs", "not reached", "not reached on cpu", "incomplete")
 VERDICT_COLUMNS = ("bug", "row", "kind", "label", "verdict", "effect_metric", "effect",
                    "effect_low", "effect_high", "effect_level", "min_adjusted_p", "mde", "mde_alpha",
@@ -97,6 +97,8 @@ def bug_stats(bug, record_paths, stats_cfg, design, outputs, gates=None):
         info["unavailable"] = arms["reason"] if not arms["runnable"] else ""
         info["gated"] = arms.get("gated", "")
         info["reach"] = arms.get("reach") or {}
+        info["override_checks"] = arms.get("override_checks") or {}
+        info["not_exercised"] = not_exercised(info["override_checks"])
         described = [f"{arm}: {text}" for arm, text in sorted(arms["arms"].items()) if text]
         if described and info.get("scope"):
             info["scope"]["builds"] = "; ".join(described) + f" ({info['scope']['builds']})"
@@ -110,9 +112,32 @@ def bug_stats(bug, record_paths, stats_cfg, design, outputs, gates=None):
     return rows
 
 
+def not_exercised(checks):
+    """Why a compiled fix's arms were the release for this workload (their override checks'
+    outcome ``not exercised``, none ``verified``), or ""."""
+    outcomes = {arm: c.get("outcome") for arm, c in checks.items()}
+    if not outcomes or "verified" in outcomes.values() or "not exercised" not in outcomes.values():
+        return ""
+    arm = next(a for a, o in sorted(outcomes.items()) if o == "not exercised")
+    return f"the {arm} arm's override check: {checks[arm].get('reason') or 'not exercised'}"
+
+
+CHECK_COLUMNS = ("bug", "arm", "outcome", "faithful_identical", "workload_calls", "canary_entries",
+                 "arm_identical", "reason", "source")
+
+
+def check_rows(study, loaded):
+    """One row per arm a compiled fix's override check judged: its outcome and figures, and where
+    the rebuilt files came from (a tag, a commit, or a reconstruction)."""
+    return [{"bug": f"{study}-{item['info']['bug']}", "arm": arm,
+             **{k: (", ".join(v) if isinstance(v, list) else v) for k, v in check.items() if k in CHECK_COLUMNS}}
+            for item in loaded for arm, check in sorted((item["info"].get("override_checks") or {}).items())]
+
+
 def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, out_verdicts,
-                 out_summary):
-    """Adjust over the tested bugs x metrics, then write Table IV, the verdicts and the summary."""
+                 out_summary, out_checks=None):
+    """Adjust over the tested bugs x metrics, then write Table IV, the verdicts, the summary and
+    the override checks of compiled fixes' arms (``out_checks``)."""
     loaded = [read_json(p) for p in bug_jsons]
     tags = {b: spec.get("tags", "") for b, spec in bugs.items()}
     family = family_pvalues([(i["rows"], i["info"]) for i in loaded], tags)
@@ -176,6 +201,8 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
     summary += [{"section": "failed", "name": f"{v['bug']}: {v['failed'][:300]}",
                  "count": len(v["failed"].split("; "))} for v in verdicts if v["failed"]]
     write_csv(out_summary, summary, ("section", "name", "count"))
+    if out_checks:
+        write_csv(out_checks, check_rows(study, loaded), CHECK_COLUMNS)
     return table, verdicts, summary
 
 

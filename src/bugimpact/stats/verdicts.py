@@ -7,6 +7,9 @@ multiplicity family (``decided_without_test``):
   reason and ``scope`` say which. Also the early decision.
 - ``not triggered on cpu``: the same, for a bug the sheet tags ``cuda`` that ran on a CPU, where its
   code never ran: nothing was learned about it.
+- ``not exercised``: the same, for a compiled fix whose override check found the workload calling
+  none of the operators its rebuilt files implement: for this workload the arm was the release, so
+  identical runs say nothing of the fix (``overrides.check``);
 - ``not reached`` / ``not reached on cpu``: the reach step found that the workload cannot execute
   what the fix changed, and ``reach.skip`` stopped the bug before any build or run;
 - ``incomplete``: fewer finished runs than required; the failed runs are named with their error.
@@ -43,6 +46,9 @@ def decided_without_test(bug_info, tags=""):
         label = "not triggered on cpu"
         caveat = ("; the sheet tags this bug cuda and these runs never ran CUDA code, so nothing "
                   "was learned about it: run it on a GPU")
+    if bug_info.get("not_exercised"):
+        label = "not exercised"
+        caveat = f"; {bug_info['not_exercised']}: nothing was learned about the fix{caveat}"
     proved = f" ({scope_text(sc)})" if sc else ""
     if pairs and identical == pairs:
         caveat = f"; {excluded_text(pairs)}{caveat}"

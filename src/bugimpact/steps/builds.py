@@ -6,12 +6,16 @@ from pathlib import Path
 
 from .. import models
 from ..artifacts import runtimes
-from ..artifacts.kernels import BuildRefused, build
 from ..artifacts.kinds import kind as runtime_kind
 from ..artifacts.onefix import Refused, describe
 from ..artifacts.source_kinds import Lost, source
 from ..artifacts.sources import ChecksumMismatch, write_manifest
+from ..framework.declarations import op_name
 from ..io import InputError, read_json, write_csv, write_json
+from ..overrides.build import BuildRefused, build
+from ..overrides.check import OUTCOMES
+from ..overrides.check import read as read_check
+from ..overrides.release_source import open_tree
 from ..reach.run import JUDGED_AT, summary_line
 
 log = logging.getLogger("bugimpact")
@@ -40,16 +44,29 @@ def docker_build(docker_cfg, spec, toolchain_json, out, log_path):
     return manifest
 
 
-def build_status(bug, arm, artifact_manifest, out, reach_json=None):
+def build_status(bug, arm, artifact_manifest, out, reach_json=None, runtime_json=None):
+    """One arm's build, as the Builds table shows it: ``ok``, ``refused`` (a fix the release
+    cannot take, or an override library that cannot be built as the release was: the runtime of a
+    compiled fix's arm, ``runtime_json``, says) or ``failed``, with its class and log tail."""
     if artifact_manifest is None:  # stopped by reach before any artifact was asked for
         write_json(out, {"bug": bug, "arm": arm, "artifact": "", "status": "skipped",
                          "failure_class": "", "build_seconds": 0,
                          "log_tail": summary_line(read_json(reach_json))})
         return
     manifest = read_json(artifact_manifest)
+    refused = manifest.get("failure_class") == "refused"
     status = {"bug": bug, "arm": arm, "artifact": Path(artifact_manifest).parent.name,
-              "status": manifest.get("status", "ok"), "failure_class": manifest.get("failure_class", ""),
+              "status": "refused" if refused else manifest.get("status", "ok"),
+              "failure_class": manifest.get("failure_class", ""),
               "build_seconds": manifest.get("build_seconds", ""), "log_tail": manifest.get("log_tail", "")}
+    runtime = read_json(runtime_json) if runtime_json and status["status"] == "ok" else {}
+    reason = runtime.get("reason", "")
+    if runtime.get("status") == "failed":
+        status.update(status="refused" if reason.startswith(OVERRIDE_REFUSED) else "failed",
+                      failure_class="override build" if reason.startswith(OVERRIDE_REFUSED) else "runtime",
+                      log_tail=reason)
+    elif runtime.get("override"):
+        status["build_seconds"] = round(float(status["build_seconds"] or 0) + runtime["override"]["build_seconds"], 3)
     write_json(out, status)
 
 
@@ -98,9 +115,10 @@ def artifact(sources, spec, out, toolchain_json=None):
     return manifest
 
 
+OVERRIDE_REFUSED = "override build refused"  # how a runtime's reason says its override could not be built
 RUNTIME_SETTINGS = {"interpreter": None, "requirements": (), "toolchain_json": None,
                     "installer": "uv", "cache": "data/cache/uv", "sources": None, "model": None,
-                    "kind_settings": None}
+                    "kind_settings": None, "threads": None}
 
 
 def runtime(kind, artifact_manifest, out, settings=None):
@@ -110,7 +128,8 @@ def runtime(kind, artifact_manifest, out, settings=None):
     uv or pip, and uv's ``cache``), where the artifact's downloads are fetched again from when
     their cache lost them (``sources``: ``artifact_sources``), the study's ``model`` (its
     ``train.model`` and options: what the runtime must hold for it, ``models``) and the kind's own
-    settings (``kind_settings``: ``runtime.<kind>``, kept in the record)."""
+    settings (``kind_settings``: ``runtime.<kind>``, kept in the record); ``threads``: the job's
+    (a compiled fix's override is built with as many compilers at once)."""
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
     if manifest.get("status") == "failed":
@@ -131,12 +150,12 @@ def runtime(kind, artifact_manifest, out, settings=None):
             if settings["kind_settings"] is not None:
                 result["settings"] = settings["kind_settings"]
             if manifest.get("kernels"):  # a compiled fix: its override, built against this torch
-                result["override"] = _override(manifest["kernels"], result["python"], folder)
+                result["override"] = _override(manifest["kernels"], result["python"], folder, settings)
         except InputError:
             raise
         except BuildRefused as exc:
             log.error("runtime %s: %s", kind, exc)
-            result = {"kind": kind, "status": "failed", "reason": f"override build refused: {exc}"}
+            result = {"kind": kind, "status": "failed", "reason": f"{OVERRIDE_REFUSED}: {exc}"}
         except models.Refused as exc:
             log.error("runtime %s: %s", kind, exc)
             result = {"kind": kind, "status": "failed", "reason": f"model refused: {exc}"}
@@ -159,12 +178,18 @@ def made_with(value):
     return value if isinstance(value, dict) else {"requirements": value}
 
 
-def _override(kernels, python, folder):
-    """The override libraries of a compiled fix's arm (``artifacts.kernels.build``), built in the
-    runtime's folder with its own torch; the build's commands and output go to ``override.log``."""
+def _override(kernels, python, folder, settings):
+    """The override libraries of a compiled fix's arm (``overrides.build.build``), built in the
+    runtime's folder with its own torch, from the release's tree where a clone gives it (the
+    configured clone, where the one the artifact was made from has moved); the build's commands
+    and output go to ``override.log``."""
     started = time.time()
+    try:
+        tree = open_tree(kernels["source"].get("tree"), (settings["sources"] or {}).get("fix_clone") or None)
+    except LookupError as exc:
+        raise BuildRefused(str(exc)) from None
     with open(Path(folder) / "override.log", "w") as handle:
-        record = build(kernels, python, Path(folder) / "override", handle)
+        record = build(kernels, python, Path(folder) / "override", handle, tree, settings["threads"])
     record["build_seconds"] = round(time.time() - started, 1)
     log.info("override built in %.0f s: %d operators registered", record["build_seconds"],
              len(record["registered"]))
@@ -174,9 +199,11 @@ def _override(kernels, python, folder):
 def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
     """Whether a bug's two arms can run, read from their runtimes once both are made: a refused or
     failed artifact, a runtime that could not be made, or a compiled fix's override whose check
-    failed (``checks``: arm -> ``steps.override_check``'s file) stops the bug before any run is
-    scheduled, with one short reason. Also what each arm is, for the verdict's scope, and the
-    bug's reach verdict; ``gated``: the reach verdict that stopped it before its artifacts."""
+    failed, is broken (``overrides.check.read``) or leaves out an operator reach says the workload
+    runs through the changed code (``checks``: arm -> ``steps.override_check``'s file) stops the
+    bug before any run is scheduled, with one short reason. Also what each arm is, for the
+    verdict's scope (each check's outcome and figures among it), and the bug's reach verdict;
+    ``gated``: the reach verdict that stopped it before its artifacts."""
     # what the verdict says, not when: the same verdict gives the same gate and statistics
     reach = {k: v for k, v in read_json(reach_json).items() if k != JUDGED_AT} if reach_json else None
     if gated:
@@ -188,9 +215,21 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
     runtimes = {arm: read_json(path) for arm, path in runtime_jsons.items()}
     failed = {arm: r.get("reason", "runtime unavailable") for arm, r in runtimes.items()
               if r.get("status") == "failed"}
-    checked = {arm: read_json(path) for arm, path in (checks or {}).items()}
-    failed.update({arm: f"override check failed: {c['reason']}" for arm, c in checked.items()
-                   if c.get("passed") is False and arm not in failed})
+    checked = {}
+    for arm, path in (checks or {}).items():
+        try:
+            checked[arm] = read_check(path)
+        except InputError as exc:
+            failed.setdefault(arm, f"override check broken: {exc}")
+    for arm, c in checked.items():
+        if c.get("outcome") == "failed" and arm not in failed:
+            failed[arm] = f"override check failed: {c['reason']}"
+        elif c.get("outcome") in ("verified", "not exercised") and arm not in failed:
+            left_out = unreplaced(reach, runtimes[arm].get("override") or {})
+            if left_out:
+                failed[arm] = (f"override check failed: reach says the workload runs {left_out} through "
+                               "the changed code, and the library does not replace it (its kernel is in a "
+                               "file not rebuilt)")
     if len(failed) == len(runtimes) and len(set(failed.values())) == 1:
         reason = next(iter(failed.values()))  # both arms on one refused fix: said once
     else:
@@ -201,10 +240,23 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
               # a fix a release cannot take: made again, refused again (`recovery`)
               "refused": bool(failed) and len(refused) == len(failed),
               "arms": {arm: describe(r.get("artifact") or {}) for arm, r in runtimes.items()},
-              "override_checks": {arm: {k: c.get(k) for k in ("passed", "workload_calls", "canary_entries",
-                                                             "faithful_identical", "arm_identical")}
-                                  for arm, c in checked.items() if c.get("passed") is not None
-                                  and c.get("override") is not False}}
+              "override_checks": {arm: {k: c.get(k) for k in CHECK_FIGURES}
+                                  for arm, c in checked.items() if c.get("outcome") in OUTCOMES}}
     write_json(out, result)
     log.info("%s: %s", bug, result["reason"] or "both arms ready")
     return result
+
+
+# what the gate keeps of each arm's check: the outcome and the figures the report shows
+CHECK_FIGURES = ("outcome", "passed", "reason", "workload_calls", "canary_entries", "faithful_identical",
+                 "arm_identical", "source")
+
+
+def unreplaced(reach, override):
+    """The operators reach found the workload dispatching through the changed code that the
+    override library does not register, in words ("" when none, or no reach verdict)."""
+    ops = ((reach or {}).get("mapping") or {}).get("ops") or {}
+    reached = {line.split()[1] for line in (reach or {}).get("reached", []) if line.startswith("operator ")}
+    registered = {op_name(r["op"]) for r in override.get("registered", [])}
+    left = sorted(op for op in ops if op in reached and op_name(op) not in registered)
+    return ", ".join(f"{op} ({ops[op]})" for op in left[:3]) + (" ..." if len(left) > 3 else "")

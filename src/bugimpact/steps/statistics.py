@@ -53,11 +53,11 @@ def stage(stats_cfg, design, bug, pairs, records, out):
 
 
 def study_stats(study, stats_cfg, bugs, bug_jsons, funnel_csv, out_pvalues, out_verdicts,
-                out_summary):
+                out_summary, out_checks=None):
     from ..stats.tables import study_tables  # numpy and scipy: every step job imports this module
     funnel_rows = read_csv(funnel_csv)[1] if funnel_csv and Path(funnel_csv).exists() else []
     return study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, out_verdicts,
-                        out_summary)
+                        out_summary, out_checks)
 
 
 def bug_done(bug, stats_json, out):

@@ -1,6 +1,6 @@
-"""Which operators a rebuilt kernel file implements and the key each is registered under, the
-registration source that puts counting wrappers of them over the release's kernels, and the
-stand-ins for what the release does not export (``kernels`` builds them).
+"""Which operators a rebuilt kernel file implements and the key each is registered under, and the
+registration source that puts counting wrappers of them over the release's kernels (``build``
+builds it).
 
 The key follows the release's generated code, read from its ``native_functions.yaml`` and
 ``derivatives.yaml``: on torch 1.x an operator with no ``dispatch:`` and no derivative is called by
@@ -9,37 +9,6 @@ be called); on 2.x the CPU key, or ``CompositeImplicitAutograd`` for an implicit
 """
 import json
 import re
-
-
-def operators(native_functions, derivatives):
-    """Each operator of the release's ``native_functions.yaml``: its schema, its CPU kernel's C++
-    name, and whether it has a ``dispatch:`` entry for the CPU, is composite (2.x), or has a
-    derivative (``derivatives.yaml``)."""
-    import yaml  # yaml: only when a file of it is read (a train job imports this module)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    derived = {entry["name"].split("(")[0] for entry in yaml.load(derivatives, Loader=loader) or []}
-    out = []
-    for entry in yaml.load(native_functions, Loader=loader):
-        func = entry["func"]
-        name = func.split("(")[0]
-        dispatch = entry.get("dispatch")
-        cpu, composite = None, None
-        if isinstance(dispatch, dict):
-            for keys, fn in dispatch.items():
-                keys = [k.strip() for k in str(keys).split(",")]
-                if "CPU" in keys:
-                    cpu = fn
-                elif "CompositeExplicitAutograd" in keys or "CompositeExplicitAutogradNonFunctional" in keys:
-                    composite = composite or ("explicit", fn)
-                elif "CompositeImplicitAutograd" in keys or "Math" in keys:
-                    composite = composite or ("implicit", fn)
-        elif isinstance(dispatch, str):
-            cpu = dispatch
-        cpp = cpu or (composite[1] if composite else name.split(".")[0])
-        out.append({"name": name, "schema": func, "cpp": cpp, "cpu_dispatch": cpu is not None,
-                    "composite": composite[0] if composite else ("implicit" if not dispatch else None),
-                    "derivative": name in derived or name.split(".")[0] in derived})
-    return out
 
 
 def registration_key(op, settings):
@@ -63,39 +32,49 @@ def defined_functions(nm_lines):
 
 def registrations(defined, ops, settings):
     """(op, key, parameter list) of each operator whose kernel a rebuilt file defines: a definition
-    of the kernel's C++ name whose parameters are the schema's arguments, kind for kind (a file
+    of the kernel's C++ name whose parameters are the schema's arguments, type for type (a file
     may define only another overload of a name, such as the named-tensor ``argmax(Tensor,
-    Dimname, bool)`` beside ``argmax(Tensor, int?, bool)``); and the operators left out, with why
-    (two definitions that fit one schema)."""
+    Dimname, bool)`` beside ``argmax(Tensor, int?, bool)``); and what is left out, with why: an
+    operator two definitions fit, or a definition of a kernel's name that fits none of its
+    operators' schemas (the release's own kernel then stays, and the check's comparison with
+    reach names an operator the workload runs through it)."""
     by_name = {}
     for name, params in defined:
         by_name.setdefault(name, []).append(params)
-    chosen, skipped = [], []
+    chosen, skipped, used = [], [], set()
     for op in ops:
-        kinds = _schema_kinds(op["schema"])
-        fits = [p for p in by_name.get(op["cpp"], ()) if sorted(map(_kind, _split_params(p))) == kinds]
+        if op["manual"]:  # the release's autograd kernel stands for it; its native one is a placeholder
+            continue
+        types = _schema_types(op["schema"])
+        fits = [p for p in by_name.get(op["cpp"], ()) if sorted(map(_arg_type, _split_params(p))) == types]
+        used.update((op["cpp"], p) for p in fits)
         if len(fits) > 1:
             skipped.append(f"{op['name']}: {len(fits)} definitions of {op['cpp']} fit its schema")
         elif fits:
             chosen.append((op, registration_key(op, settings), fits[0]))
+    kernels = {op["cpp"] for op in ops if not op["manual"]}
+    skipped += [f"{op['name']}: registered by hand in the release (its autograd layer's own kernel): "
+                "not replaced" for op in ops if op["manual"] and op["cpp"] in by_name]
+    skipped += [f"{name}({params}): fits none of its operators' schemas" for name, params in defined
+                if name in kernels and (name, params) not in used]
     return chosen, skipped
 
 
-# an argument's kind, from its schema type or its C++ type, the first pattern that matches (out
-# arguments come first in 1.x's C++ and last in the schema: kinds are compared as multisets)
-KINDS = (("dimname", r"Dimname"), ("tensor", r"Tensor"), ("intlist", r"int\[|ArrayRef<long>|IntArrayRef|SymInt\["),
+# an argument's type, from its schema type or its C++ type, the first pattern that matches (out
+# arguments come first in 1.x's C++ and last in the schema: types are compared as multisets)
+ARG_TYPES = (("dimname", r"Dimname"), ("tensor", r"Tensor"), ("intlist", r"int\[|ArrayRef<long>|IntArrayRef|SymInt\["),
          ("scalartype", r"ScalarType"), ("scalar", r"Scalar"), ("int", r"\bint\b|\blong\b|SymInt"),
          ("float", r"float|double"), ("bool", r"bool"), ("str", r"\bstr\b|string"))
 
 
-def _kind(text):
-    return next((kind for kind, pattern in KINDS if re.search(pattern, text)), "other")
+def _arg_type(text):
+    return next((name for name, pattern in ARG_TYPES if re.search(pattern, text)), "other")
 
 
-def _schema_kinds(schema):
+def _schema_types(schema):
     inside = schema[schema.index("(") + 1:schema.rindex(") ->")]
     args = [arg.strip() for arg in _split_params(inside) if arg.strip() not in ("*", "")]
-    return sorted(_kind(arg.split()[0]) for arg in args)
+    return sorted(_arg_type(arg.split()[0]) for arg in args)
 
 
 def registration_source(chosen, settings):
@@ -150,27 +129,3 @@ def _split_params(params):
             start = i + 1
     tail = params[start:].strip()
     return out + ([tail] if tail else [])
-
-
-STUB_STATIC = re.compile(r"^at::native::DispatchStub<.*, at::native::(\w+)>::(DEFAULT|AVX|AVX2|AVX512|VSX|ZVECTOR)$")
-
-
-def standin_source(missing, include_lines):
-    """Definitions of what the release does not export that the rebuilt files reference: a
-    DispatchStub's per-capability kernels (null: the release chose its kernel before, or the stub
-    fails loudly) and ``get_cpu_capability`` (throws). Returns (the source, the symbols that can
-    have no stand-in)."""
-    body, other = [], []
-    for symbol in missing:
-        stub = STUB_STATIC.match(symbol)
-        if stub:
-            name, arch = stub.groups()
-            body.append(f"template <> decltype({name})::FnPtr DispatchStub<decltype({name})::FnPtr, "
-                        f"struct {name}>::{arch} = nullptr;")
-        elif symbol == "at::native::get_cpu_capability()":
-            body.append('CPUCapability get_cpu_capability() { throw std::runtime_error("bugimpact: a '
-                        'rebuilt file reached a DispatchStub whose kernel the release had not chosen"); }')
-        else:
-            other.append(symbol)
-    return "\n".join([*include_lines, "#include <ATen/native/DispatchStub.h>", "#include <stdexcept>",
-                      "namespace at { namespace native {", *body, "}}"]) + "\n", other

@@ -1,0 +1,219 @@
+"""The kernel part of a one-fix arm (a compiled fix of op files), made with the artifact: the
+release's own source of the files the fix rebuilds (``release_source``), and the fix made on them
+the one way it goes.
+
+Where a clone holds the fix's commits, whether the release holds the fix is its history's to say
+(the fix's commit in the release's, or a cherry-pick its notes list), and the fix is made by a
+three-way merge of its own files at both commits, as git's revert and cherry-pick do
+(``framework.apply.merged``): a release that moved or edited the lines around the fix keeps them.
+Without the commits (a patch file alone), each change is placed by its own lines and the direction
+is the one the release's files allow (``framework.apply.direction_of``). A fix whose own lines the
+release changed after it cannot be taken back on it alone: refused, naming the commits that did."""
+import difflib
+import hashlib
+import subprocess
+from pathlib import Path
+
+from .. import layout
+from ..framework import cpp, patch
+from ..framework.apply import NoDirection, NotPlaced, direction_of, merged, place
+from ..framework.tables import cached_tables
+from ..io import atomic_open
+from . import parts, release_source
+from .parts import Refused
+from .release_source import CloneTree, Release, clone_commit, closure
+
+
+class Fix:
+    """The compiled part of a fix: its parsed diff, and its own files at both commits where a
+    clone holds them (``clone``, ``buggy``, ``corrected``)."""
+
+    def __init__(self, diffs, clone="", buggy="", corrected=""):
+        self.diffs = diffs
+        known = bool(clone and buggy and corrected and clone_commit(clone, buggy) and clone_commit(clone, corrected))
+        self.clone, self.buggy, self.corrected = (clone, buggy, corrected) if known else ("", "", "")
+        self.trees = (CloneTree(clone, buggy), CloneTree(clone, corrected)) if known else None
+
+    def holds(self, commit, files):
+        """Whether the tree at ``commit`` (its ``files``) holds the fix: the fix's commit in its
+        history, or, without the commits or in another clone, its diff placing there in reverse only."""
+        if self.trees and commit and clone_commit(self.clone, commit):
+            return subprocess.run(["git", "-C", self.clone, "merge-base", "--is-ancestor", self.corrected,
+                                   commit], capture_output=True).returncode == 0
+        try:
+            return direction_of(self._on(files), self.copy(files))[0] == "reverse"
+        except NotPlaced:
+            return False
+
+    def made(self, files, side, commit=""):
+        """``files`` (path -> bytes) with the fix made on them (``side`` old: forwards, new: in
+        reverse), and where each change went; raises ``NotPlaced`` naming what conflicts (and,
+        with the history, the commits that changed the fix's lines since: ``commit``, the tree's)."""
+        diffs = self._on(files)
+        if not self.trees:
+            out, placement, _ = place(diffs, self.copy(files), side)
+            return out, placement
+        old, new = self.trees
+        out, placement = {}, []
+        for fd in diffs:
+            before, after = old.read_bytes(fd.old_path or fd.name), new.read_bytes(fd.path or fd.name)
+            try:
+                if before is None or after is None:  # a file the fix adds or removes: placed whole
+                    raise NotPlaced(f"{fd.name}: added or removed by the fix")
+                out[fd.name] = merged(files[fd.name], before, after, side, fd.name)
+                placement.append({"file": fd.name, "line": 1, "placed": "three-way merge of the fix's own file"})
+            except NotPlaced as exc:
+                try:  # a merge conflict the changed lines alone may still place
+                    made, where, _ = place([fd], self.copy({fd.name: files[fd.name]}), side)
+                except NotPlaced:
+                    raise NotPlaced(f"{exc}{self._since(commit, side, fd.name)}") from None
+                out.update(made)
+                placement += where
+        return out, placement
+
+    def _since(self, commit, side, path):
+        """Which commits changed ``path`` between the fix and the tree at ``commit``, in words."""
+        if not commit or not clone_commit(self.clone, commit):
+            return ""
+        span = f"{self.corrected}..{commit}" if side == "new" else f"{commit}..{self.buggy}"
+        log = subprocess.run(["git", "-C", self.clone, "log", "--format=%h %s", span, "--", path],
+                             capture_output=True, text=True).stdout.splitlines()
+        if not log:
+            return ""
+        what = ("the release changed them after the fix" if side == "new"
+                else "the fix builds on changes the release lacks")
+        return f"; {what}: {len(log)} commit(s) to {Path(path).name}, {'; '.join(log[:3])}"
+
+    def _on(self, files):
+        return [fd for fd in self.diffs if fd.name in files]
+
+    def copy(self, files):
+        """The copy the diff is placed on: ``files``, and None for each other path the diff names
+        (a file the release lacks)."""
+        return {**{p: None for fd in self._on(files) for p in (fd.path, fd.old_path) if p}, **files}
+
+
+def changed_functions(path, before, after):
+    """The functions of ``before`` (a file's bytes) whose lines differ in ``after``."""
+    old, new = before.decode("utf-8", "replace").splitlines(), after.decode("utf-8", "replace").splitlines()
+    lines = set()
+    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            lines.update(range(i1 + 1, max(i2, i1 + 1) + 1))
+    funcs = cpp.functions("\n".join(old))
+    return [(path, fn) for fn in {cpp.enclosing(funcs, n) for n in lines} - {None}]
+
+
+def caller_files(tables, files, placed):
+    """The files beyond ``files`` whose operators run a function the fix changes through calls
+    outside the dispatcher (a helper another file's kernel calls, the callers between them), with
+    those operators: a kernel rebuilt without them keeps calling the release's copy. ``tables``:
+    the release's operator tables (``framework.tables``); ``placed``: the files with the fix made.
+    Refuses a caller that is not an op file (a CPU stub kernel, a header's inline code)."""
+    changed = [pair for path, data in files.items() if path in placed and path.endswith(".cpp")
+               for pair in changed_functions(path, data, placed[path])]
+    need, seen = {}, set()
+    queue = [(path, fn, ()) for path, fn in changed]
+    while queue:
+        path, fn, trail = queue.pop()
+        if (path, fn.owner, fn.name) in seen:
+            continue
+        seen.add((path, fn.owner, fn.name))
+        trail = (*trail, path)
+        ops = () if fn.owner or fn.static else tables.ops_of_function.get(fn.name, ())
+        if ops:  # an operator: its other callers go through the dispatcher, to the library's kernel
+            for step in trail:
+                if step not in files:
+                    need.setdefault(step, set()).update(ops)
+            continue
+        local = fn.static and not path.endswith((".h", ".cuh", ".hpp"))
+        nexts = tables.class_users(fn.owner) if fn.owner else tables.callers.get(fn.name, ())
+        queue += [(p, c, trail) for p, c in nexts if (p == path or not local) and c.name != fn.name
+                  and (not fn.owner or c.owner != fn.owner)]
+        for stub in tables.stub_of_kernel.get(fn.name, ()):  # a kernel, reached through its stub
+            queue += [(p, c, trail) for p, c in tables.callers.get(stub, ())]
+    cannot = sorted(p for p in need if parts.part_of(p) != "op")
+    if cannot:
+        raise Refused(f"the fix changes code that {', '.join(cannot[:3])} call{'s' if len(cannot) == 1 else ''} "
+                      f"on the way to {', '.join(sorted(need[cannot[0]])[:3])}: "
+                      f"{parts.part_of(cannot[0])} code, which an override library does not rebuild")
+    return need
+
+
+def made_on(fix, source, files, version):
+    """Whether the release (its ``source``, its rebuilt ``files``) holds the fix, and the files
+    with the fix made the other way and where each change went (module doc); refuses
+    (``Refused``) a fix that does not go on them, naming why."""
+    commit = source.facts.get("commit") or source.facts.get("branch_point") or ""
+    fix_in_release = None
+    try:
+        if fix.trees:
+            fix_in_release = source.facts.get("fix", "").startswith(("in the branch point", "cherry-picked")) \
+                if source.reconstructed else fix.holds(commit, files)
+            placed, placement = fix.made(files, "new" if fix_in_release else "old", commit)
+        else:
+            direction, placed, placement = direction_of(fix.diffs, fix.copy(files))
+            fix_in_release = direction == "reverse"
+    except NoDirection as exc:
+        raise Refused(str(exc)) from None
+    except NotPlaced as exc:
+        raise Refused(f"the fix does not apply to torch {version}'s own files "
+                      f"({'in reverse' if fix_in_release else 'forwards'}): {exc}") from None
+    return fix_in_release, placed, placement
+
+
+def write_tree(tree, source, sides):
+    """The tree the runtime builds the override from (``prepare``); returns each file's sha256."""
+    digests = {}
+    for side, content in sides.items():
+        for path, data in content.items():
+            with atomic_open(tree / side / path, "wb") as handle:
+                handle.write(data)
+            digests[f"{side}/{path}"] = hashlib.sha256(data).hexdigest()
+    for head, content in (("include", source.includes), ("yaml", source.yamls)):
+        for path, data in content.items():
+            with atomic_open(tree / head / path, "wb") as handle:
+                handle.write(data)
+    for name in source.standins:  # named in the manifest: a file that needs one fails to compile
+        with atomic_open(tree / "include" / name, "wb") as handle:
+            handle.write(b"/* bugimpact: a stand-in; no source of the release holds this header */\n")
+    return digests
+
+
+def prepare(kernels, sources, arm, wheel, version, folder):
+    """The kernel part of a one-fix arm: the release's own source of the files the fix rebuilds,
+    the fix made on them the one way it goes (module doc), and the tree the runtime builds the
+    override from (``build.build``): ``release/`` (the faithful build's files), ``arm/`` (this
+    arm's), ``include/`` (headers the wheel lacks) and ``yaml/``.
+
+    Returns ``(fix_in_release, apply, part)``: ``part`` is None where this arm is the release as
+    shipped (nothing to build), else the manifest's ``kernels``. Refuses (``Refused``) where no
+    release source is at hand or the fix does not go on it."""
+    release = Release.of_wheel(wheel, version)
+    fix = Fix([fd for fd in patch.parse(kernels.diff) if fd.name in kernels.built],
+              sources.get("fix_clone") or "", arm.get("buggy_sha") or "", arm.get("corrected_sha") or "")
+    record = layout.RECONSTRUCTION.format(version=version, wheel=release.sha256[:16])
+    try:
+        source = release_source.find(sources, arm, release, kernels.built, fix, record)
+    except LookupError as exc:
+        raise Refused(str(exc)) from None
+    files = dict(source.files)
+    fix_in_release, placed, placement = made_on(fix, source, files, version)
+    direction = "reverse" if fix_in_release else "forward"
+    apply = None if arm["arm"] == ("corrected" if fix_in_release else "buggy") else direction
+    callers = {}
+    if source.tree is not None and apply:  # the files whose operators run a changed helper: rebuilt too
+        callers = caller_files(cached_tables(source.tree, layout.REACH_TABLES), files, placed)
+        for path in callers:
+            files[path] = source.tree.read_bytes(path)
+        more, standins = closure(source.tree.read_bytes, sorted(callers), release.headers)
+        source.includes.update(more)
+        source.standins = sorted(set(source.standins) | set(standins))
+    tree = (Path(folder) / "kernels").resolve()
+    digests = write_tree(tree, source, {"release": files, "arm": {**files, **(placed if apply else {})}})
+    part = {"part": kernels.part, "changed": kernels.built, "cuda_left_out": kernels.files.get("cuda", []),
+            "rebuild": sorted(p for p in files if not p.endswith(".h")), "tree": str(tree),
+            "rebuilt_for_callers": {path: sorted(ops) for path, ops in sorted(callers.items())},
+            "source": source.describe(), "placement": placement, "sha256": digests,
+            "diff_sha256": hashlib.sha256(kernels.diff.encode()).hexdigest()}
+    return fix_in_release, apply, part if apply else None

@@ -1,0 +1,119 @@
+"""The check of a compiled fix's override library on the study's own workload: what its four short
+runs say (``steps.override``), as one ``outcome`` that cannot pass by accident.
+
+- ``verified``: the workload calls operators the library replaces, and calls them through it (a
+  kernel registered under a key the release never calls is not); the faithful build (the
+  release's own files, compiled the same way) trains as the release does, bit for bit; the canary
+  (the faithful build, instrumented) ran its own code (a library whose calls bind to the
+  release's copies never does); and every object was compiled with the release's own flags.
+- ``not exercised``: the workload calls none of the operators the library replaces, and the
+  faithful build still trains as the release does: for this workload the arm is the release, and
+  its verdict says so (``not exercised``), never a plain ``not triggered``.
+- ``failed``, with the reason: any part above that did not hold, a run that failed, or a release
+  run whose profile names no operator at all (nothing could then be said of what it calls).
+
+A check record is read by ``read``: one without an outcome, or that does not read as a check, is
+broken, never a pass.
+"""
+from ..framework.declarations import op_name
+from ..io import InputError, read_json
+
+OUTCOMES = ("verified", "not exercised", "failed")
+FINGERPRINTS = ("init", "epochs", "losses", "logits", "predictions")
+BUILDS = ("release", "faithful", "canary", "arm")
+# flags a rebuilt object is compiled with besides the release's own codegen flags: the language,
+# ABI, position-independent code, warnings off and a newer compiler's leniency; none of them
+# changes the code generated for a given source
+NEUTRAL_FLAGS = ("-std=", "-D_GLIBCXX_USE_CXX11_ABI=", "-fPIC", "-w", "-fpermissive")
+CODEGEN = ("-O", "-f", "-m", "-D", "-g")
+
+
+def judge(runs, override, release_flags):
+    """The check's record from the four runs' records (``runs``: build -> record, or a failure's
+    words), the runtime's ``override`` record (its registered operators, every overload the
+    release declares of their names, and the flags each build was compiled with) and the flags
+    the release was built with, read from its torch now (``build.release_flags``).
+
+    A profile names the operators the workload calls without their overloads. So an operator of
+    the library is called through it or not (its counter says), and a name the workload calls
+    none of whose registered overloads came through the library fails the check only where the
+    library registers every overload of that name (then the calls went past it: a key the release
+    does not call); else the workload may call only overloads the library does not replace, and the
+    record names them as unconfirmed."""
+    registered = [r["op"] for r in override["registered"]]
+    failed = {build: why for build, why in runs.items() if isinstance(why, str)}
+    if failed:
+        return _failed("; ".join(f"the {b} run failed: {why}" for b, why in failed.items()))
+    profile = runs["release"].get("ops")
+    if not profile:
+        return _failed("the release run's profile names no operator: what the workload calls is not known")
+    called = set(profile)
+    expected = sorted(op for op in registered if op_name(op) in called)
+    prints = {b: {k: runs[b]["fingerprints"][k] for k in FINGERPRINTS} for b in runs}
+    faithful = prints["faithful"] == prints["release"]
+    calls = {b: runs[b]["override"]["calls"] for b in ("faithful", "arm")}
+    through = [op for op in expected if calls["faithful"].get(op)]
+    missed = sorted({op_name(op) for op in expected} - {op_name(op) for op in through})
+    overloads = override.get("overloads") or {}
+    never = [base for base in missed if set(overloads.get(base, [base])) <= set(registered)]
+    unconfirmed = [op for op in expected if op not in through and op_name(op) not in never]
+    entries = runs["canary"]["override"].get("entries", 0)
+    problems = flags_problems(override, release_flags)
+    if not faithful:
+        first = next(k for k in FINGERPRINTS if prints["faithful"][k] != prints["release"][k])
+        problems.append(f"the faithful build (the release's own files) trains differently from the "
+                        f"release (its {first} differ): not built as the release was")
+    if never:
+        problems.append(f"the workload calls {', '.join(never)}, but never through the library: "
+                        "registered under a key the release does not call")
+    if through and not entries:
+        problems.append("the canary (the rebuilt code, instrumented) never ran: the library's calls "
+                        "went to the release's own copies")
+    outcome = "failed" if problems else "verified" if through else "not exercised"
+    return {"outcome": outcome, "passed": not problems, "reason": "; ".join(problems) or (
+                "" if through else f"the workload calls none of the {len(registered)} operators the "
+                "library replaces: for it the arm is the release"),
+            "workload_calls": through, "unconfirmed": unconfirmed, "faithful_identical": faithful,
+            "faithful_calls": calls["faithful"], "canary_entries": entries, "arm_calls": calls["arm"],
+            "arm_identical": prints["arm"] == prints["release"], "release_operators": len(called)}
+
+
+def flags_problems(override, release_flags):
+    """How the flags each build's objects were compiled with differ from the release's own:
+    a codegen flag added (``-O0``, ``-ffp-contract=off``) or one of the release's left out."""
+    problems = []
+    for build, flags in sorted((override.get("compiled_with") or {"(unrecorded)": None}).items()):
+        if flags is None:
+            return ["the override record does not say which flags its objects were compiled with"]
+        extra = [f for f in flags if f.startswith(CODEGEN) and not f.startswith(NEUTRAL_FLAGS)
+                 and f not in release_flags and not (build == "canary" and f in override.get("canary_flags", ()))]
+        lacking = [f for f in release_flags if f not in flags]
+        if extra or lacking:
+            problems.append(f"the {build} build was not compiled with the release's flags"
+                            + (f": {' '.join(extra)} added" if extra else "")
+                            + (f"{',' if extra else ':'} {' '.join(lacking)} left out" if lacking else ""))
+    return problems
+
+
+def _failed(reason):
+    return {"outcome": "failed", "passed": False, "reason": reason}
+
+
+def read(path):
+    """A check record as it must be: a dict with an ``outcome`` of ``OUTCOMES`` (``passed`` true
+    exactly when it is not failed), or ``InputError`` naming the file and what is wrong. A check
+    of an arm without an override (``override: false``) and one of a failed runtime
+    (``outcome: runtime failed``) are records too."""
+    record = read_json(path)
+    if not isinstance(record, dict):
+        raise InputError(path, f"a {type(record).__name__}, not a check record")
+    if record.get("override") is False:
+        return record
+    outcome = record.get("outcome")
+    if outcome == "runtime failed":
+        return record
+    if outcome not in OUTCOMES:
+        raise InputError(path, f"no outcome ({', '.join(OUTCOMES)}): not a check record", field="outcome")
+    if record.get("passed") is not (outcome != "failed"):
+        raise InputError(path, f"outcome {outcome!r} with passed {record.get('passed')!r}", field="passed")
+    return record
