@@ -2,6 +2,7 @@
 any clone (its tag, its commit, or its branch point found by the wheel's headers), the fix made on
 it the one way it goes, the build closure, and a check that cannot pass by accident, with its
 failures recovered and shown. Real git repositories, made here; no torch is needed."""
+import io
 import json
 import subprocess
 import zipfile
@@ -549,27 +550,40 @@ def test_an_overload_the_workload_may_not_call_is_unconfirmed_not_a_failure():
     override["registered"] = override["registered"][:1]
     alone = check.judge(workload, override, FLAGS)
     assert alone["outcome"] == "not exercised" and alone["unconfirmed"] == ["empty.out"]
+    # an operator the release's autograd implements by hand may never reach the native kernel
+    by_hand = {**override, "registered": [{"op": "detach", "key": "CPUTensorId", "manual": True}],
+               "overloads": {"detach": ["detach"]}}
+    workload = runs(ops=("detach",))
+    for build in ("faithful", "canary", "arm"):
+        workload[build]["override"]["calls"] = {"detach": 0}
+    manual = check.judge(workload, by_hand, FLAGS)
+    assert manual["outcome"] == "not exercised" and manual["unconfirmed"] == ["detach"]
+    by_hand["registered"][0].pop("manual")
+    assert check.judge(workload, by_hand, FLAGS)["outcome"] == "failed"
 
 
-def test_an_operator_the_releases_autograd_implements_by_hand_is_never_replaced():
-    """Found on the corpus: TensorProperties.cpp's library registered 1.4.0's native ``detach``
-    (a placeholder that raises) over the autograd layer's own kernel, and every run failed
-    "detach is not implemented for Tensor". 1.4 names such operators in its VariableType
-    generator; 1.5 on in native_functions.yaml."""
+def test_an_operator_the_releases_autograd_implements_by_hand_keeps_that_kernel():
+    """Found on the corpus: TensorProperties.cpp's library registered 1.4.0's native ``detach`` (a
+    placeholder that raises) over the autograd layer's own kernel under the autograd key, and every
+    run failed "detach is not implemented for Tensor"; left out, Copy.cpp's library had nothing
+    to register, though 1.4's hand-written ``copy_`` calls on to the native one. 1.4 names such
+    operators in its VariableType generator, 1.5 on in native_functions.yaml: their rebuilt kernel
+    goes under the backend key."""
     from bugimpact.framework.declarations import manual_operators, operators
     from bugimpact.overrides import registration
-    generator = b"MANUAL_IMPLEMENTATIONS = {\n    'resize_', 'detach', 'detach_',\n}\n"
-    assert manual_operators(generator) == {"resize_", "detach", "detach_"}
+    generator = b"MANUAL_IMPLEMENTATIONS = {\n    'resize_', 'detach', 'copy_',\n}\n"
+    assert manual_operators(generator) == {"resize_", "detach", "copy_"}
     native = (b"- func: detach(Tensor self) -> Tensor\n- func: is_set_to(Tensor self, Tensor tensor) -> bool\n"
-              b"- func: detach_(Tensor(a!) self) -> Tensor(a!)\n  manual_kernel_registration: True\n")
+              b"- func: copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)\n"
+              b"  manual_kernel_registration: True\n")
     defined = [("detach", "at::Tensor const&"), ("is_set_to", "at::Tensor const&, at::Tensor const&"),
-               ("detach_", "at::Tensor&")]
-    for manual in (manual_operators(generator), set()):  # 1.4's generator; 1.5's yaml flag
-        chosen, skipped = registration.registrations(defined, operators(native, b"[]\n", manual), {"major": 1, "minor": 4})
-        names = [op["name"] for op, _, _ in chosen]
-        assert "is_set_to" in names and "detach_" not in names
-        assert "detach_: registered by hand in the release (its autograd layer's own kernel): not replaced" in skipped
-    assert "detach" in names  # without 1.4's list, only the yaml's flag says it
+               ("copy_", "at::Tensor&, at::Tensor const&, bool")]
+    keys = {op["name"]: key for op, key, _ in registration.registrations(
+        defined, operators(native, b"[]\n", manual_operators(generator)), {"major": 1, "minor": 4})[0]}
+    assert keys == {"detach": "CPUTensorId", "is_set_to": "VariableTensorId", "copy_": "CPUTensorId"}
+    without = {op["name"]: key for op, key, _ in registration.registrations(  # 1.5: the yaml's flag alone
+        defined, operators(native, b"[]\n"), {"major": 1, "minor": 5})[0]}
+    assert without == {"detach": "VariableTensorId", "is_set_to": "VariableTensorId", "copy_": "CPUTensorId"}
 
 
 def test_a_fix_to_a_file_the_release_does_not_have_or_a_listed_fix_that_does_not_go_on_it_is_refused(history, tmp_path):
@@ -588,3 +602,62 @@ def test_a_fix_to_a_file_the_release_does_not_have_or_a_listed_fix_that_does_not
     with pytest.raises(LookupError, match="torch 9.9.0's notes list the fix, but it does not apply to the branch "
                                           "point's files: .*the fix builds on changes the release lacks"):
         found(repo, tmp_path, listed)
+
+
+@pytest.mark.parametrize("broken, says", [
+    (("arm",), "x.cpp (arm build) failed, where the release's own files compile: x.cpp:1:1: error: 'nope' does "
+               "not name a type: the arm's code needs what the release does not have"),
+    (("arm", "faithful"), "failed for the release's own file too (the faithful build): x.cpp:1:1: error: 'nope' "
+                          "does not name a type: the source at hand is not what the release was built from"),
+])
+def test_a_compile_error_says_whether_the_fix_or_the_source_is_to_blame(tmp_path, broken, says):
+    """Found on the corpus: a fix that calls 1.6's ``Tensor::copy_real`` failed its arm build on
+    1.5.1 (the fix is entangled with other changes); a branch point's LinearAlgebra.cpp that calls
+    ``Tensor::real``, which the 1.5 release branch took out, failed the faithful build too (the
+    reconstruction is not the release there). Both were "compiling ... failed"."""
+    from bugimpact.overrides.build import BuildRefused, _run_all
+    jobs = []
+    for name in ("arm", "faithful", "canary"):
+        source = tmp_path / name / "x.cpp"
+        source.parent.mkdir()
+        source.write_text("nope x;\n" if name in broken else "int x;\n")
+        jobs.append((name, "x.cpp", ["g++", "-c", str(source), "-o", str(source) + ".o"]))
+    with pytest.raises(BuildRefused) as refused:
+        _run_all(jobs, io.StringIO(), 2)
+    text = str(refused.value).translate({0x2018: "'", 0x2019: "'"})  # the compiler's quotes, in any locale
+    assert says in text.replace(str(tmp_path / "arm") + "/", "").replace(str(tmp_path / "faithful") + "/", "")
+
+
+def test_an_operator_called_through_the_library_is_exercised_whether_or_not_the_profile_names_it():
+    """Found on the shipped pr29609 (Copy.cpp on 1.4.0): ``copy_`` came through the library 387
+    times, but 1.4's profile does not name the copy_ its autograd layer's own kernel calls on to;
+    the check said "not exercised"."""
+    override = {**OVERRIDE, "registered": [{"op": "copy_", "key": "CPUTensorId", "manual": True}],
+                "overloads": {"copy_": ["copy_"]}}
+    workload = runs(ops=("conv2d",))
+    for build in ("faithful", "canary", "arm"):
+        workload[build]["override"]["calls"] = {"copy_": 387}
+    result = check.judge(workload, override, FLAGS)
+    assert result["outcome"] == "verified" and result["workload_calls"] == ["copy_"]
+
+
+@pytest.mark.parametrize("reason, cls", [
+    ("no runs: artifact failed (refused): the fix does not apply to torch 1.4.0's own files (in reverse): "
+     "x.cpp: 1 of the fix's changes conflict ...; the release changed them after the fix: 2 commit(s)",
+     "the release changed the fix's lines after it"),
+    ("no runs: corrected: override build refused: compiling x.cpp (arm build) failed, where the release's own "
+     "files compile: error: ...: the arm's code needs what the release does not have (...)",
+     "the fix builds on changes the release lacks"),
+    ("no runs: corrected: override build refused: compiling x.cpp failed for the release's own file too (the "
+     "faithful build): error: ...: the source at hand is not what the release was built from, here",
+     "the reconstruction is not the release there"),
+    ("no runs: buggy: override check failed: the canary ... never ran", "check"),
+])
+def test_the_corpus_script_classes_each_refusal_by_its_words(reason, cls):
+    """bin/corpus (run by hand: it studies dozens of fixes) imports what it uses and classes each
+    refusal by the cause it names."""
+    import runpy
+
+    from conftest import ROOT
+    names = runpy.run_path(str(ROOT / "bin" / "corpus"), run_name="corpus_import_check")
+    assert callable(names["main"]) and names["refusal_class"](reason) == cls

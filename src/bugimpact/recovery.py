@@ -78,18 +78,9 @@ def of_runtimes(paths):
 def of_checks(paths):
     """The broken and failed among these override checks (``overrides.check.read``): made again
     by the next run, from the runtime as it is then (a runtime that failed has its own record)."""
-    out = []
-    for path in map(Path, paths):
-        if not path.exists():
-            continue
-        try:
-            record = read_check(path)
-        except InputError as exc:
-            out.append(Finding(path, "broken", _short(str(exc).split(": ", 1)[-1]), REMADE))
-            continue
-        if record.get("outcome") == "failed":
-            out.append(Finding(path, "failed", _short(record.get("reason", "")), REMADE))
-    return out
+    def failed(check):
+        return ("failed", check.get("reason", "")) if check.get("outcome") == "failed" else None
+    return _of_made(paths, failed, lambda check: [], REMADE, read=read_check)
 
 
 def of_gates(paths):
@@ -113,16 +104,17 @@ def _failed(reason):
     return failure
 
 
-def _of_made(paths, failure, lost, then):
+def _of_made(paths, failure, lost, then, read=read_json):
     """Findings among records of what the workflow makes (``failure(record)``: its state and why,
     or None; ``lost(record)``: the files it names that are gone for good; ``then``: what the next
-    run does once a failed or broken one is removed)."""
+    run does once a failed or broken one is removed; ``read``: the record's reader, which raises
+    ``InputError`` for one that does not read as what it is)."""
     out = []
     for path in map(Path, paths):
         if not path.exists():
             continue
         try:
-            record = read_json(path)
+            record = read(path)
             if not isinstance(record, dict):
                 raise InputError(path, f"a {type(record).__name__}, not a record")
             failed = failure(record)

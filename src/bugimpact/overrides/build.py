@@ -195,8 +195,10 @@ def build(compiled, python, folder, log, tree=None, threads=None):
              log, threads)
     libs = _torch_libs(settings["lib"])
     objects = {name: [str(folder / name / p) + ".o" for p in compiled["rebuild"]] for name in sides}
-    extra, taken, support, support_jobs = _closure(cxx, objects["faithful"] + [str(shared / "register.o")], libs,
-                                                   folder, compiled, tree, settings, log, threads)
+    # the arm's objects too: the fix may call what the release's own files do not
+    extra, taken, support, support_jobs = _closure(cxx, [objects[name] + [str(shared / "register.o")] for name in
+                                                         ("faithful", "arm")], libs, folder, compiled, tree, settings,
+                                                   log, threads)
     compiled_with = {name: _flags_of(cmd) for name, _, cmd in jobs}  # every object of a build alike
     if support:
         compiled_with["support"] = _flags_of(support_jobs[0][2])
@@ -211,7 +213,8 @@ def build(compiled, python, folder, log, tree=None, threads=None):
             "link_flags": list(LINK_FLAGS),
             "include_order": ["<tree>/<arm or release>/aten/src", "<tree>/include", *settings["include"]],
             "torch": settings["version"], "capability": settings["capability"],
-            "registered": [{"op": op["name"], "key": key} for op, key, _ in chosen], "overloads": overloads,
+            "registered": [{"op": op["name"], "key": key, **({"manual": True} if op["manual"] else {})}
+                           for op, key, _ in chosen], "overloads": overloads,
             "not_registered": skipped, "release_locals": taken, "support": support,
             "compiled_with": compiled_with, "libraries": out}
 
@@ -268,12 +271,17 @@ def _job(cxx, name, path, data, folder, flags):
 # a file that registers operators or kernels when it loads: compiled in again, it would register them twice
 REGISTERS = re.compile(rb"RegisterOperators\s*\(|TORCH_LIBRARY|REGISTER_\w*DISPATCH\s*\(|static auto \w+ = c10::")
 SUPPORT_ROUNDS = 4  # a support file may need functions of others the release keeps to itself
+# why an arm that the release's own files build beside cannot be built: not a defect of the build
+LACKS = "the arm's code needs what the release does not have (the fix is entangled with other changes)"
+NOT_THE_RELEASE = ("the source at hand is not what the release was built from, here (a reconstruction "
+                   "lacks the release branch's own changes: a clone with the release's tag or commit has them)")
 
 
-def _closure(cxx, objects, libs, folder, compiled, tree, settings, log, threads):
+def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
     """What the rebuilt files need that the release does not export: the release's own local
     functions and stub pointers, taken over in its binary (``release_locals``), and the release's own
-    files that define the rest, compiled in (``support``), round by round. Returns (extra
+    files that define the rest, compiled in (``support``), round by round; ``builds``: the objects
+    of each library (what any of them misses, all of them get). Returns (extra
     objects, the locals taken over, the support files with the symbols each was compiled in
     for, their compile jobs); refuses what cannot be had, naming it."""
     extra, support, done, support_jobs, taken = [], [], set(compiled["rebuild"]), [], []
@@ -281,7 +289,8 @@ def _closure(cxx, objects, libs, folder, compiled, tree, settings, log, threads)
                                               Path(compiled["tree"]) / "include"))
     table = None
     for _ in range(SUPPORT_ROUNDS + 1):
-        missing = _undefined(cxx, objects + extra, libs, folder / "probe.so")
+        needs = [set(_undefined(cxx, objects + extra, libs, folder / "probe.so")) for objects in builds]
+        missing = sorted(set().union(*needs))
         if not missing:
             break
         table = table or release_locals.symbol_table(libs)
@@ -298,6 +307,9 @@ def _closure(cxx, objects, libs, folder, compiled, tree, settings, log, threads)
         found = _defining_files(tree, others, done) if tree is not None else {}
         if not found:
             unexported = ", ".join(others[:4]) + (" ..." if len(others) > 4 else "")
+            if not needs[0] & {m for m, n in zip(missing, release_locals.demangle(missing)) if n in others}:
+                raise BuildRefused(f"the arm calls what torch {settings['version']} does not have (not exported, "
+                                   f"not in its symbol table, in none of its files): {unexported}: {LACKS}")
             raise BuildRefused(f"the release does not export what the rebuilt files need, nor holds it in "
                                f"its symbol table: {unexported}"
                                + ("" if tree is not None else " (no tree of the release's source to compile "
@@ -390,9 +402,20 @@ def _run_all(jobs, log, threads=None):
         return job, subprocess.run(cmd, capture_output=True, text=True)
     with ThreadPoolExecutor(max_workers=max(1, threads or os.cpu_count() or 1)) as pool:
         results = list(pool.map(run, jobs))
+    failed = []
     for (name, path, cmd), out in results:
         log.write(f"[{name}] {' '.join(cmd)}\n{out.stdout}{out.stderr}")
         if out.returncode != 0:  # the first error is the cause; the whole output is in the log
             errors = [line for line in out.stderr.splitlines() if re.search(r"(^|: )(fatal )?error: ", line)]
-            cause = errors[0].strip() if errors else out.stderr.strip()[-800:]
-            raise BuildRefused(f"compiling {path} ({name} build) failed: {cause}")
+            failed.append((name, path, errors[0].strip() if errors else out.stderr.strip()[-800:]))
+    if failed:
+        name, path, cause = failed[0]
+        builds = {n for n, _, _ in failed}
+        if builds == {"arm"}:  # the release's own files compiled: the fix needs more
+            raise BuildRefused(f"compiling {path} (arm build) failed, where the release's own files compile: "
+                               f"{cause}: {LACKS}")
+        if "faithful" in builds:  # the release's own file does not build against the release's headers
+            path, cause = next((p, c) for n, p, c in failed if n == "faithful")
+            raise BuildRefused(f"compiling {path} failed for the release's own file too (the faithful build): "
+                               f"{cause}: {NOT_THE_RELEASE}")
+        raise BuildRefused(f"compiling {path} ({name} build) failed: {cause}")

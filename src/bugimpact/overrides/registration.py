@@ -12,10 +12,15 @@ import re
 
 
 def registration_key(op, settings):
-    """The key the release's generated code calls an operator's kernel under (module doc)."""
+    """The key the release's generated code calls an operator's kernel under (module doc). An
+    operator the release's autograd layer implements by hand (``manual``) keeps that kernel: the
+    rebuilt one goes under the backend key, which the hand-written kernel calls on to (1.4's
+    ``copy_``), or never does (``detach``: then the check finds it not called)."""
     if settings["major"] >= 2:
+        if op["manual"]:
+            return "CPU"
         return "CPU" if op["cpu_dispatch"] or op["composite"] == "explicit" else "CompositeImplicitAutograd"
-    if op["cpu_dispatch"] or op["derivative"]:
+    if op["cpu_dispatch"] or op["derivative"] or op["manual"]:
         return "CPUTensorId"
     return "VariableTensorId"
 
@@ -43,8 +48,6 @@ def registrations(defined, ops, settings):
         by_name.setdefault(name, []).append(params)
     chosen, skipped, used = [], [], set()
     for op in ops:
-        if op["manual"]:  # the release's autograd kernel stands for it; its native one is a placeholder
-            continue
         types = _schema_types(op["schema"])
         fits = [p for p in by_name.get(op["cpp"], ()) if sorted(map(_arg_type, _split_params(p))) == types]
         used.update((op["cpp"], p) for p in fits)
@@ -52,9 +55,7 @@ def registrations(defined, ops, settings):
             skipped.append(f"{op['name']}: {len(fits)} definitions of {op['cpp']} fit its schema")
         elif fits:
             chosen.append((op, registration_key(op, settings), fits[0]))
-    kernels = {op["cpp"] for op in ops if not op["manual"]}
-    skipped += [f"{op['name']}: registered by hand in the release (its autograd layer's own kernel): "
-                "not replaced" for op in ops if op["manual"] and op["cpp"] in by_name]
+    kernels = {op["cpp"] for op in ops}
     skipped += [f"{name}({params}): fits none of its operators' schemas" for name, params in defined
                 if name in kernels and (name, params) not in used]
     return chosen, skipped
