@@ -191,7 +191,7 @@ def test_only_the_operators_a_rebuilt_file_defines_are_registered_and_overloads_
 
 
 def test_the_builds_flags_are_the_releases_own():
-    from bugimpact.overrides import build as kernels
+    from bugimpact.overrides import release_build as kernels
     settings = {"std": "c++14", "abi": 0, "cxx_flags": ["-DNDEBUG", "-O2", "-fopenmp"],
                 "build_flags": ["-O3", "-DNDEBUG"], "major": 1, "minor": 5, "capability": "AVX2",
                 "capability_flags": ["-DHAVE_AVX_CPU_DEFINITION", "-DHAVE_AVX2_CPU_DEFINITION"],

@@ -145,7 +145,7 @@ def test_a_kernel_registered_under_a_key_the_release_never_calls_fails_the_check
 def test_a_library_without_bsymbolic_under_global_symbols_fails_the_canary(pr38674, monkeypatch):
     """Without -Bsymbolic, where libtorch's symbols are global, the library's calls to its own
     functions ran the release's copies: its calls were counted, its own code never ran."""
-    from bugimpact.overrides import build as kernels
+    from bugimpact.overrides import release_build as kernels
     monkeypatch.setattr(kernels, "LINK_FLAGS", ("-Wl,--no-undefined",))
     result = checked(pr38674, "no-bsymbolic", monkeypatch, {"TORCH_USE_RTLD_GLOBAL": "1"})
     assert result["outcome"] == "failed" and result["canary_entries"] == 0

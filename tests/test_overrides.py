@@ -615,7 +615,7 @@ def test_a_compile_error_says_whether_the_fix_or_the_source_is_to_blame(tmp_path
     1.5.1 (the fix is entangled with other changes); a branch point's LinearAlgebra.cpp that calls
     ``Tensor::real``, which the 1.5 release branch took out, failed the faithful build too (the
     reconstruction is not the release there). Both were "compiling ... failed"."""
-    from bugimpact.overrides.build import BuildRefused, _run_all
+    from bugimpact.overrides.release_build import BuildRefused, run_all
     jobs = []
     for name in ("arm", "faithful", "canary"):
         source = tmp_path / name / "x.cpp"
@@ -623,7 +623,7 @@ def test_a_compile_error_says_whether_the_fix_or_the_source_is_to_blame(tmp_path
         source.write_text("nope x;\n" if name in broken else "int x;\n")
         jobs.append((name, "x.cpp", ["g++", "-c", str(source), "-o", str(source) + ".o"]))
     with pytest.raises(BuildRefused) as refused:
-        _run_all(jobs, io.StringIO(), 2)
+        run_all(jobs, io.StringIO(), 2)
     text = str(refused.value).translate({0x2018: "'", 0x2019: "'"})  # the compiler's quotes, in any locale
     assert says in text.replace(str(tmp_path / "arm") + "/", "").replace(str(tmp_path / "faithful") + "/", "")
 
@@ -661,3 +661,19 @@ def test_the_corpus_script_classes_each_refusal_by_its_words(reason, cls):
     from conftest import ROOT
     names = runpy.run_path(str(ROOT / "bin" / "corpus"), run_name="corpus_import_check")
     assert callable(names["main"]) and names["refusal_class"](reason) == cls
+
+
+def test_a_fix_cherry_picked_onto_a_release_branch_is_found_in_the_release(history, tmp_path):
+    """A full clone holds the release's own commit; a fix cherry-picked onto its branch is another
+    commit, not in the release's history from master: its diff, placed in reverse, says the
+    release holds it."""
+    repo, shas = history
+    git(repo, "checkout", "-q", "-b", "release/9.9", shas["cut"])
+    picked = commit(repo, {OP: kernel(b"  return self * 3;  // fixed after the cut")}, "cherry-pick #2",
+                    "2020-03-02T00:00:00")
+    git(repo, "checkout", "-q", "master")
+    source = found(repo, tmp_path, shas["after"], commit_sha=picked)
+    assert source.origin.startswith(f"clone {repo} at the release's commit")
+    fix, _ = fix_of(repo, shas["after"])
+    assert fix.holds(picked, source.files)
+    assert not fix.holds(shas["cut"], {OP: git(repo, "show", f"{shas['cut']}:{OP}").encode() + b"\n"})

@@ -24,7 +24,7 @@ from .artifacts.source_kinds import source, sources
 from .artifacts.sources import pypi_cache_dir
 from .challenges import problems, raw_file
 from .io import InputError
-from .overrides.build import BuildRefused, compiler
+from .overrides.release_build import BuildRefused, compiler
 
 # Compute capability by GPU name, for drivers too old to report compute_cap.
 KNOWN_GPUS = (("H100", 9.0), ("H200", 9.0), ("GH200", 9.0), ("L40", 8.9), ("L4", 8.9),

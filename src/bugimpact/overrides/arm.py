@@ -36,10 +36,12 @@ class Fix:
 
     def holds(self, commit, files):
         """Whether the tree at ``commit`` (its ``files``) holds the fix: the fix's commit in its
-        history, or, without the commits or in another clone, its diff placing there in reverse only."""
-        if self.trees and commit and clone_commit(self.clone, commit):
-            return subprocess.run(["git", "-C", self.clone, "merge-base", "--is-ancestor", self.corrected,
-                                   commit], capture_output=True).returncode == 0
+        history; else (a cherry-pick on a release branch is another commit; or no commits, or
+        another clone) its diff placing there in reverse, on more evidence than forwards."""
+        if self.trees and commit and clone_commit(self.clone, commit) and subprocess.run(
+                ["git", "-C", self.clone, "merge-base", "--is-ancestor", self.corrected, commit],
+                capture_output=True).returncode == 0:
+            return True
         try:
             return direction_of(self._on(files), self.copy(files))[0] == "reverse"
         except NotPlaced:

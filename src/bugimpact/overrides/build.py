@@ -26,120 +26,19 @@ the builds (``overrides.check``):
   the build, named. ``DEFINE_DISPATCH`` lines are not compiled again (the release defines each
   stub once).
 """
+
 import hashlib
-import json
-import os
 import re
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..framework import cpp
 from ..framework.declarations import manual_operators, op_name, operators
 from ..harness.files import sha256_file
-from . import release_locals
+from . import release_build, release_locals
 from .registration import defined_functions, registration_source, registrations
 from .release_source import closure
-
-PROBE = r"""
-import json, os, sys, torch
-root = os.path.dirname(torch.__file__)
-parallel = getattr(torch.__config__, "parallel_info", lambda: "")()
-print(json.dumps({"version": torch.__version__.split("+")[0], "config": torch.__config__.show(),
-                  "parallel": parallel,
-                  "abi": int(torch._C._GLIBCXX_USE_CXX11_ABI), "root": root,
-                  "include": [os.path.join(root, "include"),
-                              os.path.join(root, "include", "torch", "csrc", "api", "include")],
-                  "lib": os.path.join(root, "lib")}))
-"""
-PARALLEL = {"OpenMP": ["-DAT_PARALLEL_OPENMP=1"], "native thread pool": ["-DAT_PARALLEL_NATIVE=1"],
-            "native thread pool and TBB": ["-DAT_PARALLEL_NATIVE_TBB=1"]}
-BUILD_TYPE_FLAGS = {"Release": ["-O3", "-DNDEBUG"], "RelWithDebInfo": ["-O2", "-g", "-DNDEBUG"],
-                    "MinSizeRel": ["-Os", "-DNDEBUG"], "Debug": ["-g"]}
-DEFINE_DISPATCH = re.compile(rb"^(\s*DEFINE_DISPATCH\(\w+\);)", re.M)
-# every symbol resolved at link time, and the library's calls to its own functions bound to them
-LINK_FLAGS = ("-Wl,--no-undefined", "-Wl,-Bsymbolic")
-
-
-class BuildRefused(RuntimeError):
-    """The override cannot be built as the release was: the message says what failed."""
-
-
-def compiler():
-    """The host's C++ compiler and its version, or ``BuildRefused`` naming its absence."""
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if not cxx:
-        raise BuildRefused("no C++ compiler on this host (g++ or $CXX): a compiled fix is built "
-                           "with one (apt-get install g++)")
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
-    return cxx, (version or ["?"])[0]
-
-
-def release_settings(python):
-    """How the release was built, from the runtime's own torch: version, ABI, C++ standard, its
-    ``CXX_FLAGS`` (codegen flags only: ``-D``, ``-O``, ``-f``, ``-m``), its build type's flags, its
-    CPU capability, and where its headers and libraries are."""
-    out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise BuildRefused(f"{python} cannot import torch: {out.stderr.strip()[-400:]}")
-    info = json.loads(out.stdout.strip().splitlines()[-1])
-    config = info.pop("config")
-    # the parallel backend is a per-target definition of the release's build, not in its CXX_FLAGS
-    # (1.x's ATen/Parallel.h defines parallel_for only under it); 2.x's ATen/Config.h says it too
-    backend = re.search(r"ATen parallel backend: (.+)", info.pop("parallel"))
-    parallel = PARALLEL.get(backend.group(1).strip() if backend else "", [])
-    flags = re.search(r"CXX_FLAGS=(.*?)(?:, [A-Z_]+=|$)", config)
-    cxx_flags = [f for f in (flags.group(1).split() if flags else [])
-                 if f.startswith(("-D", "-O", "-f", "-m")) and not f.startswith("-fdiagnostics")]
-    std = re.search(r"C\+\+ Version: (\d{4})", config)
-    std_year = {"2014": "c++14", "2017": "c++17", "2020": "c++20"}.get(std.group(1)[:4] if std else "",
-                                                                     "c++14" if info["version"] < "2" else "c++17")
-    build_type = re.search(r"BUILD_TYPE=(\w+)", config)
-    capability = re.search(r"CPU capability usage: (\w+)", config)
-    info.update(std=std_year, cxx_flags=cxx_flags + parallel, capability_flags=capability_flags(info["lib"]),
-                build_flags=BUILD_TYPE_FLAGS.get(build_type.group(1) if build_type else "", []),
-                capability=capability.group(1) if capability else _host_capability(),
-                major=int(info["version"].split(".")[0]), minor=int(info["version"].split(".")[1]))
-    return info
-
-
-def _host_capability():
-    """The capability a release that does not say it chooses here (torch 1.4): the best of
-    DEFAULT, AVX and AVX2 this CPU has (1.x has no AVX512 kernels)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "DEFAULT"
-    return "AVX2" if re.search(r"\bavx2\b", flags) else "AVX" if re.search(r"\bavx\b", flags) else "DEFAULT"
-
-
-def compile_flags(settings, includes=()):
-    """Flags of one rebuilt file: the release's standard, ABI and codegen flags, its build type's.
-    ``includes`` come before the wheel's headers (a changed kernel header, then what the wheel
-    lacks)."""
-    # -fpermissive: a newer compiler's stricter diagnostics (a lambda's local type in an inline
-    # template) are errors the release's compiler did not raise; it changes no code generated
-    flags = [f"-std={settings['std']}", f"-D_GLIBCXX_USE_CXX11_ABI={settings['abi']}", "-fPIC", "-w",
-             "-fpermissive", *settings["cxx_flags"], *settings["build_flags"]]
-    return flags + settings["capability_flags"] + [f"-I{p}" for p in (*includes, *settings["include"])]
-
-
-# a DispatchStub's per-capability kernel pointer, mangled: its capability is the last name
-STUB_CAPABILITY = re.compile(r"12DispatchStubI.*E\d+(AVX|AVX2|AVX512|VSX|ZVECTOR)E$")
-
-
-def capability_flags(lib):
-    """The CPU capabilities the release compiled its kernels for, as the definitions its
-    ``DispatchStub.h`` was compiled under (``-DHAVE_AVX2_CPU_DEFINITION``): a rebuilt file's stub
-    calls choose among the same kernels as the release's (read from its libraries' symbols:
-    AVX and AVX2 in 1.x, AVX2 and AVX512 in 2.13)."""
-    found = set()
-    for path in _torch_libs(lib):
-        out = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True)
-        found.update(m.group(1) for m in map(STUB_CAPABILITY.search, out.stdout.splitlines()) if m)
-    return [f"-DHAVE_{c}_CPU_DEFINITION" for c in sorted(found)]
-
 
 HOOKS = r"""
 extern "C" {
@@ -159,15 +58,15 @@ def build(compiled, python, folder, log, tree=None, threads=None):
     which what the rebuilt files need that the release neither exports nor holds in its symbol
     table (``release_locals``) is compiled in (``support``); ``threads``: how many compilers run
     at once (the job's threads). Returns the runtime's ``override`` record; raises
-    ``BuildRefused`` naming what failed."""
-    cxx, version = compiler()
-    settings = release_settings(python)
+    ``release_build.BuildRefused`` naming what failed."""
+    cxx, version = release_build.compiler()
+    settings = release_build.release_settings(python)
     if (settings["major"], settings["minor"]) not in ((1, 4), (1, 5)) and settings["major"] < 2:
-        raise BuildRefused(f"torch {settings['version']}: no override registration is known for it "
+        raise release_build.BuildRefused(f"torch {settings['version']}: no override registration is known for it "
                            "(1.4, 1.5 and 2.x are)")
     kernel_files = [p for p in compiled["rebuild"] if "/cpu/" in p]
     if kernel_files:
-        raise BuildRefused(f"stub: {', '.join(kernel_files)} is a DispatchStub kernel; putting a rebuilt "
+        raise release_build.BuildRefused(f"stub: {', '.join(kernel_files)} is a DispatchStub kernel; putting a rebuilt "
                            "CPU kernel into the release's stub is not built yet (op files are)")
     source_tree = Path(compiled["tree"])
     folder = Path(folder).resolve()  # a run loads its library from wherever it runs
@@ -179,38 +78,38 @@ def build(compiled, python, folder, log, tree=None, threads=None):
     jobs = []
     for name, side in sides.items():
         for path in compiled["rebuild"]:
-            flags = compile_flags(settings, (source_tree / side / "aten" / "src", include))
+            flags = release_build.compile_flags(settings, (source_tree / side / "aten" / "src", include))
             if name == "canary":
                 flags += CANARY_FLAGS
-            jobs.append(_job(cxx, name, path, (source_tree / side / path).read_bytes(), folder, flags))
-    _run_all(jobs, log, threads)
+            jobs.append(release_build.compile_job(cxx, name, path, (source_tree / side / path).read_bytes(), folder, flags))
+    release_build.run_all(jobs, log, threads)
     chosen, skipped, overloads = _registered(compiled["rebuild"], folder / "faithful", source_tree / "yaml", settings)
     shared = folder / "shared"
     shared.mkdir()
     (shared / "register.cpp").write_text(registration_source(chosen, settings))
     (shared / "hooks.cpp").write_text(HOOKS)
-    base = compile_flags(settings, includes=(source_tree / "release" / "aten" / "src", include))
-    _run_all([("shared", "register.cpp", [cxx, *base, "-c", str(shared / "register.cpp"), "-o", str(shared / "register.o")]),
+    base = release_build.compile_flags(settings, includes=(source_tree / "release" / "aten" / "src", include))
+    release_build.run_all([("shared", "register.cpp", [cxx, *base, "-c", str(shared / "register.cpp"), "-o", str(shared / "register.o")]),
               ("shared", "hooks.cpp", [cxx, "-O2", "-fPIC", "-c", str(shared / "hooks.cpp"), "-o", str(shared / "hooks.o")])],
              log, threads)
-    libs = _torch_libs(settings["lib"])
+    libs = release_build.torch_libs(settings["lib"])
     objects = {name: [str(folder / name / p) + ".o" for p in compiled["rebuild"]] for name in sides}
     # the arm's objects too: the fix may call what the release's own files do not
     extra, taken, support, support_jobs = _closure(cxx, [objects[name] + [str(shared / "register.o")] for name in
                                                          ("faithful", "arm")], libs, folder, compiled, tree, settings,
                                                    log, threads)
-    compiled_with = {name: _flags_of(cmd) for name, _, cmd in jobs}  # every object of a build alike
+    compiled_with = {name: release_build.flags_of(cmd) for name, _, cmd in jobs}  # every object of a build alike
     if support:
-        compiled_with["support"] = _flags_of(support_jobs[0][2])
+        compiled_with["support"] = release_build.flags_of(support_jobs[0][2])
     out = {}
     for name in sides:
         library = folder / f"{name}.so"
         hooks = [str(shared / "hooks.o")] if name == "canary" else []
-        _link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log)
+        release_build.link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log)
         out[name] = {"library": str(library), "sha256": sha256_file(library)}
-    return {"compiler": version, "flags": compile_flags(settings)[:-len(settings["include"])],
-            "canary_flags": list(CANARY_FLAGS), "release_flags": release_flags(settings),
-            "link_flags": list(LINK_FLAGS),
+    return {"compiler": version, "flags": release_build.compile_flags(settings)[:-len(settings["include"])],
+            "canary_flags": list(CANARY_FLAGS), "release_flags": release_build.release_flags(settings),
+            "link_flags": list(release_build.LINK_FLAGS),
             "include_order": ["<tree>/<arm or release>/aten/src", "<tree>/include", *settings["include"]],
             "torch": settings["version"], "capability": settings["capability"],
             "registered": [{"op": op["name"], "key": key, **({"manual": True} if op["manual"] else {})}
@@ -235,7 +134,7 @@ def _registered(rebuild, objects, yamls, settings):
         defined += defined_functions(nm.stdout.splitlines())
     chosen, skipped = registrations(defined, ops, settings)
     if not chosen:
-        raise BuildRefused(f"the rebuilt files ({', '.join(rebuild)}) define no operator "
+        raise release_build.BuildRefused(f"the rebuilt files ({', '.join(rebuild)}) define no operator "
                            "of the release's native_functions.yaml")
     bases = {op_name(op["name"]) for op, _, _ in chosen}
     overloads = {base: sorted(op["name"] for op in ops if op_name(op["name"]) == base) for base in sorted(bases)}
@@ -245,38 +144,9 @@ def _registered(rebuild, objects, yamls, settings):
 CANARY_FLAGS = ("-finstrument-functions", "-finstrument-functions-exclude-file-list=/include/")
 
 
-def release_flags(settings):
-    """The flags that decide the code a file compiles to, as the release's own build had them
-    (its ``CXX_FLAGS``, parallel backend, build type and CPU capabilities): what every rebuilt
-    object must be compiled with, and no other such flag (the check compares them,
-    ``check.flags_problems``)."""
-    return sorted(set(settings["cxx_flags"]) | set(settings["build_flags"]) | set(settings["capability_flags"]))
-
-
-def _flags_of(cmd):
-    """The flags of a compile command, without its compiler, include folders, source and object."""
-    skip = {cmd[0], "-c", "-o", cmd[-1], cmd[-3]}
-    return [f for f in cmd if f not in skip and not f.startswith("-I")]
-
-
-def _job(cxx, name, path, data, folder, flags):
-    """One compile of a file's bytes as build ``name``: the release defines its stubs once, so a
-    ``DEFINE_DISPATCH`` line, which would make a second stub, is left out."""
-    source = folder / name / path
-    source.parent.mkdir(parents=True, exist_ok=True)
-    source.write_bytes(DEFINE_DISPATCH.sub(rb"// (bugimpact: defined by the release) \1", data))
-    return (name, path, [cxx, *flags, "-c", str(source), "-o", str(source) + ".o"])
-
-
-# a file that registers operators or kernels when it loads: compiled in again, it would register them twice
 REGISTERS = re.compile(rb"RegisterOperators\s*\(|TORCH_LIBRARY|REGISTER_\w*DISPATCH\s*\(|static auto \w+ = c10::")
 SUPPORT_ROUNDS = 4  # a support file may need functions of others the release keeps to itself
 # why an arm that the release's own files build beside cannot be built: not a defect of the build
-LACKS = "the arm's code needs what the release does not have (the fix is entangled with other changes)"
-NOT_THE_RELEASE = ("the source at hand is not what the release was built from, here (a reconstruction "
-                   "lacks the release branch's own changes: a clone with the release's tag or commit has them)")
-
-
 def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
     """What the rebuilt files need that the release does not export: the release's own local
     functions and stub pointers, taken over in its binary (``release_locals``), and the release's own
@@ -285,11 +155,11 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
     objects, the locals taken over, the support files with the symbols each was compiled in
     for, their compile jobs); refuses what cannot be had, naming it."""
     extra, support, done, support_jobs, taken = [], [], set(compiled["rebuild"]), [], []
-    flags = compile_flags(settings, includes=(Path(compiled["tree"]) / "release" / "aten" / "src",
+    flags = release_build.compile_flags(settings, includes=(Path(compiled["tree"]) / "release" / "aten" / "src",
                                               Path(compiled["tree"]) / "include"))
     table = None
     for _ in range(SUPPORT_ROUNDS + 1):
-        needs = [set(_undefined(cxx, objects + extra, libs, folder / "probe.so")) for objects in builds]
+        needs = [set(release_build.undefined_symbols(cxx, objects + extra, libs, folder / "probe.so")) for objects in builds]
         missing = sorted(set().union(*needs))
         if not missing:
             break
@@ -299,7 +169,7 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
         if entries:
             name = f"locals{len(taken)}"
             (folder / "shared" / f"{name}.cpp").write_text(release_locals.source(entries))
-            _run_all([("shared", f"{name}.cpp", [cxx, *flags, "-c", str(folder / "shared" / f"{name}.cpp"),
+            release_build.run_all([("shared", f"{name}.cpp", [cxx, *flags, "-c", str(folder / "shared" / f"{name}.cpp"),
                                                  "-o", str(folder / "shared" / f"{name}.o")])], log, threads)
             extra.append(str(folder / "shared" / f"{name}.o"))
         if not others:
@@ -308,9 +178,9 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
         if not found:
             unexported = ", ".join(others[:4]) + (" ..." if len(others) > 4 else "")
             if not needs[0] & {m for m, n in zip(missing, release_locals.demangle(missing)) if n in others}:
-                raise BuildRefused(f"the arm calls what torch {settings['version']} does not have (not exported, "
-                                   f"not in its symbol table, in none of its files): {unexported}: {LACKS}")
-            raise BuildRefused(f"the release does not export what the rebuilt files need, nor holds it in "
+                raise release_build.BuildRefused(f"the arm calls what torch {settings['version']} does not have (not exported, "
+                                   f"not in its symbol table, in none of its files): {unexported}: {release_build.LACKS}")
+            raise release_build.BuildRefused(f"the release does not export what the rebuilt files need, nor holds it in "
                                f"its symbol table: {unexported}"
                                + ("" if tree is not None else " (no tree of the release's source to compile "
                                   "it from: the release's source came from a shipped archive or GitHub; "
@@ -322,16 +192,16 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
         for name, data in includes_found.items():
             (headers / name).parent.mkdir(parents=True, exist_ok=True)
             (headers / name).write_bytes(data)
-        jobs = [_job(cxx, "support", path, data, folder, [*flags, f"-I{headers}"])
+        jobs = [release_build.compile_job(cxx, "support", path, data, folder, [*flags, f"-I{headers}"])
                 for path, (data, _) in sorted(found.items())]
-        _run_all(jobs, log, threads)
+        release_build.run_all(jobs, log, threads)
         support_jobs += jobs
         for path, (data, symbols) in sorted(found.items()):
             extra.append(str(folder / "support" / path) + ".o")
             support.append({"file": path, "sha256": hashlib.sha256(data).hexdigest(), "for": symbols[:8]})
             done.add(path)
     else:
-        raise BuildRefused(f"the release does not export what the rebuilt files need, and "
+        raise release_build.BuildRefused(f"the release does not export what the rebuilt files need, and "
                            f"{SUPPORT_ROUNDS} rounds of its own files did not give it all")
     return extra, [{k: v for k, v in e.items() if k != "mangled"} for e in taken], support, support_jobs
 
@@ -366,56 +236,3 @@ def _defining_files(tree, symbols, done):
     return found
 
 
-def _torch_libs(lib):
-    """The release's own libraries to link against, its bundled OpenMP runtime among them (never the
-    host's: two OpenMP runtimes in one process)."""
-    names = sorted(os.listdir(lib))
-    wanted = [n for n in names if re.match(r"lib(c10|torch|torch_cpu)\.so$", n) or n.startswith("libgomp")]
-    return [str(Path(lib) / n) for n in wanted]
-
-
-def _undefined(cxx, objects, libs, probe):
-    """The symbols the objects need that neither they nor the release's libraries define."""
-    out = subprocess.run([cxx, "-shared", "-o", str(probe), *objects, *libs, *LINK_FLAGS, "-Wl,--no-demangle"],
-                         capture_output=True, text=True)
-    if out.returncode == 0:
-        return []
-    found = sorted(set(re.findall(r"undefined reference to `([^']+)'", out.stderr)))  # mangled
-    if not found:
-        raise BuildRefused(f"linking the override failed: {out.stderr.strip()[-600:]}")
-    return found
-
-
-def _link(cxx, objects, libs, library, log):
-    cmd = [cxx, "-shared", "-o", str(library), *objects, *libs, *LINK_FLAGS]
-    log.write(" ".join(cmd) + "\n")
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise BuildRefused(f"linking {library.name} failed: {out.stderr.strip()[-600:]}")
-
-
-def _run_all(jobs, log, threads=None):
-    """Compile in parallel, ``threads`` at once (the job's; else one per core); the first failure
-    refuses the build with its output."""
-    def run(job):
-        name, path, cmd = job
-        return job, subprocess.run(cmd, capture_output=True, text=True)
-    with ThreadPoolExecutor(max_workers=max(1, threads or os.cpu_count() or 1)) as pool:
-        results = list(pool.map(run, jobs))
-    failed = []
-    for (name, path, cmd), out in results:
-        log.write(f"[{name}] {' '.join(cmd)}\n{out.stdout}{out.stderr}")
-        if out.returncode != 0:  # the first error is the cause; the whole output is in the log
-            errors = [line for line in out.stderr.splitlines() if re.search(r"(^|: )(fatal )?error: ", line)]
-            failed.append((name, path, errors[0].strip() if errors else out.stderr.strip()[-800:]))
-    if failed:
-        name, path, cause = failed[0]
-        builds = {n for n, _, _ in failed}
-        if builds == {"arm"}:  # the release's own files compiled: the fix needs more
-            raise BuildRefused(f"compiling {path} (arm build) failed, where the release's own files compile: "
-                               f"{cause}: {LACKS}")
-        if "faithful" in builds:  # the release's own file does not build against the release's headers
-            path, cause = next((p, c) for n, p, c in failed if n == "faithful")
-            raise BuildRefused(f"compiling {path} failed for the release's own file too (the faithful build): "
-                               f"{cause}: {NOT_THE_RELEASE}")
-        raise BuildRefused(f"compiling {path} ({name} build) failed: {cause}")

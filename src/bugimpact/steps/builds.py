@@ -12,9 +12,10 @@ from ..artifacts.source_kinds import Lost, source
 from ..artifacts.sources import ChecksumMismatch, write_manifest
 from ..framework.declarations import op_name
 from ..io import InputError, read_json, write_csv, write_json
-from ..overrides.build import BuildRefused, build
+from ..overrides.build import build
 from ..overrides.check import OUTCOMES
 from ..overrides.check import read as read_check
+from ..overrides.release_build import BuildRefused
 from ..overrides.release_source import open_tree
 from ..reach.run import JUDGED_AT, summary_line
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..artifacts.launch import launch_once
 from ..io import read_json, write_json
-from ..overrides.build import BuildRefused, release_flags, release_settings
 from ..overrides.check import BUILDS, judge
+from ..overrides.release_build import BuildRefused, release_flags, release_settings
 from ..train import RunTarget, _tail, short_spec
 
 log = logging.getLogger("bugimpact")

@@ -1,0 +1,200 @@
+"""How the release was built, read from its own torch (its C++ standard, ABI, flags, build type,
+parallel backend and CPU capabilities), and compiling and linking a file as it was: the commands
+of an override library's builds (``build``), each build's flags kept for the check to compare.
+A compile that fails says whose fault it is: the arm's (the fix needs what the release does not
+have) or the source's (the release's own file does not build against its headers)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+PROBE = r"""
+import json, os, sys, torch
+root = os.path.dirname(torch.__file__)
+parallel = getattr(torch.__config__, "parallel_info", lambda: "")()
+print(json.dumps({"version": torch.__version__.split("+")[0], "config": torch.__config__.show(),
+                  "parallel": parallel,
+                  "abi": int(torch._C._GLIBCXX_USE_CXX11_ABI), "root": root,
+                  "include": [os.path.join(root, "include"),
+                              os.path.join(root, "include", "torch", "csrc", "api", "include")],
+                  "lib": os.path.join(root, "lib")}))
+"""
+PARALLEL = {"OpenMP": ["-DAT_PARALLEL_OPENMP=1"], "native thread pool": ["-DAT_PARALLEL_NATIVE=1"],
+            "native thread pool and TBB": ["-DAT_PARALLEL_NATIVE_TBB=1"]}
+BUILD_TYPE_FLAGS = {"Release": ["-O3", "-DNDEBUG"], "RelWithDebInfo": ["-O2", "-g", "-DNDEBUG"],
+                    "MinSizeRel": ["-Os", "-DNDEBUG"], "Debug": ["-g"]}
+DEFINE_DISPATCH = re.compile(rb"^(\s*DEFINE_DISPATCH\(\w+\);)", re.M)
+# every symbol resolved at link time, and the library's calls to its own functions bound to them
+LINK_FLAGS = ("-Wl,--no-undefined", "-Wl,-Bsymbolic")
+
+
+class BuildRefused(RuntimeError):
+    """The override cannot be built as the release was: the message says what failed."""
+
+
+def compiler():
+    """The host's C++ compiler and its version, or ``BuildRefused`` naming its absence."""
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise BuildRefused("no C++ compiler on this host (g++ or $CXX): a compiled fix is built "
+                           "with one (apt-get install g++)")
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
+    return cxx, (version or ["?"])[0]
+
+
+def release_settings(python):
+    """How the release was built, from the runtime's own torch: version, ABI, C++ standard, its
+    ``CXX_FLAGS`` (codegen flags only: ``-D``, ``-O``, ``-f``, ``-m``), its build type's flags, its
+    CPU capability, and where its headers and libraries are."""
+    out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise BuildRefused(f"{python} cannot import torch: {out.stderr.strip()[-400:]}")
+    info = json.loads(out.stdout.strip().splitlines()[-1])
+    config = info.pop("config")
+    # the parallel backend is a per-target definition of the release's build, not in its CXX_FLAGS
+    # (1.x's ATen/Parallel.h defines parallel_for only under it); 2.x's ATen/Config.h says it too
+    backend = re.search(r"ATen parallel backend: (.+)", info.pop("parallel"))
+    parallel = PARALLEL.get(backend.group(1).strip() if backend else "", [])
+    flags = re.search(r"CXX_FLAGS=(.*?)(?:, [A-Z_]+=|$)", config)
+    cxx_flags = [f for f in (flags.group(1).split() if flags else [])
+                 if f.startswith(("-D", "-O", "-f", "-m")) and not f.startswith("-fdiagnostics")]
+    std = re.search(r"C\+\+ Version: (\d{4})", config)
+    std_year = {"2014": "c++14", "2017": "c++17", "2020": "c++20"}.get(std.group(1)[:4] if std else "",
+                                                                     "c++14" if info["version"] < "2" else "c++17")
+    build_type = re.search(r"BUILD_TYPE=(\w+)", config)
+    capability = re.search(r"CPU capability usage: (\w+)", config)
+    info.update(std=std_year, cxx_flags=cxx_flags + parallel, capability_flags=capability_flags(info["lib"]),
+                build_flags=BUILD_TYPE_FLAGS.get(build_type.group(1) if build_type else "", []),
+                capability=capability.group(1) if capability else _host_capability(),
+                major=int(info["version"].split(".")[0]), minor=int(info["version"].split(".")[1]))
+    return info
+
+
+def _host_capability():
+    """The capability a release that does not say it chooses here (torch 1.4): the best of
+    DEFAULT, AVX and AVX2 this CPU has (1.x has no AVX512 kernels)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "DEFAULT"
+    return "AVX2" if re.search(r"\bavx2\b", flags) else "AVX" if re.search(r"\bavx\b", flags) else "DEFAULT"
+
+
+def compile_flags(settings, includes=()):
+    """Flags of one rebuilt file: the release's standard, ABI and codegen flags, its build type's.
+    ``includes`` come before the wheel's headers (a changed kernel header, then what the wheel
+    lacks)."""
+    # -fpermissive: a newer compiler's stricter diagnostics (a lambda's local type in an inline
+    # template) are errors the release's compiler did not raise; it changes no code generated
+    flags = [f"-std={settings['std']}", f"-D_GLIBCXX_USE_CXX11_ABI={settings['abi']}", "-fPIC", "-w",
+             "-fpermissive", *settings["cxx_flags"], *settings["build_flags"]]
+    return flags + settings["capability_flags"] + [f"-I{p}" for p in (*includes, *settings["include"])]
+
+
+# a DispatchStub's per-capability kernel pointer, mangled: its capability is the last name
+STUB_CAPABILITY = re.compile(r"12DispatchStubI.*E\d+(AVX|AVX2|AVX512|VSX|ZVECTOR)E$")
+
+
+def capability_flags(lib):
+    """The CPU capabilities the release compiled its kernels for, as the definitions its
+    ``DispatchStub.h`` was compiled under (``-DHAVE_AVX2_CPU_DEFINITION``): a rebuilt file's stub
+    calls choose among the same kernels as the release's (read from its libraries' symbols:
+    AVX and AVX2 in 1.x, AVX2 and AVX512 in 2.13)."""
+    found = set()
+    for path in torch_libs(lib):
+        out = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True)
+        found.update(m.group(1) for m in map(STUB_CAPABILITY.search, out.stdout.splitlines()) if m)
+    return [f"-DHAVE_{c}_CPU_DEFINITION" for c in sorted(found)]
+
+
+
+
+def release_flags(settings):
+    """The flags that decide the code a file compiles to, as the release's own build had them
+    (its ``CXX_FLAGS``, parallel backend, build type and CPU capabilities): what every rebuilt
+    object must be compiled with, and no other such flag (the check compares them,
+    ``check.flags_problems``)."""
+    return sorted(set(settings["cxx_flags"]) | set(settings["build_flags"]) | set(settings["capability_flags"]))
+
+
+def flags_of(cmd):
+    """The flags of a compile command, without its compiler, include folders, source and object."""
+    skip = {cmd[0], "-c", "-o", cmd[-1], cmd[-3]}
+    return [f for f in cmd if f not in skip and not f.startswith("-I")]
+
+
+def compile_job(cxx, name, path, data, folder, flags):
+    """One compile of a file's bytes as build ``name``: the release defines its stubs once, so a
+    ``DEFINE_DISPATCH`` line, which would make a second stub, is left out."""
+    source = folder / name / path
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_bytes(DEFINE_DISPATCH.sub(rb"// (bugimpact: defined by the release) \1", data))
+    return (name, path, [cxx, *flags, "-c", str(source), "-o", str(source) + ".o"])
+
+
+# a file that registers operators or kernels when it loads: compiled in again, it would register them twice
+
+
+LACKS = "the arm's code needs what the release does not have (the fix is entangled with other changes)"
+NOT_THE_RELEASE = ("the source at hand is not what the release was built from, here (a reconstruction "
+                   "lacks the release branch's own changes: a clone with the release's tag or commit has them)")
+
+
+
+
+def torch_libs(lib):
+    """The release's own libraries to link against, its bundled OpenMP runtime among them (never the
+    host's: two OpenMP runtimes in one process)."""
+    names = sorted(os.listdir(lib))
+    wanted = [n for n in names if re.match(r"lib(c10|torch|torch_cpu)\.so$", n) or n.startswith("libgomp")]
+    return [str(Path(lib) / n) for n in wanted]
+
+
+def undefined_symbols(cxx, objects, libs, probe):
+    """The symbols the objects need that neither they nor the release's libraries define."""
+    out = subprocess.run([cxx, "-shared", "-o", str(probe), *objects, *libs, *LINK_FLAGS, "-Wl,--no-demangle"],
+                         capture_output=True, text=True)
+    if out.returncode == 0:
+        return []
+    found = sorted(set(re.findall(r"undefined reference to `([^']+)'", out.stderr)))  # mangled
+    if not found:
+        raise BuildRefused(f"linking the override failed: {out.stderr.strip()[-600:]}")
+    return found
+
+
+def link(cxx, objects, libs, library, log):
+    cmd = [cxx, "-shared", "-o", str(library), *objects, *libs, *LINK_FLAGS]
+    log.write(" ".join(cmd) + "\n")
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise BuildRefused(f"linking {library.name} failed: {out.stderr.strip()[-600:]}")
+
+
+def run_all(jobs, log, threads=None):
+    """Compile in parallel, ``threads`` at once (the job's; else one per core); the first failure
+    refuses the build with its output."""
+    def run(job):
+        name, path, cmd = job
+        return job, subprocess.run(cmd, capture_output=True, text=True)
+    with ThreadPoolExecutor(max_workers=max(1, threads or os.cpu_count() or 1)) as pool:
+        results = list(pool.map(run, jobs))
+    failed = []
+    for (name, path, cmd), out in results:
+        log.write(f"[{name}] {' '.join(cmd)}\n{out.stdout}{out.stderr}")
+        if out.returncode != 0:  # the first error is the cause; the whole output is in the log
+            errors = [line for line in out.stderr.splitlines() if re.search(r"(^|: )(fatal )?error: ", line)]
+            failed.append((name, path, errors[0].strip() if errors else out.stderr.strip()[-800:]))
+    if failed:
+        name, path, cause = failed[0]
+        builds = {n for n, _, _ in failed}
+        if builds == {"arm"}:  # the release's own files compiled: the fix needs more
+            raise BuildRefused(f"compiling {path} (arm build) failed, where the release's own files compile: "
+                               f"{cause}: {LACKS}")
+        if "faithful" in builds:  # the release's own file does not build against the release's headers
+            path, cause = next((p, c) for n, p, c in failed if n == "faithful")
+            raise BuildRefused(f"compiling {path} failed for the release's own file too (the faithful build): "
+                               f"{cause}: {NOT_THE_RELEASE}")
+        raise BuildRefused(f"compiling {path} ({name} build) failed: {cause}")
