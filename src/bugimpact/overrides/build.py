@@ -25,8 +25,9 @@ the builds (``overrides.check``):
   what is not even there from the release's own files (``support``); what neither gives refuses
   the build, named. ``DEFINE_DISPATCH`` lines are not compiled again (the release defines each
   stub once).
-"""
 
+``release_build`` says how the release was built and compiles and links as it was.
+"""
 import hashlib
 import re
 import shutil
@@ -38,6 +39,20 @@ from ..framework.declarations import manual_operators, op_name, operators
 from ..harness.files import sha256_file
 from . import release_build, release_locals
 from .registration import defined_functions, registration_source, registrations
+from .release_build import (
+    LACKS,
+    BuildRefused,
+    compile_flags,
+    compile_job,
+    compiler,
+    flags_of,
+    link,
+    release_flags,
+    release_settings,
+    run_all,
+    torch_libs,
+    undefined_symbols,
+)
 from .release_source import closure
 
 HOOKS = r"""
@@ -48,7 +63,7 @@ __attribute__((no_instrument_function)) void __cyg_profile_func_enter(void*, voi
 __attribute__((no_instrument_function)) void __cyg_profile_func_exit(void*, void*) {}
 }
 """
-# --- the build -----------------------------------------------------------------------------------
+
 
 def build(compiled, python, folder, log, tree=None, threads=None):
     """The override libraries of a compiled one-fix arm, in ``folder``: ``arm`` (the arm's files),
@@ -58,15 +73,15 @@ def build(compiled, python, folder, log, tree=None, threads=None):
     which what the rebuilt files need that the release neither exports nor holds in its symbol
     table (``release_locals``) is compiled in (``support``); ``threads``: how many compilers run
     at once (the job's threads). Returns the runtime's ``override`` record; raises
-    ``release_build.BuildRefused`` naming what failed."""
-    cxx, version = release_build.compiler()
-    settings = release_build.release_settings(python)
+    ``BuildRefused`` naming what failed."""
+    cxx, version = compiler()
+    settings = release_settings(python)
     if (settings["major"], settings["minor"]) not in ((1, 4), (1, 5)) and settings["major"] < 2:
-        raise release_build.BuildRefused(f"torch {settings['version']}: no override registration is known for it "
+        raise BuildRefused(f"torch {settings['version']}: no override registration is known for it "
                            "(1.4, 1.5 and 2.x are)")
     kernel_files = [p for p in compiled["rebuild"] if "/cpu/" in p]
     if kernel_files:
-        raise release_build.BuildRefused(f"stub: {', '.join(kernel_files)} is a DispatchStub kernel; putting a rebuilt "
+        raise BuildRefused(f"stub: {', '.join(kernel_files)} is a DispatchStub kernel; putting a rebuilt "
                            "CPU kernel into the release's stub is not built yet (op files are)")
     source_tree = Path(compiled["tree"])
     folder = Path(folder).resolve()  # a run loads its library from wherever it runs
@@ -78,37 +93,38 @@ def build(compiled, python, folder, log, tree=None, threads=None):
     jobs = []
     for name, side in sides.items():
         for path in compiled["rebuild"]:
-            flags = release_build.compile_flags(settings, (source_tree / side / "aten" / "src", include))
+            flags = compile_flags(settings, (source_tree / side / "aten" / "src", include))
             if name == "canary":
                 flags += CANARY_FLAGS
-            jobs.append(release_build.compile_job(cxx, name, path, (source_tree / side / path).read_bytes(), folder, flags))
-    release_build.run_all(jobs, log, threads)
+            jobs.append(compile_job(cxx, name, path, (source_tree / side / path).read_bytes(), folder, flags))
+    run_all(jobs, log, threads)
     chosen, skipped, overloads = _registered(compiled["rebuild"], folder / "faithful", source_tree / "yaml", settings)
     shared = folder / "shared"
     shared.mkdir()
     (shared / "register.cpp").write_text(registration_source(chosen, settings))
     (shared / "hooks.cpp").write_text(HOOKS)
-    base = release_build.compile_flags(settings, includes=(source_tree / "release" / "aten" / "src", include))
-    release_build.run_all([("shared", "register.cpp", [cxx, *base, "-c", str(shared / "register.cpp"), "-o", str(shared / "register.o")]),
-              ("shared", "hooks.cpp", [cxx, "-O2", "-fPIC", "-c", str(shared / "hooks.cpp"), "-o", str(shared / "hooks.o")])],
-             log, threads)
-    libs = release_build.torch_libs(settings["lib"])
+    base = compile_flags(settings, includes=(source_tree / "release" / "aten" / "src", include))
+    run_all([("shared", "register.cpp", [cxx, *base, "-c", str(shared / "register.cpp"),
+                                         "-o", str(shared / "register.o")]),
+             ("shared", "hooks.cpp", [cxx, "-O2", "-fPIC", "-c", str(shared / "hooks.cpp"),
+                                      "-o", str(shared / "hooks.o")])], log, threads)
+    libs = torch_libs(settings["lib"])
     objects = {name: [str(folder / name / p) + ".o" for p in compiled["rebuild"]] for name in sides}
     # the arm's objects too: the fix may call what the release's own files do not
     extra, taken, support, support_jobs = _closure(cxx, [objects[name] + [str(shared / "register.o")] for name in
                                                          ("faithful", "arm")], libs, folder, compiled, tree, settings,
                                                    log, threads)
-    compiled_with = {name: release_build.flags_of(cmd) for name, _, cmd in jobs}  # every object of a build alike
+    compiled_with = {name: flags_of(cmd) for name, _, cmd in jobs}  # every object of a build alike
     if support:
-        compiled_with["support"] = release_build.flags_of(support_jobs[0][2])
+        compiled_with["support"] = flags_of(support_jobs[0][2])
     out = {}
     for name in sides:
         library = folder / f"{name}.so"
         hooks = [str(shared / "hooks.o")] if name == "canary" else []
-        release_build.link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log)
+        link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log)
         out[name] = {"library": str(library), "sha256": sha256_file(library)}
-    return {"compiler": version, "flags": release_build.compile_flags(settings)[:-len(settings["include"])],
-            "canary_flags": list(CANARY_FLAGS), "release_flags": release_build.release_flags(settings),
+    return {"compiler": version, "flags": compile_flags(settings)[:-len(settings["include"])],
+            "canary_flags": list(CANARY_FLAGS), "release_flags": release_flags(settings),
             "link_flags": list(release_build.LINK_FLAGS),
             "include_order": ["<tree>/<arm or release>/aten/src", "<tree>/include", *settings["include"]],
             "torch": settings["version"], "capability": settings["capability"],
@@ -134,19 +150,18 @@ def _registered(rebuild, objects, yamls, settings):
         defined += defined_functions(nm.stdout.splitlines())
     chosen, skipped = registrations(defined, ops, settings)
     if not chosen:
-        raise release_build.BuildRefused(f"the rebuilt files ({', '.join(rebuild)}) define no operator "
-                           "of the release's native_functions.yaml")
+        raise BuildRefused(f"the rebuilt files ({', '.join(rebuild)}) define no operator of the release's "
+                           "native_functions.yaml")
     bases = {op_name(op["name"]) for op, _, _ in chosen}
     overloads = {base: sorted(op["name"] for op in ops if op_name(op["name"]) == base) for base in sorted(bases)}
     return chosen, skipped, overloads
 
 
 CANARY_FLAGS = ("-finstrument-functions", "-finstrument-functions-exclude-file-list=/include/")
-
-
 REGISTERS = re.compile(rb"RegisterOperators\s*\(|TORCH_LIBRARY|REGISTER_\w*DISPATCH\s*\(|static auto \w+ = c10::")
 SUPPORT_ROUNDS = 4  # a support file may need functions of others the release keeps to itself
-# why an arm that the release's own files build beside cannot be built: not a defect of the build
+
+
 def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
     """What the rebuilt files need that the release does not export: the release's own local
     functions and stub pointers, taken over in its binary (``release_locals``), and the release's own
@@ -155,11 +170,11 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
     objects, the locals taken over, the support files with the symbols each was compiled in
     for, their compile jobs); refuses what cannot be had, naming it."""
     extra, support, done, support_jobs, taken = [], [], set(compiled["rebuild"]), [], []
-    flags = release_build.compile_flags(settings, includes=(Path(compiled["tree"]) / "release" / "aten" / "src",
+    flags = compile_flags(settings, includes=(Path(compiled["tree"]) / "release" / "aten" / "src",
                                               Path(compiled["tree"]) / "include"))
     table = None
     for _ in range(SUPPORT_ROUNDS + 1):
-        needs = [set(release_build.undefined_symbols(cxx, objects + extra, libs, folder / "probe.so")) for objects in builds]
+        needs = [set(undefined_symbols(cxx, objects + extra, libs, folder / "probe.so")) for objects in builds]
         missing = sorted(set().union(*needs))
         if not missing:
             break
@@ -169,8 +184,8 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
         if entries:
             name = f"locals{len(taken)}"
             (folder / "shared" / f"{name}.cpp").write_text(release_locals.source(entries))
-            release_build.run_all([("shared", f"{name}.cpp", [cxx, *flags, "-c", str(folder / "shared" / f"{name}.cpp"),
-                                                 "-o", str(folder / "shared" / f"{name}.o")])], log, threads)
+            run_all([("shared", f"{name}.cpp", [cxx, *flags, "-c", str(folder / "shared" / f"{name}.cpp"),
+                                                "-o", str(folder / "shared" / f"{name}.o")])], log, threads)
             extra.append(str(folder / "shared" / f"{name}.o"))
         if not others:
             continue
@@ -178,9 +193,9 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
         if not found:
             unexported = ", ".join(others[:4]) + (" ..." if len(others) > 4 else "")
             if not needs[0] & {m for m, n in zip(missing, release_locals.demangle(missing)) if n in others}:
-                raise release_build.BuildRefused(f"the arm calls what torch {settings['version']} does not have (not exported, "
-                                   f"not in its symbol table, in none of its files): {unexported}: {release_build.LACKS}")
-            raise release_build.BuildRefused(f"the release does not export what the rebuilt files need, nor holds it in "
+                raise BuildRefused(f"the arm calls what torch {settings['version']} does not have (not exported, "
+                                   f"not in its symbol table, in none of its files): {unexported}: {LACKS}")
+            raise BuildRefused(f"the release does not export what the rebuilt files need, nor holds it in "
                                f"its symbol table: {unexported}"
                                + ("" if tree is not None else " (no tree of the release's source to compile "
                                   "it from: the release's source came from a shipped archive or GitHub; "
@@ -192,16 +207,16 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
         for name, data in includes_found.items():
             (headers / name).parent.mkdir(parents=True, exist_ok=True)
             (headers / name).write_bytes(data)
-        jobs = [release_build.compile_job(cxx, "support", path, data, folder, [*flags, f"-I{headers}"])
+        jobs = [compile_job(cxx, "support", path, data, folder, [*flags, f"-I{headers}"])
                 for path, (data, _) in sorted(found.items())]
-        release_build.run_all(jobs, log, threads)
+        run_all(jobs, log, threads)
         support_jobs += jobs
         for path, (data, symbols) in sorted(found.items()):
             extra.append(str(folder / "support" / path) + ".o")
             support.append({"file": path, "sha256": hashlib.sha256(data).hexdigest(), "for": symbols[:8]})
             done.add(path)
     else:
-        raise release_build.BuildRefused(f"the release does not export what the rebuilt files need, and "
+        raise BuildRefused(f"the release does not export what the rebuilt files need, and "
                            f"{SUPPORT_ROUNDS} rounds of its own files did not give it all")
     return extra, [{k: v for k, v in e.items() if k != "mangled"} for e in taken], support, support_jobs
 

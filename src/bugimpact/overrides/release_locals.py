@@ -69,7 +69,8 @@ def source(entries):
     lines = ["#include <link.h>", "#include <cstdint>", "#include <cstdio>", "#include <cstdlib>",
              "#include <cstring>",
              # hidden: the jumps address it relative to themselves, however the library is linked
-             f'extern "C" {{ __attribute__((visibility("hidden"))) void* bugimpact_local_slots[{max(len(entries), 1)}]; }}',
+             'extern "C" { __attribute__((visibility("hidden"))) '
+             f'void* bugimpact_local_slots[{max(len(entries), 1)}]; }}',
              "namespace {",
              "struct Want { const char* lib; uintptr_t base; };",
              "int bugimpact_find(struct dl_phdr_info* info, size_t, void* data) {",
@@ -95,8 +96,8 @@ def source(entries):
                          f'.p2align 3\\n{symbol}:\\n  .quad 0\\n.text\\n");')
             lines.append(f'extern "C" void* bugimpact_local_value_{i} __asm__("{symbol}");')
             if entry["how"] == "value":
-                binds.append(f'  bugimpact_local_value_{i} = *reinterpret_cast<void**>(bugimpact_base("{entry["lib"]}") + '
-                             f'{entry["offset"]}u);')
+                binds.append(f'  bugimpact_local_value_{i} = *reinterpret_cast<void**>('
+                             f'bugimpact_base("{entry["lib"]}") + {entry["offset"]}u);')
     # before the library's own static initialisers (its registrations): nothing calls these sooner
     lines += ["__attribute__((constructor(101))) static void bugimpact_bind_locals() {", *binds, "}"]
     return "\n".join(lines) + "\n"
