@@ -16,7 +16,7 @@ test:   ## lint (ruff, snakefmt), then every test, the Docker ones included
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
 	$(PY) -m ruff check src tests bench scripts examples
 	$(PY) -m snakefmt --check Snakefile rules/
-	$(PY) -m pytest -ra
+	$(PY) -m pytest -ra --durations=25  # the slowest tests named: where CI's time goes
 
 test-python:  ## on another Python (BASE_PYTHON, in its own VENV): host-side tests, the default study
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test

@@ -174,11 +174,19 @@ def runtime_made_with(wildcards):
     return {"requirements": requirements, **made} if made else requirements
 
 
-def override_threads(wildcards):
-    """The runtime job's threads: a one-fix artifact may build an override library, with up to
-    four compilers at once (``--cores`` bounds them); any other runtime, one."""
-    spec = PLAN.artifacts[wildcards.artifact].spec
-    return min(4, workflow.cores) if artifact_source(spec["source"]).overrides else 1
+def override_threads(wildcards, input):
+    """The runtime job's threads: an artifact whose manifest carries a compiled fix's kernels
+    builds an override library, with up to four compilers at once (``--cores`` bounds them); any
+    other runtime, one. Snakemake asks again when the job is ready, the manifest made: until then
+    an artifact that may carry kernels is counted as one that does."""
+    if not artifact_source(PLAN.artifacts[wildcards.artifact].spec["source"]).overrides:
+        return 1
+    try:
+        if not json.loads(Path(input.artifact).read_text()).get("kernels"):
+            return 1
+    except (OSError, ValueError):  # not made yet, or unreadable: the job itself says which
+        pass
+    return min(4, workflow.cores)
 
 
 def artifact_manifest(wildcards):

@@ -3,9 +3,11 @@ sheet's rows with ``onefix`` yes: the 21 Python-only fixes, and the 8 kernel fix
 are rebuilt over the release's) accepted and run as a one-fix study on its own release (real torch
 1.4.0, 1.5.0 and 1.5.1 wheels), with reach on. A one-fix study runs the release with and without
 exactly the fix, so a fix that reach calls ``not reached`` must train bit-identically in both arms:
-``not triggered``. The table it prints is docs/reach.md's agreement table."""
+``not triggered`` (or ``not exercised``, where the override check saw none of a kernel fix's
+operators called). The table it prints is docs/reach.md's agreement table."""
 import csv
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -23,7 +25,7 @@ def test_no_fix_reach_calls_not_reached_changes_training(tmp_path):
     config = yaml.safe_load((ROOT / "configs" / "releases.yaml").read_text())
     config["bugs"]["controls"], config["bugs"]["fixes"] = {}, {}
     config["artifacts"]["wheel_cache"] = WHEEL_CACHE
-    config["train"].update(runs=4, epochs=2)
+    config["train"].update(runs=2, epochs=2)  # bit-identity holds in each run, or it does not
     path = work / "ground-truth.yaml"
     path.write_text(yaml.safe_dump(config))
     snakemake(work, "--configfile", str(path), "--until", "sheet_merge")
@@ -49,8 +51,10 @@ def test_no_fix_reach_calls_not_reached_changes_training(tmp_path):
         print(f"| {bug} | {v['reach']} | {v['verdict']} | {placed(work, bug, v)} |")
     # a fix whose diff the release cannot take (a changed line is not in it) has no runs: no truth
     studied = {bug: v for bug, v in verdicts.items() if v["verdict"] != "incomplete"}
-    wrong = {bug: v["verdict"] for bug, v in studied.items()  # (a cuda-tagged fix: "not triggered on cpu")
-             if v["reach"] == "not reached" and not v["verdict"].startswith("not triggered")}
+    # (a cuda-tagged fix: "not triggered on cpu"; a kernel fix whose override check found none of its
+    # operators called: "not exercised", the arm being the release for this workload)
+    wrong = {bug: v["verdict"] for bug, v in studied.items() if v["reach"] == "not reached"
+             and not (v["verdict"].startswith("not triggered") or v["verdict"] == "not exercised")}
     assert not wrong, f"reach said not reached, yet the runs differ: {wrong}"
     assert sum(v["reach"] == "not reached" for v in studied.values()) >= 10  # it did judge
     assert sum(verdicts[bug]["verdict"] == "incomplete" for bug in python) <= 4
@@ -65,6 +69,25 @@ def test_no_fix_reach_calls_not_reached_changes_training(tmp_path):
         if gate["runnable"]:
             assert gate["override_checks"]["buggy"]["passed"], (bug, gate["override_checks"])
     assert sum(verdicts[bug]["verdict"] != "incomplete" for bug in kernels) >= 5
+    # the runtime job of an arm carrying kernels builds them with the job's threads (both cores);
+    # a Python fix's arm, a venv only, leaves the other core to another job
+    threads = runtime_threads(work)
+    assert len(threads) >= len(fixes), threads
+    for artifact, count in threads.items():
+        manifest = json.loads((work / "results" / "artifacts" / artifact / "manifest.json").read_text())
+        assert count == (2 if manifest.get("kernels") else 1), (artifact, count)
+
+
+def runtime_threads(work):
+    """Each runtime job's threads, as snakemake's log of the run says them: {artifact: threads}."""
+    found = {}
+    for log in (work / ".snakemake" / "log").glob("*.log"):
+        for job in log.read_text().split("localrule ")[1:]:
+            rule, *lines = job.splitlines()
+            if rule == "runtime:":
+                fields = dict(line.strip().split(": ", 1) for line in lines if line.startswith("    "))
+                found[Path(fields["output"]).parent.name] = int(fields.get("threads", 1))
+    return found
 
 
 def placed(work, bug, verdict):

@@ -130,8 +130,3 @@ def reconstruction(clone, wheel, wheel_sha256, version, record):
         write_json(record, found)
         return found
 
-
-def landed_before(clone, commit, branch_point):
-    """Whether ``commit`` is in the branch point's history (the release holds it from master)."""
-    return subprocess.run(["git", "-C", str(clone), "merge-base", "--is-ancestor", commit, branch_point],
-                          capture_output=True).returncode == 0
