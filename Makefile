@@ -7,18 +7,24 @@ CORES ?= 2
 PY := $(CURDIR)/$(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: study test test-python
+.PHONY: study test test-long test-python
 study:  ## the default study end to end: offline, CPU, a few minutes
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host
 	$(PY) -m snakemake --cores $(CORES)
 
-test:   ## lint (ruff, snakefmt), then every test, the Docker ones included
+test:   ## lint (ruff, snakefmt), then every test but the long measurements, the Docker ones included
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
 	$(PY) -m ruff check src tests bench scripts examples
 	$(PY) -m snakefmt --check Snakefile rules/
-	$(PY) -m pytest -ra --durations=25  # the slowest tests named: where CI's time goes
+	$(PY) -m pytest -ra -m "not long" --durations=25  # the slowest tests named: where CI's time goes
 
-test-python:  ## on another Python (BASE_PYTHON, in its own VENV): host-side tests, the default study
+test-long:  ## the measurements at study scale (reach against ground truth: about 15 minutes)
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
-	$(PY) -m pytest -ra -m "not docker and not slow"
+	$(PY) -m pytest -ra -m long
+
+# What differs from one Python to the next is the numerics (NumPy and SciPy versions) and the
+# packages the workflow runs on: the statistics tests, and the default study end to end.
+test-python:  ## on another Python (BASE_PYTHON, in its own VENV): the statistics tests, the default study
+	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
+	$(PY) -m pytest -ra tests/test_stats.py tests/test_stats_r.py tests/test_sequential.py tests/test_sheet.py
 	$(PY) bench/default_study.py --cores $(CORES) --check

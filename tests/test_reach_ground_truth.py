@@ -16,7 +16,7 @@ from workflow import project_copy, snakemake
 
 from bugimpact.io import read_csv
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # 27 one-fix studies: make test-long
 WHEEL_CACHE = str(ROOT / "data" / "cache" / "wheels")  # one download, shared with the other tests
 
 
