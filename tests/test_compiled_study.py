@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, config_with
-from workflow import project_copy, snakemake
+from workflow import project_copy, runtime_threads, snakemake
 
 from bugimpact import steps
 from bugimpact.io import read_csv
@@ -62,6 +62,12 @@ def test_kernel_fixes_on_torch_1_4_and_1_5_are_studied_on_their_release_wheels(t
         assert "kernels rebuilt from Convolution.cpp (reconstructed)" in found[bug]["scope"]
     manifests = [json.loads(p.read_text()) for p in (work / "results" / "artifacts").glob("onefix-buggy-*/manifest.json")]
     assert len(manifests) == 2
+    # an arm carrying kernels compiles them with the job's threads (both of --cores 2); an arm
+    # without (the release, or the release holding the fix), one
+    threads = runtime_threads(work)
+    carries = {a: bool(json.loads((work / "results" / "artifacts" / a / "manifest.json").read_text()).get("kernels"))
+               for a in threads}
+    assert sum(carries.values()) == 2 and threads == {a: 2 if k else 1 for a, k in carries.items()}, threads
     for manifest in manifests:
         source = manifest["kernels"]["source"]
         assert source["reconstructed"] and source["origin"].startswith(f"reconstructed: torch {source['release']}'s branch point")

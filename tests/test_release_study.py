@@ -7,7 +7,7 @@ import pytest
 import yaml
 from conftest import ROOT
 from test_workflow import job_counts
-from workflow import project_copy, snakemake
+from workflow import project_copy, runtime_threads, snakemake
 
 from bugimpact.artifacts.interpreters import find
 from bugimpact.io import read_csv
@@ -102,3 +102,6 @@ def test_the_fix_changes_training_of_a_model_that_uses_what_it_fixed(tmp_path):
     # the trace of this model runs the circular path the fix changed
     assert verdicts["pr37881"]["reach"] == "reached"
     assert "torch/nn/modules/conv.py" in verdicts["pr37881"]["reach_detail"]
+    # a Python fix's arm is a venv: its runtime job takes one core and leaves the other to a run
+    threads = runtime_threads(work)
+    assert any(a.startswith("onefix-") for a in threads) and set(threads.values()) == {1}, threads

@@ -40,3 +40,16 @@ def job_counts(text):
         elif started and counts and not parts:
             break
     return counts
+
+
+def runtime_threads(work):
+    """Each runtime job's threads, as snakemake's logs of the project's runs say them:
+    {artifact: threads}."""
+    found = {}
+    for log in (Path(work) / ".snakemake" / "log").glob("*.log"):
+        for job in log.read_text().split("localrule ")[1:]:
+            rule, *lines = job.splitlines()
+            if rule == "runtime:":
+                fields = dict(line.strip().split(": ", 1) for line in lines if line.startswith("    "))
+                found[Path(fields["output"]).parent.name] = int(fields.get("threads", 1))
+    return found
