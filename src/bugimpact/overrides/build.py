@@ -125,7 +125,7 @@ def build(compiled, python, folder, log, tree=None, threads=None):
         out[name] = {"library": str(library), "sha256": sha256_file(library)}
     return {"compiler": version, "flags": compile_flags(settings)[:-len(settings["include"])],
             "canary_flags": list(CANARY_FLAGS), "release_flags": release_flags(settings),
-            "link_flags": list(release_build.LINK_FLAGS),
+            "link_flags": list(release_build.LINK_FLAGS),  # read where link() reads them
             "include_order": ["<tree>/<arm or release>/aten/src", "<tree>/include", *settings["include"]],
             "torch": settings["version"], "capability": settings["capability"],
             "registered": [{"op": op["name"], "key": key, **({"manual": True} if op["manual"] else {})}
