@@ -4,10 +4,13 @@
 BASE_PYTHON ?= python3
 VENV ?= .venv
 CORES ?= 2
+# The suite's files over CORES workers, each file's tests in one of them, in order (its module
+# fixtures made once): a test holds about 0.8 of 2 cores (it waits on processes, pip and disk)
+PARALLEL ?= -n $(CORES) --dist loadfile
 PY := $(CURDIR)/$(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: study test test-long test-python
+.PHONY: study test test-long test-python python-checks
 study:  ## the default study end to end: offline, CPU, a few minutes
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host
 	$(PY) -m snakemake --cores $(CORES)
@@ -16,7 +19,7 @@ test:   ## lint (ruff, snakefmt), then every test but the long measurements, the
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
 	$(PY) -m ruff check src tests bench scripts examples
 	$(PY) -m snakefmt --check Snakefile rules/
-	$(PY) -m pytest -ra -m "not long" --durations=25  # the slowest tests named: where CI's time goes
+	$(PY) -m pytest -ra -m "not long" $(PARALLEL) --durations=25  # the slowest named: where CI's time goes
 
 test-long:  ## the measurements at study scale (reach against ground truth: about 15 minutes)
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
@@ -26,5 +29,10 @@ test-long:  ## the measurements at study scale (reach against ground truth: abou
 # packages the workflow runs on: the statistics tests, and the default study end to end.
 test-python:  ## on another Python (BASE_PYTHON, in its own VENV): the statistics tests, the default study
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
+	$(MAKE) --no-print-directory python-checks VENV=$(VENV) CORES=$(CORES)
+
+# test-python without the set-up, for a VENV that has it: CI sets up each Python in turn (apt and
+# the editable install write shared files), then runs their checks side by side
+python-checks:
 	$(PY) -m pytest -ra tests/test_stats.py tests/test_stats_r.py tests/test_sequential.py tests/test_sheet.py
 	$(PY) bench/default_study.py --cores $(CORES) --check
