@@ -31,6 +31,8 @@ PLAN = Plan(config, SHEET_SCHEMA, CONFIG_SOURCE)
 STUDY = PLAN.study  # this study's own outputs: results/<study>/
 GPU_JOBS = config["train"]["device"] == "cuda"  # the train and reach_trace jobs each need a GPU
 TRAIN_SHIM = str(Path(workflow.basedir) / "scripts" / "train.py")
+if PLAN.sheet_missing:
+    print(f"bugimpact: {PLAN.sheet_missing}", file=sys.stderr)
 for bug, why in sorted(PLAN.cannot_run.items()):
     print(f"bugimpact: {bug} is accepted in {config['sheet']} but not run: {why}", file=sys.stderr)
 # How many cuda jobs run at once here: one per GPU slot (train.runs_per_gpu on each GPU the runs

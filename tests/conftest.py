@@ -22,11 +22,20 @@ def cuda_available():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked gpu skip cleanly where torch sees no CUDA device (CI has none)."""
+    """Tests marked gpu skip cleanly where torch sees no CUDA device (CI has none). The files
+    marked slow or docker as a whole (whole studies, builds, a cluster) run first, each file's
+    tests in their order: over make test's workers (a file to a worker), none of them is left to
+    end the run alone."""
     gpu = [item for item in items if item.get_closest_marker("gpu")]
     if gpu and not cuda_available():
         for item in gpu:
             item.add_marker(pytest.mark.skip(reason="no CUDA device: a GPU test"))
+    items.sort(key=lambda item: not _whole_file_is(item, ("slow", "docker")))
+
+
+def _whole_file_is(item, names):
+    marks = getattr(item.module, "pytestmark", []) if item.module else []
+    return any(mark.name in names for mark in (marks if isinstance(marks, list) else [marks]))
 
 
 def docker_available():

@@ -75,6 +75,57 @@ def test_artifact_ids_are_keyed_by_what_they_are():
     assert artifact_id({"source": "wheel", "wheel": "x", "sha256": "b" * 64}) == "wheel-" + "b" * 16
 
 
+def test_a_sheet_path_that_is_not_there_is_said_with_the_sheets_beside_it(tmp_path):
+    """Seen in review: a mistyped sheet path gave a controls-only study without a word."""
+    (tmp_path / "pytorch.csv").write_text("id,decision,reason,buggy_sha,corrected_sha\n")
+    plan = Plan(config_with(sheet=str(tmp_path / "pytorh.csv")), SHEET_SCHEMA)
+    assert sorted(plan.bugs) == ["aa", "fault-labelnoise", "fault-momentum"]
+    assert plan.sheet_missing == (
+        f"the sheet {tmp_path / 'pytorh.csv'} does not exist: this run makes it from the mined bugs, with no "
+        f"decisions, so the study has its controls only until rows there are accepted; beside it: "
+        f"{tmp_path / 'pytorch.csv'}")
+    assert Plan(config_with(sheet=str(tmp_path / "pytorch.csv")), SHEET_SCHEMA).sheet_missing is None
+
+
+def test_a_bugs_runs_are_keyed_by_what_its_arms_train_on_and_runs_of_the_layout_before_are_read_in_place(
+        tmp_path, monkeypatch):
+    """Seen: the run path named neither the artifact nor the release, so a changed diff or release
+    trained its runs over the finished ones of the arm before."""
+    import json
+
+    from bugimpact.experiment import experiment_file
+    monkeypatch.chdir(tmp_path)
+    config = config_with(sheet=str(tmp_path / "none.csv"))
+    plan = Plan(config, SHEET_SCHEMA)
+    bug = plan.bug("fault-momentum")
+    assert bug.key != plan.bug("fault-labelnoise").key  # the same runtime, other arms
+    arms = plan.experiments[bug.key]["arms"]
+    assert arms == {"buggy": {"artifact": bug.arm("buggy")["artifact"], "fault": "momentum_ignored"},
+                    "corrected": {"artifact": bug.arm("corrected")["artifact"], "fault": ""}}
+    other = dict(config, bugs=dict(config["bugs"], controls=dict(config["bugs"]["controls"], **{
+        "fault-momentum": dict(config["bugs"]["controls"]["fault-momentum"],
+                               buggy={"source": "installed", "fault": "label_noise"})})))
+    assert Plan(other, SHEET_SCHEMA).bug("fault-momentum").key != bug.key  # another arm: other runs
+    # a study of the layout before: its runs under the key without the arms, read where they are
+    # while every record there was trained on these arms
+    before = experiment_file(config["train"], plan.experiments[bug.key]["runtime"])["key"]
+    record = Path("results/runs/fault-momentum") / before / "buggy" / "0.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"status": "ok", "spec": {"artifact": arms["buggy"]["artifact"],
+                                                           "fault": "momentum_ignored"}}))
+    assert Plan(config, SHEET_SCHEMA).bug("fault-momentum").key == before
+    assert Plan(other, SHEET_SCHEMA).bug("fault-momentum").key not in (before, bug.key)
+    broken = record.with_name("1.json")
+    broken.write_text("[1")  # cut short: made again under whichever key
+    assert Plan(config, SHEET_SCHEMA).bug("fault-momentum").key == before
+    record.write_text(json.dumps({"status": "ok", "spec": {"artifact": "onefix-buggy-x", "fault": ""}}))
+    assert Plan(config, SHEET_SCHEMA).bug("fault-momentum").key == bug.key  # trained on another arm
+    record.write_text(json.dumps({"status": "ok", "spec": {"artifact": arms["buggy"]["artifact"],
+                                                           "fault": "momentum_ignored"}}))
+    Path("results/runs/fault-momentum", bug.key).mkdir()  # the new layout's folder, once made, is used
+    assert Plan(config, SHEET_SCHEMA).bug("fault-momentum").key == bug.key
+
+
 def test_plan_checks_arms_and_runtimes(tmp_path):
     sheet = tmp_path / "sheet.csv"
     sheet.write_text("id,decision,reason,buggy_sha,corrected_sha\n"

@@ -58,7 +58,7 @@ def test_retry_failed_removes_only_failures(tmp_path):
     (runs / "b" / "k" / "buggy" / "1.json").write_text(json.dumps(
         {"status": "ok", "spec": {}, "record_schema": RECORD_SCHEMA, "metrics": {}, "fingerprints": {}}))
     (arts / "docker-x" / "manifest.json").write_text(json.dumps({"status": "failed"}))
-    out = cli("retry-failed", "--runs", str(runs), "--artifacts", str(arts))
+    out = cli("retry-failed", "--all", "--runs", str(runs), "--artifacts", str(arts))
     assert out.returncode == 0 and "2 removed" in out.stdout
     assert (runs / "b" / "k" / "buggy" / "1.json").exists()
     assert not (arts / "docker-x" / "manifest.json").exists()

@@ -376,3 +376,39 @@ def test_a_fix_whose_python_and_kernel_halves_disagree_about_the_release_is_refu
     manifest = steps.artifact(steps.artifact_sources(config), spec, tmp_path / "m.json")
     assert manifest["status"] == "failed" and manifest["failure_class"] == "refused"
     assert "disagree on whether the release holds it" in manifest["error"]
+
+
+def test_a_shipped_release_source_cut_short_is_a_corrupt_file_named_in_the_manifest_the_runtime_and_the_log(
+        tmp_path, caplog):
+    """Seen: pr38674.release.tar.xz cut to half gave "artifact failed (download): Compressed file
+    ended before the end-of-stream marker was reached", naming no file, in the wrong class."""
+    from bugimpact import steps
+    from bugimpact.overrides import release_source as release_files
+    patch, wheel, _, _ = mixed_fix(tmp_path)
+    archive = release_files.archive_of(patch)
+    archive.write_bytes(archive.read_bytes()[:archive.stat().st_size // 2])
+    config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
+    spec = {"source": "onefix", "arm": "buggy", "patch": str(patch), "release": {"source": "wheel", "wheel": str(wheel)}}
+    manifest = steps.artifact(steps.artifact_sources(config), spec, tmp_path / "m" / "manifest.json")
+    assert manifest["status"] == "failed" and manifest["failure_class"] == "corrupt file"
+    assert manifest["file"] == str(archive) and "cut short" in manifest["error"]
+    assert f"artifact onefix failed (corrupt file): {archive} does not read" in caplog.text
+    runtime = steps.runtime("venv", tmp_path / "m" / "manifest.json", tmp_path / "r" / "runtime.json")
+    assert runtime["reason"].startswith(f"artifact failed (corrupt file): {archive} does not read (")
+    from bugimpact.recovery import of_artifacts
+    [finding] = of_artifacts([tmp_path / "m" / "manifest.json"])
+    assert finding.state == "failed" and str(archive) in finding.why
+
+
+def test_an_unforeseen_exception_making_an_artifact_is_an_internal_error_with_its_traceback(tmp_path, monkeypatch):
+    """Seen in review: any exception making an artifact was recorded as `download`, without its
+    traceback."""
+    from bugimpact import steps
+    from bugimpact.artifacts import onefix
+    patch, wheel, _, _ = mixed_fix(tmp_path)
+    monkeypatch.setattr(onefix, "make_overlay", lambda *a, **k: {}["no such key"])
+    config = config_with(**{"artifacts.wheel_cache": str(tmp_path / "cache")})
+    spec = {"source": "onefix", "arm": "buggy", "patch": str(patch), "release": {"source": "wheel", "wheel": str(wheel)}}
+    manifest = steps.artifact(steps.artifact_sources(config), spec, tmp_path / "m.json")
+    assert manifest["failure_class"] == "internal error" and manifest["error"] == "KeyError: 'no such key'"
+    assert "Traceback (most recent call last)" in manifest["traceback"] and "make_overlay" in manifest["traceback"]

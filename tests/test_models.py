@@ -94,3 +94,16 @@ def test_no_model_options_and_a_built_in_model_keep_the_keys_of_before(tmp_path)
     assert train["model_options"] == {}
     assert set(experiment(train)) == (set(KEY_FIELDS) - {"model_options"}) | {"harness_version"}
     assert experiment_key(train) != experiment_key(dict(train, model_options={"size": 8}))
+
+
+def test_a_dotted_model_the_host_cannot_import_is_said_once_not_left_out_in_silence(caplog, monkeypatch):
+    """Seen in review: a model not found on the host was left out of the experiment key without a
+    word."""
+    monkeypatch.setattr(models, "_said", set())
+    model = models.model_of({"model": "nosuchpkg_for_this_test.net:Net"})
+    with caplog.at_level("WARNING", logger="bugimpact"):
+        assert model.code() is None and model.code() is None
+    said = [r.getMessage() for r in caplog.records if "nosuchpkg_for_this_test" in r.getMessage()]
+    assert said == ["model nosuchpkg_for_this_test.net:Net: nosuchpkg_for_this_test.net is not importable on "
+                    "the host, so the experiment key holds no hash of its code: only runtime.requirements "
+                    "that install it name it (by their content), and without them no run can import it"]

@@ -404,7 +404,7 @@ def test_failed_and_broken_checks_and_a_runtime_whose_library_is_gone_are_recove
     assert found["onefix-buggy-1.json"][0] == "broken" and found["onefix-buggy-2.json"] == ("failed", "x")
     assert found["runtime.json"] == ("stale", f"{library} gone")
     assert "onefix-buggy-3.json" not in found
-    out = subprocess.run(["bugimpact", "retry-failed"], capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run(["bugimpact", "retry-failed", "--all"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0 and "3 removed" in out.stdout, out
     assert sorted(p.name for p in checks.iterdir()) == ["onefix-buggy-3.json"] and not runtime.exists()
 
@@ -507,7 +507,7 @@ def test_status_says_whole_why_a_bug_cannot_run(tmp_path, monkeypatch):
 
     class Study:
         report = str(tmp_path / "report.html")
-    plan = type("P", (), {"study": Study, "sheet_rows": [], "config": {"sheet": "s.csv"}})()
+    plan = type("P", (), {"study": Study, "sheet_rows": [], "config": {"sheet": "s.csv"}, "sheet_missing": None})()
     text = status.summary(plan)
     assert "has no member named 'is_complex'" in text.split("why these cannot run:")[1]
 

@@ -10,7 +10,10 @@ import yaml
 from conftest import ROOT, config_with
 from test_gc import put
 
-ENV = dict(os.environ, PATH="/usr/bin/none:" + os.environ["PATH"], PYTHONPATH=str(ROOT / "src"))
+# no Docker engine answers here: `gc --remove` removes the project's images that its configs do
+# not use, on the engine every test shares (test_docker's toolchain, built beside this one)
+ENV = dict(os.environ, PATH="/usr/bin/none:" + os.environ["PATH"], PYTHONPATH=str(ROOT / "src"),
+           DOCKER_HOST="unix:///nonexistent")
 
 
 def cli(cwd, *args):
@@ -50,7 +53,7 @@ def test_verify_and_retry_touch_run_records_only(tmp_path):
     assert not cut.exists() and not a_list.exists()  # broken run records, named and removed
     assert all(p.exists() for p in (seeds, manifest, early, stats, failed))
     put(a_list, [1, 2])
-    out = cli(tmp_path, "retry-failed", "--runs", "results/runs", "--artifacts", "results/artifacts")
+    out = cli(tmp_path, "retry-failed", "--all", "--runs", "results/runs", "--artifacts", "results/artifacts")
     assert out.returncode == 0, out.stderr
     assert not failed.exists() and not a_list.exists() and "2 removed" in out.stdout
     assert f"removed {a_list.relative_to(tmp_path)}: broken (not a valid run record: a list, not a record)" in out.stdout
@@ -65,6 +68,20 @@ def test_a_crashed_run_says_it_was_killed_by_a_signal():
     assert failure_text(record) == "killed by SIGSEGV (exit -11): no output from the harness"
     record["log_tail"] += "[b buggy run 0] epoch 1/2 loss 0.1\nRuntimeError: boom\n"
     assert failure_text(record) == "killed by SIGSEGV (exit -11): RuntimeError: boom"
+
+
+def test_a_run_killed_from_outside_says_who_can_have_sent_it_not_the_logs_last_line():
+    """Seen: "killed by SIGTERM (exit -15): Warning: Registered a kernel for operator
+    aten::conv_transpose3d..." (the log's last line, which says nothing of the kill)."""
+    from bugimpact.stats.failures import failure_text
+    tail = "attempt 1: venv runtime, seed 3\nWarning: Registered a kernel for operator aten::conv_transpose3d\n"
+    record = {"status": "failed", "exit_codes": [-15], "log_tail": tail, "log": "logs/train/b/k/buggy/0.log"}
+    assert failure_text(record) == (
+        "killed by SIGTERM (exit -15), sent from outside the run (a user, the scheduler or snakemake "
+        "stopping; its own timeout says so); its log: logs/train/b/k/buggy/0.log")
+    record["exit_codes"] = [-9]
+    assert "SIGKILL (exit -9)" in failure_text(record) and "out-of-memory killer" in failure_text(record)
+    assert "Registered a kernel" not in failure_text(record)
 
 
 def test_records_the_harness_writes_follow_the_umask(tmp_path):

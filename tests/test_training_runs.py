@@ -306,6 +306,20 @@ def test_a_hanging_run_is_killed_and_recorded_as_a_timeout(tmp_path):
     assert left.stdout.strip() == ""
 
 
+def test_a_run_killed_by_a_signal_from_outside_is_recorded_as_killed_with_its_log(tmp_path):
+    from bugimpact.stats.failures import failure_text
+    from bugimpact.train import RunOptions, train_one
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho 'Warning: Registered a kernel'\nkill -TERM $$\n")
+    python.chmod(0o755)
+    spec = {"run": 3, "seed": 1, "device": "cpu", "data": str(tmp_path / "d.npz")}
+    out, log = tmp_path / "3.json", tmp_path / "3.log"
+    assert train_one(spec, str(out), str(log), {"kind": "venv", "python": str(python)}, RunOptions()) == "failed"
+    record = json.loads(out.read_text())
+    assert record["failure_class"] == "killed" and record["exit_codes"] == [-15] and record["log"] == str(log)
+    assert failure_text(record).endswith(f"its log: {log}") and "Registered" not in failure_text(record)
+
+
 @pytest.mark.parametrize("augment", [False, True])
 def test_batches_gathered_on_the_device_are_the_host_batches_bit_for_bit(digits, augment):
     """The training set is moved to the run's device once and each batch gathered there by the

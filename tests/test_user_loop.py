@@ -61,7 +61,7 @@ def test_status_then_one_bug_rerun_makes_its_missing_and_failed_runs_only(study,
     status = cli(work, "status", "--config", "tiny.yaml")  # --config after the command too
     assert status.returncode == 0, status.stderr
     row = next(s for s in status.stdout.splitlines() if s.startswith("fault-momentum"))
-    assert "6/8" in row and row.rstrip().endswith("bugimpact run --bug fault-momentum")
+    assert "6/8" in row and row.rstrip().endswith("bugimpact run --bug fault-momentum --config tiny.yaml")
     assert status.stdout.rstrip().endswith("report: results/calibration/report.html")
     rerun = cli(work, "run", "--bug", "fault-momentum", "--config", "tiny.yaml")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
@@ -95,9 +95,10 @@ def test_wrong_names_folders_and_files_are_errors_naming_them(study, tmp_path):
     nope = cli(work, "run", "--bug", "pr99999", "--config", "tiny.yaml")
     assert nope.returncode == 2 and "no bug 'pr99999' in this study (it has aa, fault-momentum)" \
         in nope.stderr and "Traceback" not in nope.stderr
-    for command in (["verify"], ["retry-failed"]):
+    for command, flag in ((["verify"], "--runs"), (["retry-failed", "--all"], "--runs"),
+                          (["retry-failed", "--config", str(work / "tiny.yaml")], "--config")):
         out = cli(tmp_path, *command)  # from the wrong folder: an error, not "0 ... removed"
-        assert out.returncode == 2 and "no such folder (--runs)" in out.stderr
+        assert out.returncode == 2 and f"no such folder ({flag})" in out.stderr, out.stderr
     missing = cli(work, "run", "report", "--config", "nowhere.yaml")
     assert missing.returncode == 2 and "nowhere.yaml" in missing.stderr
     assert "Traceback" not in missing.stderr

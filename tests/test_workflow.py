@@ -479,6 +479,28 @@ def test_a_changed_experiment_is_trained_and_reported_in_one_run(study, tmp_path
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
+def test_another_arm_trains_beside_the_runs_of_the_arm_before_and_going_back_retrains_nothing(study, tmp_path):
+    """Seen: the run path named neither the artifact nor the release, so editing a fix's diff or
+    its release trained the new arm's runs over the finished ones, and going back trained them all
+    again. An arm here is a control's fault; a diff or a release is an artifact, keyed alike."""
+    work = tmp_path / "p"
+    shutil.copytree(study[0], work, symlinks=True)
+    records = {p: p.read_bytes() for p in (work / "results" / "runs").rglob("*.json")}
+    config = yaml.safe_load(Path(FAST).read_text())
+    config["bugs"]["controls"]["fault-momentum"]["buggy"]["fault"] = "label_noise"
+    config["train"]["runs"] = 4  # (not in the key: fewer runs of the new arm, for time)
+    (work / "changed.yaml").write_text(yaml.safe_dump(config))
+    snakemake(work, "--configfile", "changed.yaml")
+    key = Plan(validate_config(config), SHEET_SCHEMA).bug("fault-momentum").key
+    assert {json.loads(p.read_text())["spec"]["fault"] for p in
+            (work / "results" / "runs" / "fault-momentum" / key / "buggy").glob("*.json")} == {"label_noise"}
+    assert {p: p.read_bytes() for p in records} == records  # the arm before kept its runs
+    back = job_counts(snakemake(work, "--configfile", str(FAST), "-n").stdout)
+    assert not {"train", "train_repeat", "seeds", "early_decision", "runtime"} & set(back), back
+    snakemake(work, "--configfile", str(FAST))
+    assert {p: p.read_bytes() for p in records} == records
+
+
 def test_a_changed_statistic_is_redone_in_the_same_run_that_redoes_the_reach_checkpoints(study, tmp_path):
     """With reach redone and alpha changed in one run, the reach verdicts came out with the bytes
     they had, so Snakemake skipped the arms gates it expected to remake, and with them dropped the

@@ -14,7 +14,7 @@ from .io import InputError, read_json, write_text
 from .plan import Plan
 from .records import broken
 from .sheet import accepted, validate
-from .status import bug_row, summary, table, verdicts
+from .status import bug_row, command, summary, table, verdicts
 
 
 def _config(args):
@@ -54,15 +54,14 @@ def _parser():
     p = command("validate-config", help="check a study config; errors name file, line, key")
     p.add_argument("file", nargs="?", help="default: --config")
 
-    p = command("retry-failed", help="remove every run record, artifact manifest, runtime record, "
-                                    "override check and arms gate that is broken, failed or stale, saying each, "
-                                    "so that the next workflow run makes it again")
-    p.add_argument("--runs", default=layout.RUNS)
-    p.add_argument("--repeats", default=layout.REPEATS)
-    p.add_argument("--artifacts", default=layout.ARTIFACTS)
-    p.add_argument("--runtimes", default=layout.RUNTIMES)
-    p.add_argument("--gates", default=layout.ARMS_GATES)
-    p.add_argument("--checks", default=layout.CHECKS)
+    p = command("retry-failed", help="remove each run record, artifact manifest, runtime record, "
+                                    "override check and arms gate of the study (--config) that is broken, failed "
+                                    "or stale, saying each, so that the next workflow run makes it again")
+    p.add_argument("--all", action="store_true", help="those of every study under the results folders "
+                                                      "(the folders below), not only the config's")
+    for name, folder in (("runs", layout.RUNS), ("repeats", layout.REPEATS), ("artifacts", layout.ARTIFACTS),
+                         ("runtimes", layout.RUNTIMES), ("gates", layout.ARMS_GATES), ("checks", layout.CHECKS)):
+        p.add_argument(f"--{name}", help=f"with --all: where the {name} are (default {folder})")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed")
 
     p = command("preflight", help="check in seconds what hours of builds need: commits, "
@@ -214,14 +213,32 @@ def _config_docs(args):
         print(page, end="")
 
 
+RETRY_FOLDERS = {"runs": layout.RUNS, "repeats": layout.REPEATS, "artifacts": layout.ARTIFACTS,
+                 "runtimes": layout.RUNTIMES, "gates": layout.ARMS_GATES, "checks": layout.CHECKS}
+
+
 def _retry_failed(args):
-    folders = (args.runs, args.repeats, args.artifacts, args.runtimes, args.gates, args.checks)
-    if not any(Path(f).is_dir() for f in folders):  # run from the wrong folder: not "nothing"
-        _need_folder(args.runs, "--runs")
-    found = recovery.under(*folders)
+    """The study's findings (``recovery.of_plan``; the config's bugs only: another study's failures
+    are its own), or with --all every study's under the folders (``recovery.under``)."""
+    given = {name: getattr(args, name) for name in RETRY_FOLDERS if getattr(args, name) is not None}
+    if given and not args.all:
+        raise InputError(f"--{next(iter(given))}", "names a results folder, which only --all reads "
+                         "(without it, the study of --config is found from its config)")
+    if args.all:
+        folders = [given.get(name, default) for name, default in RETRY_FOLDERS.items()]
+        if not any(Path(f).is_dir() for f in folders):  # run from the wrong folder: not "nothing"
+            _need_folder(folders[0], "--runs")
+        found = recovery.under(*folders)
+    else:
+        plan = Plan(_config(args), SHEET_SCHEMA, args.config)
+        _need_folder(Path(layout.RUNS).parent, "--config")
+        found = recovery.of_plan(plan)
     print("\n".join(recovery.remove(found, args.dry_run) or ["nothing broken, failed or stale"]))
     if found and not args.dry_run:
-        print(f"{len(found)} removed; rerun snakemake (or bugimpact run --bug ID) to make them again")
+        configfile = "" if args.all or args.config == "config.yaml" else f" --configfile {args.config}"
+        one = "bugimpact run --bug ID" if args.all else command(plan, "run", "--bug", "ID")
+        again = f"`snakemake{configfile}`, or `{one}` for one bug"
+        print(f"{len(found)} removed; the next run makes them again ({again})")
 
 
 def _run_bug(bug, config_path, cores, extra):

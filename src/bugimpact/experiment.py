@@ -43,27 +43,40 @@ def experiment(train):
     return attrs
 
 
-def experiment_key(train, runtime_id=None):
+def experiment_key(train, runtime_id=None, arms=None):
     """The key of an experiment; ``runtime_id`` names the runtime's interpreter, which can change
-    every result, so another interpreter makes new runs beside the old ones."""
-    return attributes_key(experiment(train), runtime_id)
+    every result, so another interpreter makes new runs beside the old ones; ``arms`` (a bug's:
+    ``arms_identity``) what each arm trains on, so another release or diff does too, and going
+    back finds the runs made before."""
+    return attributes_key(experiment(train), runtime_id, arms)
 
 
-def attributes_key(attrs, runtime_id=None):
+def arms_identity(spec):
+    """What each arm of a bug (``spec``: its plan spec) trains on: its artifact (release, fix diff,
+    source) and its fault; its runs are keyed by it."""
+    return {arm: {"artifact": value["artifact"], "fault": value.get("fault", "")}
+            for arm, value in sorted(spec["arms"].items())}
+
+
+def attributes_key(attrs, runtime_id=None, arms=None):
     """The key of an experiment's attributes (``experiment``), as they are."""
     attrs = dict(attrs)
     if runtime_id is not None:
         attrs["runtime"] = runtime_id
+    if arms is not None:
+        attrs["arms"] = arms
     digest = hashlib.sha256(json.dumps(attrs, sort_keys=True).encode()).hexdigest()[:10]
     model = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(attrs["model"]))  # a dotted path may hold ':'
     return f"{model}-{attrs['challenge']}-e{attrs['epochs']}-{attrs['seed_policy']}-{digest}"
 
 
-def experiment_file(train, runtime_id):
-    """An experiment as one value: its key, the attributes a run computes with, and its runtime
-    (written once to ``results/experiments/<key>.json``, which every run of the key reads)."""
-    return {"key": experiment_key(train, runtime_id), "attributes": experiment(train),
-            "runtime": runtime_id}
+def experiment_file(train, runtime_id, arms=None):
+    """An experiment as one value: its key, the attributes a run computes with, its runtime and,
+    for a bug's, its arms (written once to ``results/experiments/<key>.json``, which every run of
+    the key reads)."""
+    found = {"key": experiment_key(train, runtime_id, arms), "attributes": experiment(train),
+             "runtime": runtime_id}
+    return found if arms is None else dict(found, arms=arms)
 
 
 def read_experiment(path, key):
@@ -77,7 +90,7 @@ def experiment_attributes(found, key, where):
     ``key``; ``where``: the file or setting it came from, named when it is not."""
     attrs = found.get("attributes") if isinstance(found, dict) else None
     if not isinstance(attrs, dict) or found.get("key") != key or attributes_key(
-            attrs, found.get("runtime")) != key:
+            attrs, found.get("runtime"), found.get("arms")) != key:
         raise InputError(where, f"not the experiment {key}: its attributes hash to another key; "
                          "delete it and run again (it is made from the config)")
     return attrs

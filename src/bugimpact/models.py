@@ -12,6 +12,7 @@ builds it: ``harness/models.py``, whose ``registry.model_protocol`` tells the pr
   table is in every runtime's identity, the version it gave in the runtime's record."""
 import hashlib
 import importlib.machinery
+import logging
 import os
 import subprocess
 import sys
@@ -20,12 +21,14 @@ from pathlib import Path
 from .artifacts.interpreters import describe, wheel_tags
 from .artifacts.requirements import folder_sha256
 from .artifacts.source_kinds import release_version
-from .artifacts.sources import index_versions
+from .artifacts.sources import IndexUnanswered, index_versions
 from .harness.registry import model_protocol
 from .io import ConfigError, read_csv
 from .layout import ROOT
 
 TORCHVISION_TABLE = ROOT / "data" / "torchvision" / "compatibility.csv"
+log = logging.getLogger("bugimpact")
+_said = set()  # what a model's key cannot hold is said once per process, not at every key
 
 
 class Refused(RuntimeError):
@@ -59,9 +62,16 @@ class Dotted(Model):
     protocol = "dotted"
 
     def code(self):
-        found = host_copy(self.name.replace(":", ".").rpartition(".")[0])
+        module = self.name.replace(":", ".").rpartition(".")[0]
+        found = host_copy(module)
         if found is None:
-            return None  # in the runtime's requirements, which name the runtime by their content
+            if module not in _said:
+                _said.add(module)
+                log.warning("model %s: %s is not importable on the host, so the experiment key "
+                            "holds no hash of its code: only runtime.requirements that install it name "
+                            "it (by their content), and without them no run can import it",
+                            self.name, module)
+            return None
         # its content only: a project moved or copied keeps its runs
         return folder_sha256(found) if found.is_dir() else hashlib.sha256(found.read_bytes()).hexdigest()
 
@@ -122,7 +132,8 @@ def pins(train, manifest, kind, interpreter, sources):
         for dist, version in needed:
             try:
                 versions = index_versions(wheel_tags(interpreter), sources["pip_index_url"], dist)
-            except Exception:  # noqa: BLE001 - the index cannot say: the installer will
+            except IndexUnanswered as exc:  # the installer will say, if it cannot either
+                log.info("%s", exc)
                 continue
             if version not in versions:
                 raise Refused(f"no {dist} {version} wheel for {describe(interpreter)} (torch "

@@ -10,19 +10,22 @@ from . import layout
 from .artifacts.kinds import kind as runtime_kind
 from .artifacts.kinds import runtime_id
 from .artifacts.source_kinds import artifact_id, source
-from .experiment import check_seeds, experiment_file, experiment_key, study_bugs
+from .experiment import arms_identity, check_seeds, experiment_file, experiment_key, study_bugs
 from .harness.registry import ARMS
 from .identities import Artifact, Bug, Study
 from .io import ConfigError, config_file, read_json
 from .models import model_of
 from .reach.run import gate
+from .records import trained_on
 from .sheet import validate
 from .stats.decisions import pairs_for_rate
 
 
 class Plan:
     def __init__(self, config, sheet_schema, source="config.yaml"):
-        """``source``: the file the config was read from, which the config's errors name."""
+        """``source``: the file the config was read from, which the config's errors name (and the
+        commands said to the user pass on)."""
+        self.source = str(source)
         with config_file(source):
             self._make(config, sheet_schema)
 
@@ -31,6 +34,7 @@ class Plan:
         sheet_path = Path(config["sheet"])
         rows = validate(sheet_path, sheet_schema) if sheet_path.exists() else []
         self.sheet_rows = rows
+        self.sheet_missing = None if sheet_path.exists() else sheet_missing(sheet_path)
         # what this study alone makes (its tables, report, sheet merge) lives under its own folder,
         # so two studies in one checkout keep their reports side by side; runs, artifacts and
         # runtimes are keyed by what they are and shared
@@ -78,12 +82,21 @@ class Plan:
 
     def _experiments(self, specs):
         """Each bug's experiment key (``specs``: the bugs' specs), and the experiment of each key
-        (``experiment_file``, one file per key). A bug's key names its arms' runtimes: a bug whose
-        runtime did not change keeps its runs."""
+        (``experiment_file``, one file per key). A bug's key names its arms' runtimes and what each
+        arm trains on (``arms_identity``): a bug whose arms did not change keeps its runs, one whose
+        release or diff changed trains new runs beside them, and a change back finds them again.
+        Runs of the layout before, keyed without the arms, are read where they are when every one
+        of them was trained on these arms (``records.trained_on``)."""
         keys, experiments = {}, {}
         for bug, spec in specs.items():
             runtime = "+".join(sorted({self.artifacts[spec["arms"][arm]["artifact"]].runtime for arm in ARMS}))
-            found = experiment_file(self.config["train"], runtime)
+            arms = arms_identity(spec)
+            found = experiment_file(self.config["train"], runtime, arms)
+            before = experiment_file(self.config["train"], runtime)
+            if not Path(layout.BUG_RUNS.format(bug=bug, key=found["key"])).exists() and trained_on(
+                    [layout.BUG_RUNS.format(bug=bug, key=before["key"]),
+                     layout.BUG_REPEATS.format(bug=bug, key=before["key"])], arms):
+                found = before
             keys[bug], experiments[found["key"]] = found["key"], found
         return keys, experiments
 
@@ -298,6 +311,16 @@ def _written(path):
     """The JSON at ``path``, or None while it is not written (the plan's reader of the decisions
     and verdicts made so far)."""
     return read_json(path) if Path(path).exists() else None
+
+
+def sheet_missing(path):
+    """Said at the start where the config's sheet is not there: a first run makes it, and so does a
+    mistyped path, and either way the study has its controls only (the other sheets beside it
+    named, the one meant among them)."""
+    others = sorted(str(p) for p in path.parent.glob("*.csv")) if path.parent.is_dir() else []
+    beside = f"; beside it: {', '.join(others)}" if others else ""
+    return (f"the sheet {path} does not exist: this run makes it from the mined bugs, with no "
+            f"decisions, so the study has its controls only until rows there are accepted{beside}")
 
 
 def cannot_run(spec, config):

@@ -56,6 +56,23 @@ def record_paths(root):
             if p.stem.isdigit() and p.parent.name in ("buggy", "corrected")]
 
 
+def trained_on(folders, arms):
+    """Whether the run records under ``folders`` (a bug's runs and repeats under one key) were all
+    trained on ``arms`` (``experiment.arms_identity``); False where there are none. A record that
+    does not read is passed over: it is made again whatever its key."""
+    seen = False
+    for path in (p for folder in folders for p in record_paths(folder)):
+        try:
+            spec = read_json(path)["spec"]
+            trained = {"artifact": spec["artifact"], "fault": spec.get("fault", "")}
+        except (InputError, KeyError, TypeError):
+            continue
+        if trained != arms.get(path.parent.name):
+            return False
+        seen = True
+    return seen
+
+
 def why_broken(path):
     """Why a run record does not read as a valid record, or None when it does."""
     try:

@@ -23,7 +23,7 @@ from . import layout
 from .artifacts.kinds import kind
 from .artifacts.source_kinds import source
 from .harness.registry import ARMS
-from .io import InputError, read_json
+from .io import ConfigError, InputError, read_json
 from .overrides.check import read as read_check
 from .records import record_paths, record_status, why_broken
 from .stats.failures import failure_text
@@ -44,7 +44,9 @@ class Finding:
     then: str  # what the next workflow run does once it is removed
 
     def line(self, done=""):
-        return f"{done + ' ' if done else ''}{self.path}: {self.state} ({self.why}); {self.then}"
+        """What was done (``done``), or, where nothing was yet, what removing it leads to."""
+        then = self.then if done else f"once removed, {self.then}"
+        return f"{done + ' ' if done else ''}{self.path}: {self.state} ({self.why}); {then}"
 
 
 def of_runs(paths):
@@ -119,8 +121,16 @@ def _of_made(paths, failure, lost, then, read=read_json):
                 raise InputError(path, f"a {type(record).__name__}, not a record")
             failed = failure(record)
             gone = [] if failed else lost(record)
-        except (InputError, KeyError) as exc:
+        # a source or kind that no plugin loaded here registers: the record may be whole
+        except ConfigError as exc:
+            raise InputError(path, f"{exc.message}: load the plugin that registers it (the study's "
+                             "config names its plugins) and ask again; the record is kept",
+                             field=exc.field) from None
+        except InputError as exc:
             out.append(Finding(path, "broken", _short(str(exc).split(": ", 1)[-1]), then))
+            continue
+        except KeyError as exc:  # a field every such record has, and this one lacks
+            out.append(Finding(path, "broken", f"no {exc} field", then))
             continue
         if failed:
             out.append(Finding(path, failed[0], _short(failed[1]), then))

@@ -11,6 +11,13 @@ COLUMNS = ("bug", "sheet", "arms", "runs", "failed", "verdict", "next")
 OWN = " *"  # marks a verdict from the bug's own statistics, newer than the study's table
 
 
+def command(plan, *words):
+    """The ``bugimpact`` command line that does ``words`` for this plan's study (its config named
+    where it is not the default one)."""
+    config = "" if plan.source in ("config.yaml", "") or "," in plan.source else f" --config {plan.source}"
+    return f"bugimpact {' '.join(words)}{config}"
+
+
 def verdicts(study):
     """The study's verdicts by bug (``study``: ``Plan.study``)."""
     path = Path(study.verdicts)
@@ -43,7 +50,7 @@ def bug_row(plan, bug, verdicts=None):
     todo = runnable is None or failed or states.count("missing") or not verdict or (
         runnable is False and _made_again(plan, bug))
     return {"bug": bug, "sheet": decision, "arms": arms, "runs": runs, "failed": failed or "",
-            "verdict": verdict or "-", "next": f"bugimpact run --bug {bug}" if todo else ""}
+            "verdict": verdict or "-", "next": command(plan, "run", "--bug", bug) if todo else ""}
 
 
 def _made_again(plan, bug):
@@ -100,9 +107,12 @@ def summary(plan):
         lines += [f"  {row['bug']}: {row['arms']}" for row in stopped]
     found = [f for f in of_plan(plan) if f.state != "refused"]  # a refusal: the bug's arms say it
     if found:
-        lines.append(f"{len(found)} record(s) to make again (`bugimpact retry-failed` removes them, "
-                     "`bugimpact run --bug ID` those of one bug):")
+        lines.append(f"{len(found)} record(s) to make again: a plain `snakemake` keeps them; "
+                     f"`{command(plan, 'retry-failed')}` removes them and the next run makes them "
+                     f"again (`{command(plan, 'run', '--bug', 'ID')}`: both, for one bug):")
         lines += [f"  {finding.line()}" for finding in found]
+    if plan.sheet_missing and not Path(plan.config["sheet"]).exists():  # (a run may have made it since)
+        lines.append(plan.sheet_missing)
     if undecided:
         lines.append(f"{undecided} sheet rows undecided: edit {plan.config['sheet']} (decision: "
                      "accept or reject), then run again")

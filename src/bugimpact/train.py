@@ -124,6 +124,9 @@ def train_one(spec, out, log_path, runtime, options=None):
         if code == 5:  # harness.run.DIVERGED: the same seed diverges again, no retry
             failure_class = "diverged"
             break
+    if failure_class == "exit" and isinstance(attempts[-1], int) and attempts[-1] < 0:
+        failure_class = "killed"  # by a signal (stats.failures.failure_text says which, and who)
     write_json(out, sealed({"status": "failed", "spec": spec, "exit_codes": attempts,
-                            "failure_class": failure_class, "log_tail": _tail(log_path)}))
+                            "failure_class": failure_class, "log_tail": _tail(log_path),
+                            "log": str(log_path)}))
     return "failed"

@@ -239,20 +239,32 @@ def test_retry_failed_names_broken_records_and_the_next_run_makes_only_them(fini
     a_list.write_text("[1, 2]")
     cut.write_bytes(cut.read_bytes()[:100])
     broken = [str(p.relative_to(work)) for p in (cut, a_list)]
+    # another study's failure, in the same results: its own to retry (seen: retry-failed removed
+    # every study's failed records, whichever config it was given)
+    other = work / "results" / "runs" / "other-study-bug" / "k" / "buggy" / "0.json"
+    other.parent.mkdir(parents=True)
+    other.write_text(json.dumps({"status": "failed", "spec": {}, "exit_codes": [1], "log_tail": ""}))
     before = records(work)
     status = bugimpact(work, "status", "--config", "study.yaml")
     assert status.returncode == 0, status.stderr
-    assert "2 record(s) to make again (`bugimpact retry-failed` removes them" in status.stdout
+    assert ("2 record(s) to make again: a plain `snakemake` keeps them; `bugimpact retry-failed --config "
+            "study.yaml` removes them and the next run makes them again") in status.stdout
     for path in broken:
         assert f"  {path}: broken (" in status.stdout
-    out = bugimpact(work, "retry-failed")
+    out = bugimpact(work, "retry-failed", "--config", "study.yaml")
     assert out.returncode == 0, out.stderr
     assert f"removed {broken[1]}: broken (not a valid run record: a list, not a record); the next " \
            "run trains it again" in out.stdout
     assert f"removed {broken[0]}: broken (" in out.stdout and "2 removed" in out.stdout
+    assert other.exists() and "other-study-bug" not in out.stdout
+    every = bugimpact(work, "retry-failed", "--all", "--dry-run")  # asked for: every study's
+    assert every.stdout.strip() == f"would remove {other.relative_to(work)}: failed (exit [1]: no output " \
+                                   "from the harness); the next run trains it again", every.stdout
+    other.unlink()
+    del before[str(other.relative_to(work / "results"))]
     for path in broken:
         del before[str((work / path).relative_to(work / "results"))]
     snakemake(work, "--configfile", "study.yaml")
     assert_kept(before, records(work), new=[str((work / p).relative_to(work / "results")) for p in broken])
-    again = bugimpact(work, "retry-failed")
+    again = bugimpact(work, "retry-failed", "--config", "study.yaml")
     assert again.stdout.strip() == "nothing broken, failed or stale"

@@ -105,12 +105,12 @@ def test_a_failed_runtime_is_named_with_its_next_step_and_made_again(onefix_stud
     assert failed["status"] == "failed" and "uv pip install" in failed["reason"]
     status = bugimpact(work, "status", "--config", "study.yaml")
     row = next(line for line in status.stdout.splitlines() if line.startswith("fixgood"))
-    assert "runtime failed" in row and row.rstrip().endswith("bugimpact run --bug fixgood"), status.stdout
+    assert "runtime failed" in row and row.rstrip().endswith("bugimpact run --bug fixgood --config study.yaml"), status.stdout
     rel = (runtime / "runtime.json").relative_to(work)
     assert f"  {rel}: failed (runtime failed: " in status.stdout
     before = files(work, "runs", "artifacts", "runtimes")
     gate = next((work / "results" / "arms" / "fixgood").glob("*.json")).relative_to(work)
-    out = bugimpact(work, "retry-failed")
+    out = bugimpact(work, "retry-failed", "--config", "study.yaml")
     # the runtime, the two runs tried on it before the arms gate was made again, and that gate
     assert f"removed {rel}: failed (runtime failed: " in out.stdout and "4 removed" in out.stdout, out.stdout
     assert f"removed {gate}: failed (no runs: buggy: runtime failed: " in out.stdout
@@ -121,7 +121,7 @@ def test_a_failed_runtime_is_named_with_its_next_step_and_made_again(onefix_stud
                if line.startswith("removed ")}
     kept = {k for k in before if f"results/{k}" not in removed}
     assert len(kept) == len(before) - 3 and all(after[k] == before[k] for k in kept)
-    assert bugimpact(work, "retry-failed").stdout.strip() == "nothing broken, failed or stale"
+    assert bugimpact(work, "retry-failed", "--config", "study.yaml").stdout.strip() == "nothing broken, failed or stale"
 
 
 @pytest.mark.slow
@@ -137,7 +137,7 @@ def test_a_stale_overlay_is_named_and_its_artifact_made_again(onefix_study):
     status = bugimpact(work, "status", "--config", "study.yaml")
     assert f"  {rel}: stale (" in status.stdout and "gone)" in status.stdout, status.stdout
     before = files(work, "runs", "runtimes")
-    out = bugimpact(work, "retry-failed")
+    out = bugimpact(work, "retry-failed", "--config", "study.yaml")
     assert f"removed {rel}: stale (" in out.stdout and "1 removed" in out.stdout, out.stdout
     snakemake(work, "--configfile", "study.yaml")  # its runtime and runs are whole: kept
     assert files(work, "runs", "runtimes") == before and not manifest.exists()
@@ -146,7 +146,7 @@ def test_a_stale_overlay_is_named_and_its_artifact_made_again(onefix_study):
     snakemake(work, "--configfile", "study.yaml")
     assert json.loads(manifest.read_text())["overlay"] == made["overlay"]
     assert (overlay / "torch" / "nn" / "modules" / "conv.py").is_file()
-    assert bugimpact(work, "retry-failed").stdout.strip() == "nothing broken, failed or stale"
+    assert bugimpact(work, "retry-failed", "--config", "study.yaml").stdout.strip() == "nothing broken, failed or stale"
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ import re
 import zipfile
 from pathlib import Path
 
+from ..failures import reading
 from ..framework import patch
 from ..framework.apply import NoDirection, direction_of
 from ..io import atomic_open, write_text
@@ -171,7 +172,7 @@ def _check_section(path, section):
 
 
 def wheel_files(wheel):
-    with zipfile.ZipFile(wheel) as archive:
+    with reading(wheel), zipfile.ZipFile(wheel) as archive:
         return set(archive.namelist())
 
 
@@ -190,7 +191,7 @@ def make_overlay(wheel, patch_text, arm, out_dir):
     out_dir = Path(out_dir).resolve()
     write_text(out_dir / "fix.diff", patch_text)
     diffs = patch.parse(patch_text)
-    with zipfile.ZipFile(wheel) as archive:
+    with reading(wheel), zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         release = {path: archive.read(path) if path in names else None
                    for fd in diffs for path in (fd.path, fd.old_path) if path}

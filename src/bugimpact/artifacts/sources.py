@@ -21,6 +21,7 @@ from pathlib import Path
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
+from ..failures import DownloadFailed
 from ..harness.files import sha256_file
 from ..io import InputError, write_json
 from ..progress import copy_logged, run_logged
@@ -85,32 +86,42 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
     # and config): pip's own last lines come after, as the detail
     try:
         versions, why = index_versions(tags, index_url), "the index lists it for this interpreter"
-    except Exception as exc:  # noqa: BLE001 - said, with what pip said
+    except IndexUnanswered as exc:  # said, with what pip said
         versions, why = None, f"the index could not be asked which versions exist: {exc}"
     if versions is not None and version not in versions:
-        raise RuntimeError(f"no torch=={version} wheel for {describe(interpreter)}; the versions "
+        raise DownloadFailed(f"no torch=={version} wheel for {describe(interpreter)}; the versions "
                            f"that exist for it: {', '.join(versions) or 'none'}")
     said = " | ".join(line.strip() for line in output.strip().splitlines()[-3:])
-    raise RuntimeError(f"torch=={version} for {describe(interpreter)} could not be downloaded "
+    raise DownloadFailed(f"torch=={version} for {describe(interpreter)} could not be downloaded "
                        f"({why}); pip said: {said[-600:]}")
+
+
+class IndexUnanswered(RuntimeError):
+    """The package index could not be asked, or its answer did not read as one."""
 
 
 def index_versions(tags, index_url="", package="torch"):
     """The versions of ``package`` with a wheel for these ``wheel_tags``, oldest first, read from
     the package index's simple API (PEP 691 JSON, else the PEP 503 page) at ``index_url``, else
     pip's configured index, with pip's configured certificate bundle (PIP_CERT: a proxy's CA) and
-    the environment's proxy settings."""
+    the environment's proxy settings. ``IndexUnanswered`` where the index cannot say."""
     import requests  # requests: only when the index is asked (a train job imports this module)
     base = (index_url or os.environ.get("PIP_INDEX_URL") or pip_setting("index-url")
             or "https://pypi.org/simple").rstrip("/")
     verify = os.environ.get("PIP_CERT") or pip_setting("cert") or True
-    response = requests.get(f"{base}/{package}/", timeout=120, verify=verify, headers={
-        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
-    response.raise_for_status()
-    if "json" in response.headers.get("Content-Type", ""):
-        names = [f["filename"] for f in response.json()["files"]]
-    else:
-        names = re.findall(r">\s*([^<>\s]+\.whl)\s*<", response.text)
+    try:
+        response = requests.get(f"{base}/{package}/", timeout=120, verify=verify, headers={
+            "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+        response.raise_for_status()
+    except OSError as exc:  # requests' errors are OSErrors, and name the address
+        raise IndexUnanswered(str(exc)) from exc
+    try:
+        if "json" in response.headers.get("Content-Type", ""):
+            names = [f["filename"] for f in response.json()["files"]]
+        else:
+            names = re.findall(r">\s*([^<>\s]+\.whl)\s*<", response.text)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise IndexUnanswered(f"{base}/{package}/ is no index page ({type(exc).__name__}: {exc})") from exc
     versions = {str(parse_wheel_filename(name)[1]) for name in names
                 if name.endswith(".whl") and fits(name, tags)}
     return sorted(versions, key=Version)

@@ -13,6 +13,7 @@ import tarfile
 from collections import defaultdict
 from pathlib import Path
 
+from ..failures import reading
 from ..io import atomic_open
 from . import cpp
 from .cpp import IDENT
@@ -71,7 +72,7 @@ class TarTree:
     def _members(self):
         if self._files is None:
             self._files = {}
-            with tarfile.open(self.archive) as tar:
+            with reading(self.archive), tarfile.open(self.archive) as tar:
                 for member in tar.getmembers():
                     head, _, path = member.name.partition("/")
                     if head == self.folder and member.isfile():

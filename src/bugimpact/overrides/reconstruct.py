@@ -23,6 +23,7 @@ import zipfile
 from datetime import date, timedelta
 from pathlib import Path
 
+from ..failures import reading
 from ..io import write_json
 
 # where a wheel's torch/include/<name> lives in the source tree
@@ -47,7 +48,7 @@ def blob_sha(data):
 def wheel_headers(wheel):
     """The wheel's headers: include name -> (source path, git blob id)."""
     out = {}
-    with zipfile.ZipFile(wheel) as archive:
+    with reading(wheel), zipfile.ZipFile(wheel) as archive:
         for name in archive.namelist():
             if not name.startswith("torch/include/"):
                 continue
@@ -60,7 +61,7 @@ def wheel_headers(wheel):
 
 def wheel_made(wheel):
     """The day the wheel was made: its newest member's date."""
-    with zipfile.ZipFile(wheel) as archive:
+    with reading(wheel), zipfile.ZipFile(wheel) as archive:
         made = max(info.date_time for info in archive.infolist())
     return date(*made[:3])
 

@@ -31,6 +31,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..failures import CorruptFile, reading
 from ..framework.apply import NotPlaced
 from ..framework.tables import GitTree
 from ..harness.files import sha256_file
@@ -79,7 +80,7 @@ class Release:
 
     @classmethod
     def of_wheel(cls, wheel, version):
-        with zipfile.ZipFile(wheel) as archive:
+        with reading(wheel), zipfile.ZipFile(wheel) as archive:
             names = archive.namelist()
             headers = {n[len("torch/include/"):]: archive.read(n) for n in names
                        if n.startswith("torch/include/") and not n.endswith("/")}
@@ -245,11 +246,14 @@ def read_archive(path, paths):
     if Path(path).is_dir():
         members = {p.relative_to(path).as_posix(): p.read_bytes() for p in Path(path).rglob("*") if p.is_file()}
     else:
-        with tarfile.open(path) as tar:
+        with reading(path), tarfile.open(path) as tar:
             for member in tar.getmembers():
                 if member.isfile():
                     members[member.name] = tar.extractfile(member).read()
-    facts = json.loads(members.pop("SOURCE.json"))
+    if "SOURCE.json" not in members:
+        raise CorruptFile(path, "no SOURCE.json, which every shipped release source holds")
+    with reading(path):
+        facts = json.loads(members.pop("SOURCE.json"))
     parts = {head: {name[len(head) + 1:]: data for name, data in members.items()
                     if name.startswith(head + "/")} for head in ("files", "include", "yaml")}
     missing = sorted(set(paths) - set(parts["files"]))

@@ -1,6 +1,7 @@
 """Reach outside the workflow: trace a workload in any interpreter, and judge many fixes at once
 (``bugimpact reach-trace`` and ``bugimpact reach``)."""
 import csv
+import logging
 import sys
 import tempfile
 import time
@@ -15,6 +16,8 @@ from ..datasets import sha256_file, write_npz
 from ..io import InputError, read_json, write_csv
 from .run import map_fix, trace_spec
 from .verdict import judge
+
+log = logging.getLogger("bugimpact.reach")
 
 
 def shaped_data(challenge, path, n_train=256, n_test=256, seed=0):
@@ -75,7 +78,8 @@ def judge_rows(rows, traces, sources, reach_cfg, cache_dir, patches=None):
         try:
             diff_text, _ = fix_diff(sources, {k: v for k, v in arm.items() if v})
             mapping = map_fix(diff_text, sources, reach_cfg, arm, cache_dir)
-        except Exception as exc:  # noqa: BLE001 - recorded per row
+        except Exception as exc:  # noqa: BLE001 - recorded per row; the traceback goes to the log
+            log.warning("%s: its fix could not be mapped", row["id"], exc_info=True)
             for name in traces:
                 out.append({"id": row["id"], "trace": name, "verdict": "unknown",
                             "detail": f"{type(exc).__name__}: {exc}", "static_s": ""})

@@ -105,6 +105,8 @@ def judge_bug(bug, spec, sources, reach_cfg, trace_json, out, cache_dir=REACH_TA
                 result.update(judge(mapping, trace), mapping=mapping.as_dict())
             result.update(diff=origin, static_s=round(static_s, 3))
         except Exception as exc:  # noqa: BLE001 - a fix that cannot be mapped is unknown, said why
+            # the verdict says why in a line; the job's log keeps the traceback
+            log.warning("bug %s: its fix could not be mapped", bug, exc_info=True)
             result["unknown"] = [f"{type(exc).__name__}: {exc}"]
     result["scope"] = scope(trace_json, result)
     result["wall_s"] = round(time.time() - started, 3)

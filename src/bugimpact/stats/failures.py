@@ -23,17 +23,31 @@ def grouped(failures):
     return lines
 
 
+# signals another process sends (a user, a scheduler, snakemake stopping its jobs): the run's own
+# last line says nothing of why (a run that crashed by itself, SIGSEGV or SIGABRT, says it there)
+SENT = {"SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGQUIT"}
+
+
 def failure_text(record):
     """Why a run failed, in words: the exit (a signal by its name) and the harness's last line
-    (the launcher's own bookkeeping lines say nothing of the failure)."""
+    (the launcher's own bookkeeping lines say nothing of the failure); for a signal sent from
+    outside, who can send it and the run's log, in place of the last line."""
     codes = record.get("exit_codes")
     code = codes[-1] if isinstance(codes, list) and codes else codes
     how = f"exit {codes}"
     if isinstance(code, int) and code < 0:
         try:
-            how = f"killed by {signal.Signals(-code).name} (exit {code})"
+            name = signal.Signals(-code).name
         except ValueError:
-            pass
+            name = None
+        if name in SENT:
+            oom = "; the kernel's out-of-memory killer sends it too (`dmesg` says whether it did)" \
+                if name == "SIGKILL" else ""
+            log = f"; its log: {record['log']}" if record.get("log") else ""
+            return (f"killed by {name} (exit {code}), sent from outside the run (a user, the scheduler "
+                    f"or snakemake stopping; its own timeout says so){oom}{log}")
+        if name:
+            how = f"killed by {name} (exit {code})"
     if record.get("failure_class") == "diverged":
         how = "diverged"
     return f"{how}: {_last_line(record.get('log_tail', ''))}"

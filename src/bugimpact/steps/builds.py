@@ -10,6 +10,7 @@ from ..artifacts.kinds import kind as runtime_kind
 from ..artifacts.onefix import Refused, describe
 from ..artifacts.source_kinds import Lost, source
 from ..artifacts.sources import ChecksumMismatch, write_manifest
+from ..failures import cause, logged, recorded
 from ..framework.declarations import op_name
 from ..io import InputError, read_json, write_csv, write_json
 from ..overrides.build import build
@@ -92,8 +93,9 @@ def artifact(sources, spec, out, toolchain_json=None):
     is ``artifact_sources``, ``toolchain_json`` the docker runtime's toolchain record.
 
     An artifact that cannot be made (a release that does not exist for the runtime's Python, a fix
-    that cannot be isolated on a release) is a result: status failed, its class and the reason. The
-    bug becomes incomplete and the rest of the study goes on."""
+    that cannot be isolated on a release, a shipped file cut short) is a result: status failed, its
+    class, the file it concerns and the reason (``failures.recorded``). The bug becomes incomplete
+    and the rest of the study goes on."""
     started = time.time()
     try:
         manifest = source(spec["source"]).make(sources, spec, Path(out).parent, toolchain_json)
@@ -105,12 +107,12 @@ def artifact(sources, spec, out, toolchain_json=None):
     except ChecksumMismatch as exc:
         manifest = {"source": spec["source"], "status": "failed", "failure_class": "checksum",
                     "error": str(exc), "log_tail": str(exc)}
-    except Exception as exc:  # noqa: BLE001 - recorded, with its message, as the artifact's failure
-        manifest = {"source": spec["source"], "status": "failed", "failure_class": "download",
-                    "error": str(exc), "log_tail": str(exc)[-2000:]}
+    except Exception as exc:  # noqa: BLE001 - the recorded-failure boundary: class, file, traceback
+        fields = recorded(exc)
+        manifest = {"source": spec["source"], "status": "failed", **fields,
+                    "log_tail": fields.get("traceback", fields["error"])[-2000:]}
     if manifest["status"] == "failed":
-        log.error("artifact %s failed (%s): %s", spec["source"], manifest["failure_class"],
-                  manifest["error"])
+        log.error("artifact %s failed (%s): %s", spec["source"], manifest["failure_class"], logged(manifest))
     manifest["build_seconds"] = round(time.time() - started, 3)
     write_manifest(out, manifest)
     return manifest
@@ -136,7 +138,7 @@ def runtime(kind, artifact_manifest, out, settings=None):
     if manifest.get("status") == "failed":
         what = "build" if source(manifest["source"]).built else "artifact"
         result = {"kind": kind, "status": "failed",
-                  "reason": f"{what} failed ({manifest.get('failure_class')}): {manifest.get('error')}"}
+                  "reason": f"{what} failed ({manifest.get('failure_class')}): {cause(manifest)}"}
     else:
         settings = {**RUNTIME_SETTINGS, **(settings or {})}
         try:
@@ -165,9 +167,11 @@ def runtime(kind, artifact_manifest, out, settings=None):
             result = {"kind": kind, "status": "failed",
                       "reason": f"artifact stale: {exc}; `bugimpact retry-failed` removes it, and "
                                 "the next run makes it again"}
-        except Exception as exc:  # noqa: BLE001 - recorded: the bug becomes incomplete, not the study
-            log.error("runtime %s failed: %s", kind, exc)
-            result = {"kind": kind, "status": "failed", "reason": f"runtime failed: {exc}"}
+        except Exception as exc:  # noqa: BLE001 - the recorded-failure boundary: the bug becomes
+            fields = recorded(exc)  # incomplete, not the study; class, file and traceback kept
+            log.error("runtime %s failed (%s): %s", kind, fields["failure_class"], logged(fields))
+            result = {"kind": kind, "status": "failed", "reason": f"runtime failed: {cause(fields)}",
+                      **{k: v for k, v in fields.items() if k != "error"}}
     result["artifact"] = manifest
     runtimes.write_runtime(out, result)
     return result

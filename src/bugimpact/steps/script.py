@@ -1,6 +1,8 @@
-"""How a step runs under Snakemake: its log file gets everything the step says."""
+"""How a step runs under Snakemake: its log file gets everything the step says, and it ends with
+the Snakemake that started it (``lifetime``)."""
 import logging
 
+from ..lifetime import end_with_workflow
 from ..redact import RedactingFilter
 
 log = logging.getLogger("bugimpact")
@@ -18,6 +20,7 @@ def run_logged_step(step_log, func, **kwargs):
     handler.addFilter(RedactingFilter())  # no token reaches a log file, whoever logged it
     logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(logging.INFO)
+    end_with_workflow()
     try:
         return func(**kwargs)
     except Exception:
