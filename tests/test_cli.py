@@ -64,6 +64,23 @@ def test_retry_failed_removes_only_failures(tmp_path):
     assert not (arts / "docker-x" / "manifest.json").exists()
 
 
+def test_a_record_of_a_source_no_loaded_plugin_registers_is_kept_and_named_not_called_broken(tmp_path):
+    """Seen in review: recovery took a config error (a plugin's source not registered here) or any
+    KeyError for a broken record, and retry-failed deleted the manifest."""
+    arts = tmp_path / "artifacts"
+    plugin = arts / "myplugin-1" / "manifest.json"
+    plugin.parent.mkdir(parents=True)
+    plugin.write_text(json.dumps({"source": "myplugin", "status": "ok"}))
+    out = cli("retry-failed", "--all", "--artifacts", str(arts))
+    assert out.returncode == 2 and plugin.exists() and "Traceback" not in out.stderr
+    assert f"{plugin}, field 'source': unknown artifact source 'myplugin'" in out.stderr, out.stderr
+    assert "load the plugin that registers it" in out.stderr
+    plugin.write_text(json.dumps({"status": "ok"}))  # a field every manifest has, missing: broken
+    out = cli("retry-failed", "--all", "--artifacts", str(arts))
+    assert out.returncode == 0 and f"removed {plugin}: broken (no 'source' field)" in out.stdout, out.stdout
+    assert not plugin.exists()
+
+
 def test_a_sheet_that_cannot_be_read_is_never_merged_into(tmp_path):
     work = project_copy(tmp_path / "p")
     sheet = work / "data" / "filter" / "pytorch.csv"
