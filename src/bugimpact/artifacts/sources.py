@@ -90,10 +90,10 @@ def pypi_wheel(version, cache, interpreter, index_url=""):
         versions, why = None, f"the index could not be asked which versions exist: {exc}"
     if versions is not None and version not in versions:
         raise DownloadFailed(f"no torch=={version} wheel for {describe(interpreter)}; the versions "
-                           f"that exist for it: {', '.join(versions) or 'none'}")
+                             f"that exist for it: {', '.join(versions) or 'none'}")
     said = " | ".join(line.strip() for line in output.strip().splitlines()[-3:])
     raise DownloadFailed(f"torch=={version} for {describe(interpreter)} could not be downloaded "
-                       f"({why}); pip said: {said[-600:]}")
+                         f"({why}); pip said: {said[-600:]}")
 
 
 class IndexUnanswered(RuntimeError):
