@@ -5,7 +5,7 @@ BASE_PYTHON ?= python3
 VENV ?= .venv
 CORES ?= 2
 # The suite's files over CORES workers, each file's tests in one of them, in order (its module
-# fixtures made once): a test holds about 0.8 of 2 cores (it waits on processes, pip and disk)
+# fixtures made once): the suite waits on processes, pip and disk (one at a time it used 1.13 of 2 cores)
 PARALLEL ?= -n $(CORES) --dist loadfile
 PY := $(CURDIR)/$(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
