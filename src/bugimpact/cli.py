@@ -16,6 +16,10 @@ from .records import broken
 from .sheet import accepted, validate
 from .status import bug_row, command, summary, table, verdicts
 
+# retry-failed --all: the results folders it reads, each with its own option
+RETRY_FOLDERS = {"runs": layout.RUNS, "repeats": layout.REPEATS, "artifacts": layout.ARTIFACTS,
+                 "runtimes": layout.RUNTIMES, "gates": layout.ARMS_GATES, "checks": layout.CHECKS}
+
 
 def _config(args):
     return load_config(args.config)
@@ -59,8 +63,7 @@ def _parser():
                                     "or stale, saying each, so that the next workflow run makes it again")
     p.add_argument("--all", action="store_true", help="those of every study under the results folders "
                                                       "(the folders below), not only the config's")
-    for name, folder in (("runs", layout.RUNS), ("repeats", layout.REPEATS), ("artifacts", layout.ARTIFACTS),
-                         ("runtimes", layout.RUNTIMES), ("gates", layout.ARMS_GATES), ("checks", layout.CHECKS)):
+    for name, folder in RETRY_FOLDERS.items():
         p.add_argument(f"--{name}", help=f"with --all: where the {name} are (default {folder})")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed")
 
@@ -211,10 +214,6 @@ def _config_docs(args):
         print(f"wrote {args.out}")
     else:
         print(page, end="")
-
-
-RETRY_FOLDERS = {"runs": layout.RUNS, "repeats": layout.REPEATS, "artifacts": layout.ARTIFACTS,
-                 "runtimes": layout.RUNTIMES, "gates": layout.ARMS_GATES, "checks": layout.CHECKS}
 
 
 def _retry_failed(args):

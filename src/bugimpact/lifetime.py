@@ -47,9 +47,9 @@ def workflow_above(pid=None):
     current = _stat(pid or os.getpid())
     while current and current[0] > 1:
         parent = current[0]
-        if _is_snakemake(parent):
-            return parent, _stat(parent)[1] if _stat(parent) else None
         current = _stat(parent)
+        if current and _is_snakemake(parent):
+            return parent, current[1]
     return None
 
 
