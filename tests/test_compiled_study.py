@@ -6,6 +6,7 @@ failing for each way an override was seen to go wrong silently.
 The 1.x wheels come from PyPI once (753 MB each, into data/cache/wheels, shared with the other
 tests); 2.13.0 from the CPU wheel pip is pointed at where one is (else PyPI's)."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,26 @@ def test_a_reconstructed_source_is_named_in_the_manifest(pr38674):
     assert source["origin"].startswith("reconstructed: torch 1.5.1's branch point")
     assert source["branch_point"][:12] in source["origin"] and source["files_same_in_ties"]
     assert Path(manifest["kernels"]["tree"], "release", "aten/src/ATen/native/Convolution.cpp").is_file()
+
+
+def test_the_interposed_fault_control_is_impact(tmp_path):
+    """The route of TH and infrastructure fixes detects a change: TH's THBlas.cpp rebuilt with every
+    float matrix product scaled by 0.1 in the buggy arm, preloaded into torch 1.4.0's processes,
+    where the release's own addmm (every nn.Linear) calls its gemm through the symbol table."""
+    work = project_copy(tmp_path / "p")
+    fixes = {"fault-th": {"label": "compiled positive control, interposed", "release": {"source": "pypi", "version": "1.4.0"},
+                          "patch": str(ROOT / "data" / "faults" / "pytorch" / "fault-th-gemm.diff")}}
+    name = study(work, "faultth", fixes, {"kind": "venv", "python": "3.7"}, runs=8, epochs=1)
+    snakemake(work, "--configfile", name)
+    checked = gate(work, "fault-th")["override_checks"]["buggy"]
+    assert checked["outcome"] == "verified" and checked["route"] == "interposed" and checked["faithful_identical"], checked
+    assert checked["workload_calls"] == ["THFloatBlas_gemm"] and checked["canary_entries"] > 0
+    assert not checked["arm_identical"]
+    result = verdicts(work, "faultth")["fault-th"]
+    assert result["verdict"] == "impact", result
+    runtime = next((work / "results" / "runtimes").glob("*/onefix-buggy-*/runtime.json"))
+    override = json.loads(runtime.read_text())["override"]
+    assert override["route"] == "interposed" and override["registered"] == [] and override["interposed"] > 10
+    # the generic file's gemm, once per scalar type; only the float one is on the workload's path
+    changed = {f["name"].split("(")[0] for f in override["changed_functions"]}
+    assert "THFloatBlas_gemm" in changed and all(re.fullmatch(r"TH\w+Blas_gemm", n) for n in changed), changed

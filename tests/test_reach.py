@@ -295,6 +295,9 @@ def test_the_trace_records_forward_and_backward_operators_and_torch_lines(smallc
     assert any(k.endswith("Backward0") or "backward" in k for k in trace["ops"])
     conv = trace["lines"]["torch/nn/modules/conv.py"]
     assert conv and "torch/nn/modules/conv.py" in trace["sources"]
+    # how the traced torch was built: what its configuration compiles out cannot run
+    assert trace["build"]["parallel"] in ("OpenMP", "native thread pool", "native thread pool and TBB")
+    assert isinstance(trace["build"]["mkldnn"], bool)
 
 
 def test_verdicts_of_real_fixes_against_a_real_trace(aten, smallcnn_trace):

@@ -249,3 +249,54 @@ def test_without_a_clone_the_fixs_own_files_come_from_the_archive_beside_its_pat
     verdict = judge(map_fix(change, no_clone, {}, arm, tmp_path), trace_of([]))
     assert verdict["verdict"] == "not reached"
     assert "by the fix's own files" in " ".join(verdict["not_reached"])
+
+
+PARALLEL_NATIVE = """\
+#if AT_PARALLEL_NATIVE
+#include <ATen/Parallel.h>
+
+namespace at {
+int num_threads() {
+#ifndef C10_MOBILE
+  return pool_size;
+#else
+  return 1;
+#endif
+}
+} // namespace at
+#endif
+"""
+SOMETIMES = """\
+#include <ATen/Parallel.h>
+#if AT_MKL_ENABLED()
+int with_mkl() { return 1; }
+#else
+int with_mkl() { return 0; }
+#endif
+"""
+
+
+def test_a_file_its_release_compiles_out_is_not_reached_and_the_build_decides_it(tmp_path):
+    """ParallelNative.cpp is wrapped in ``#if AT_PARALLEL_NATIVE``, and the 1.x wheels are built
+    with OpenMP: its changes cannot run there. Where the trace says nothing of its build (an older
+    trace), or the build has the setting, it stays unknown; a change in the other branch of a
+    setting's conditional is not under it."""
+    path = "aten/src/ATen/ParallelNative.cpp"
+    tables = Tables(tree(tmp_path, {"aten/src/ATen/native/native_functions.yaml": NATIVE,
+                                   path: PARALLEL_NATIVE, "aten/src/ATen/MklOnly.cpp": SOMETIMES}))
+    lines = PARALLEL_NATIVE.splitlines()
+    mapping = map_diff(diff(path, lines, "  return pool_size + 0;", 7), tables)
+    assert mapping.compiled_under == [(path, "AT_PARALLEL_NATIVE")] and not mapping.unknown
+    base = {"ops": {"conv2d": 1}, "lines": {}, "sources": {}, "torch_version": "1.4.0"}
+    openmp = judge(mapping, dict(base, build={"parallel": "OpenMP", "mkl": True}))
+    assert openmp["verdict"] == "not reached"
+    assert any("compiled only under AT_PARALLEL_NATIVE, which torch 1.4.0 is built without" in n
+               for n in openmp["not_reached"])
+    assert judge(mapping, dict(base, build={"parallel": "native thread pool"}))["verdict"] == "unknown"
+    assert judge(mapping, base)["verdict"] == "unknown"  # a trace that does not say its build
+    mkl = SOMETIMES.splitlines()
+    on = map_diff(diff("aten/src/ATen/MklOnly.cpp", mkl, "int with_mkl() { return 2; }", 3), tables)
+    assert on.compiled_under == [("aten/src/ATen/MklOnly.cpp", "AT_MKL_ENABLED")]
+    assert judge(on, dict(base, build={"mkl": False}))["verdict"] == "not reached"
+    off = map_diff(diff("aten/src/ATen/MklOnly.cpp", mkl, "int with_mkl() { return 3; }", 5), tables)
+    assert not off.compiled_under and off.unknown  # the #else branch: compiled without MKL

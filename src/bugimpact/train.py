@@ -64,13 +64,22 @@ class Run:
     @property
     def spec(self):
         """The harness's spec: a compiled fix's arm runs with its override library."""
-        override = (self.runtime.get("override") or {}).get("libraries", {}).get("arm")
         return build_spec(self.attributes, self.target, self.seed, self.data, self.data_sha256,
-                          **({"override": override["library"]} if override else {}))
+                          **override_spec(self.runtime.get("override"), "arm"))
 
     def train(self, options):
         """Train it (``options``: a ``RunOptions``); "ok" or "failed", its record written."""
         return train_one(self.spec, self.record, self.log, self.runtime, options)
+
+
+def override_spec(override, build):
+    """What a run's spec says of a compiled fix's override library (the runtime's ``override``
+    record; ``build``: which of its libraries): its path, and whether it is preloaded (an
+    interposed library, ``overrides.parts``)."""
+    library = ((override or {}).get("libraries") or {}).get(build)
+    if not library:
+        return {}
+    return {"override": library["library"], **({"preload": True} if override.get("route") == "interposed" else {})}
 
 
 def build_spec(attributes, target, seed, data_npz, data_sha256, **extra):

@@ -41,8 +41,11 @@ def launch(runtime, spec, out, log_handle, options=None):
     ``options.fork_server`` (local and venv runtimes): the run is a child forked from a server
     that has imported torch once (``harness/server.py``) instead of a new process. Not in a SLURM
     job: there a job is one run, perhaps confined to its own GPU, and a server shared with other
-    jobs could outlive its job or see another job's GPU."""
+    jobs could outlive its job or see another job's GPU. Nor for an interposed override library
+    (``spec["preload"]``): it must be in the process before torch binds (``LD_PRELOAD``), which a
+    server that has imported torch already is not."""
     options = options or RunOptions()
+    preload = spec["override"] if spec.get("preload") else None
     kind = runtime_kind(runtime["kind"])
     pool = (gpu_pool(os.environ, options.gpus, runtime_gpus=options.runtime_gpus)
             if spec.get("device") == "cuda" else None)
@@ -50,16 +53,18 @@ def launch(runtime, spec, out, log_handle, options=None):
     with GpuLock(pool, options.runs_per_gpu, options.timeout, holder=holder) as lock:
         log_handle.write(f"device {spec.get('device', 'cpu')}: {lock.how}\n")
         log_handle.flush()
-        if options.fork_server and kind.forks and not os.environ.get("SLURM_JOB_ID"):
+        if options.fork_server and kind.forks and not os.environ.get("SLURM_JOB_ID") and not preload:
             try:
                 return run_forked(runtime, spec, out, log_handle, harness_env(options.threads, host_packages=kind.host_packages),
                                   lock.device, options.timeout)
             except ServerUnavailable as exc:
                 log_handle.write(f"{exc}: this run goes in a process of its own\n")
                 log_handle.flush()
+        env = harness_env(options.threads, lock.device, kind.host_packages)
+        if preload:
+            env["LD_PRELOAD"] = " ".join(filter(None, (preload, env.get("LD_PRELOAD"))))
         try:
-            return kind.run(runtime, spec, out, harness_env(options.threads, lock.device, kind.host_packages), log_handle,
-                            options.timeout)
+            return kind.run(runtime, spec, out, env, log_handle, options.timeout)
         except TimeoutError:
             raise RunTimeout(f"timed out after {options.timeout}s") from None
 

@@ -224,3 +224,27 @@ def enclosing(funcs, lineno):
         if fn.start <= lineno <= fn.end and (best is None or fn.start >= best.start):
             best = fn
     return best
+
+
+# the preprocessor settings of a build that whole files of ATen are compiled under; the verdict
+# reads the traced torch's build for each (``reach.verdict.BUILD_SETTINGS``)
+BUILD_GUARD = re.compile(r"^\s*#\s*if\s+(AT_PARALLEL_NATIVE|AT_PARALLEL_NATIVE_TBB|AT_PARALLEL_OPENMP|"
+                         r"AT_MKL_ENABLED\(\)|AT_MKLDNN_ENABLED\(\))\s*(//.*)?$")
+
+
+def guard_of(src, lines):
+    """The build setting every one of the changed ``lines`` (1-based) of ``src`` is compiled under
+    (``BUILD_GUARD``, at any depth of its conditionals), or None."""
+    stack, under = [], {}
+    for n, line in enumerate(src, 1):
+        directive = re.match(r"^\s*#\s*(\w+)", line)
+        if directive and directive.group(1) in ("if", "ifdef", "ifndef"):
+            guard = BUILD_GUARD.match(line)
+            stack.append(guard.group(1).replace("()", "") if guard else "")
+        elif directive and directive.group(1) in ("else", "elif") and stack:
+            stack[-1] = ""  # the other branch: code compiled when the setting is off
+        elif directive and directive.group(1) == "endif" and stack:
+            stack.pop()
+        under[n] = next((g for g in stack if g), None)
+    found = {under.get(n) for n in lines}
+    return found.pop() if len(found) == 1 else None

@@ -59,7 +59,8 @@ PARTS = (  # (part, pattern), the first match wins
     ("dist", re.compile(r"^torch/csrc/distributed/|^torch/lib/c10d/|(^|/)nccl[^/]*$|^torch/csrc/cuda/nccl")),
     ("cppapi", re.compile(r"^torch/csrc/api/")),
     ("other", re.compile(r"^(android|ios|binaries|modules|scripts)/")),
-    ("th", re.compile(r"^aten/src/(TH|THNN|THCUNN)/|^aten/src/THC/generic/|^aten/src/THC/THC[^/]*\.cu$")),
+    ("cuda", re.compile(r"^aten/src/(THC|THCUNN)/(generic/)?[^/]*\.(cu|cpp|c)$")),  # TH's CUDA half
+    ("th", re.compile(r"^aten/src/(TH|THNN)/")),
     ("header", re.compile(r"^aten/src/ATen/cpu/vec256/|^c10/.*\.(h|hpp)$|^aten/src/ATen/core/.*\.h$|"
                           r"^aten/src/THC/[^/]*\.(h|cuh)$|^aten/src/ATen/[^/]*\.h$")),
     ("infra", INFRA_FILES),

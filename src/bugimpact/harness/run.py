@@ -134,7 +134,8 @@ def train(spec):
     flags = determinism.configure(spec.get("threads", 1), spec.get("device", "cpu"),
                                   bool(spec.get("allow_tf32", False)))
     device = torch.device("cuda" if spec.get("device") == "cuda" else "cpu")
-    override = overrides.load(spec.get("override"))  # a compiled fix's kernels, over the release's
+    # a compiled fix's kernels, over the release's (an interposed library was preloaded)
+    override = overrides.load(spec.get("override"), bool(spec.get("preload")))
     seed = int(spec["seed"])
     dataset = data.load(spec["data"], spec.get("data_sha256"), spec.get("test_fraction", 0.25))
     determinism.seed_everything(seed)

@@ -5,6 +5,8 @@ It trains the study's own model on its own data, optimizer and batch sizes for `
 evaluates one test batch, and records:
 - the operators dispatched, forward and backward (the autograd profiler, present since torch 1.0;
   1.x names them ``conv2d``, 2.x ``aten::conv2d``: both are kept as the base name);
+- how this torch was built, where it says (``build``: its parallel backend, and whether MKL and
+  MKL-DNN are in it): code its configuration compiles out cannot run;
 - the lines of the framework's own Python files that ran (``sys.settrace``, limited to the torch
   package), and the source of every torch module loaded, so the host can place a fix's hunks in the
   very files that ran, and tell import-time lines (run before the trace started) from function
@@ -22,6 +24,22 @@ import zlib
 import torch
 
 TRACE_VERSION = 1
+
+
+def build_config():
+    """What this torch was built with, as ``torch.__config__`` and ``torch.backends`` say where
+    they exist (1.3 and later say the parallel backend): a field it cannot tell is left out."""
+    out = {}
+    config = getattr(torch, "__config__", None)
+    info = config.parallel_info() if hasattr(config, "parallel_info") else ""
+    for line in info.splitlines():
+        if line.startswith("ATen parallel backend:"):
+            out["parallel"] = line.split(":", 1)[1].strip()
+    for name in ("mkl", "mkldnn"):
+        backend = getattr(torch.backends, name, None)
+        if hasattr(backend, "is_available"):
+            out[name] = bool(backend.is_available())
+    return out
 
 
 def _package_dir():
@@ -117,7 +135,7 @@ def traced(spec, train):
 
     return {"kind": "reach-trace", "trace_version": TRACE_VERSION, "status": "ok",
             "torch_version": torch.__version__, "device": spec.get("device", "cpu"),
-            "steps": steps, "spec": spec, "ops": ops,
+            "steps": steps, "spec": spec, "ops": ops, "build": build_config(),
             "lines": dict((rel(p), sorted(n)) for p, n in lines.lines.items()),
             "sources": dict((rel(p), pack(text)) for p, text in sources.items()),
             "fingerprints": record["fingerprints"], "wall_s": time.time() - started}

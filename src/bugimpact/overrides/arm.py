@@ -195,16 +195,23 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     fix = Fix([fd for fd in patch.parse(kernels.diff) if fd.name in kernels.built],
               sources.get("fix_clone") or "", arm.get("buggy_sha") or "", arm.get("corrected_sha") or "")
     record = layout.RECONSTRUCTION.format(version=version, wheel=release.sha256[:16])
+    units = sorted({parts.compile_unit(p) for p in kernels.built} - set(kernels.built))
     try:
-        source = release_source.find(sources, arm, release, kernels.built, fix, record)
+        source = release_source.find(sources, arm, release, kernels.built + units, fix, record)
     except LookupError as exc:
         raise Refused(str(exc)) from None
     files = dict(source.files)
+    for path in kernels.built:  # a generic file is compiled only where its unit includes it
+        unit = parts.compile_unit(path)
+        if unit != path and f"generic/{Path(path).name}".encode() not in (files.get(unit) or b""):
+            raise Refused(f"{path} is compiled by its includer, and torch {version}'s {unit} does not include it")
     fix_in_release, placed, placement = made_on(fix, source, files, version)
     direction = "reverse" if fix_in_release else "forward"
     apply = None if arm["arm"] == ("corrected" if fix_in_release else "buggy") else direction
     callers = {}
-    if source.tree is not None and apply:  # the files whose operators run a changed helper: rebuilt too
+    # the files whose operators run a changed helper: rebuilt too (an interposed function is
+    # reached from every caller through the release's own symbol table)
+    if source.tree is not None and apply and kernels.route == "registered":
         callers = caller_files(cached_tables(source.tree, layout.REACH_TABLES), files, placed)
         for path in callers:
             files[path] = source.tree.read_bytes(path)
@@ -213,8 +220,9 @@ def prepare(kernels, sources, arm, wheel, version, folder):
         source.standins = sorted(set(source.standins) | set(standins))
     tree = (Path(folder) / "kernels").resolve()
     digests = write_tree(tree, source, {"release": files, "arm": {**files, **(placed if apply else {})}})
-    part = {"part": kernels.part, "changed": kernels.built, "cuda_left_out": kernels.files.get("cuda", []),
-            "rebuild": sorted(p for p in files if not p.endswith(".h")), "tree": str(tree),
+    part = {"part": kernels.part, "route": kernels.route, "changed": kernels.built,
+            "cuda_left_out": kernels.files.get("cuda", []),
+            "rebuild": sorted({parts.compile_unit(p) for p in files if not p.endswith(".h")}), "tree": str(tree),
             "rebuilt_for_callers": {path: sorted(ops) for path, ops in sorted(callers.items())},
             "source": source.describe(), "placement": placement, "sha256": digests,
             "diff_sha256": hashlib.sha256(kernels.diff.encode()).hexdigest()}

@@ -38,6 +38,8 @@ from ..framework import cpp
 from ..framework.declarations import manual_operators, op_name, operators
 from ..harness.files import sha256_file
 from . import release_build, release_locals
+from .arm import changed_functions as arm_changed
+from .check import short_name
 from .registration import defined_functions, registration_source, registrations
 from .release_build import (
     LACKS,
@@ -55,13 +57,36 @@ from .release_build import (
 )
 from .release_source import closure
 
+# the canary's instrumentation: entries into the rebuilt code, in all and per function (its
+# address, in an open-addressing table the harness reads back: ``harness.overrides.counts``)
 HOOKS = r"""
 extern "C" {
 long long bugimpact_entries = 0;
-__attribute__((no_instrument_function)) void __cyg_profile_func_enter(void*, void*) {
-  __atomic_fetch_add(&bugimpact_entries, 1, __ATOMIC_RELAXED); }
+int bugimpact_fn_slots = 8192;  /* a power of two */
+void* bugimpact_fn[8192];
+long long bugimpact_fn_calls[8192];
+__attribute__((no_instrument_function)) void __cyg_profile_func_enter(void* fn, void*) {
+  __atomic_fetch_add(&bugimpact_entries, 1, __ATOMIC_RELAXED);
+  unsigned long start = ((unsigned long)fn >> 4) * 2654435761ul;
+  for (int i = 0; i < 8192; i++) {
+    int slot = (int)((start + i) & 8191);
+    void* seen = __atomic_load_n(&bugimpact_fn[slot], __ATOMIC_ACQUIRE);
+    if (seen == 0) {
+      void* empty = 0;
+      if (__atomic_compare_exchange_n(&bugimpact_fn[slot], &empty, fn, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        seen = fn;
+      else
+        seen = empty;
+    }
+    if (seen == fn) { __atomic_fetch_add(&bugimpact_fn_calls[slot], 1, __ATOMIC_RELAXED); return; }
+  }
+}
 __attribute__((no_instrument_function)) void __cyg_profile_func_exit(void*, void*) {}
 }
+"""
+# an interposed library registers nothing: its calls are counted by the canary, per function
+NO_REGISTRATIONS = r"""
+extern "C" { int bugimpact_op_count = 0; long long bugimpact_calls[1]; const char* bugimpact_ops[1]; }
 """
 
 
@@ -76,7 +101,8 @@ def build(compiled, python, folder, log, tree=None, threads=None):
     ``BuildRefused`` naming what failed."""
     cxx, version = compiler()
     settings = release_settings(python)
-    if (settings["major"], settings["minor"]) not in ((1, 4), (1, 5)) and settings["major"] < 2:
+    interposed = compiled.get("route") == "interposed"
+    if not interposed and (settings["major"], settings["minor"]) not in ((1, 4), (1, 5)) and settings["major"] < 2:
         raise BuildRefused(f"torch {settings['version']}: no override registration is known for it "
                            "(1.4, 1.5 and 2.x are)")
     kernel_files = [p for p in compiled["rebuild"] if "/cpu/" in p]
@@ -97,11 +123,18 @@ def build(compiled, python, folder, log, tree=None, threads=None):
             if name == "canary":
                 flags += CANARY_FLAGS
             jobs.append(compile_job(cxx, name, path, (source_tree / side / path).read_bytes(), folder, flags))
+    if interposed:
+        _no_load_time_registrations(compiled["rebuild"], source_tree / "release")
     run_all(jobs, log, threads)
-    chosen, skipped, overloads = _registered(compiled["rebuild"], folder / "faithful", source_tree / "yaml", settings)
     shared = folder / "shared"
     shared.mkdir()
-    (shared / "register.cpp").write_text(registration_source(chosen, settings))
+    if interposed:
+        chosen, skipped, overloads = [], [], {}
+        (shared / "register.cpp").write_text(NO_REGISTRATIONS)
+    else:
+        chosen, skipped, overloads = _registered(compiled["rebuild"], folder / "faithful", source_tree / "yaml",
+                                                 settings)
+        (shared / "register.cpp").write_text(registration_source(chosen, settings))
     (shared / "hooks.cpp").write_text(HOOKS)
     base = compile_flags(settings, includes=(source_tree / "release" / "aten" / "src", include))
     run_all([("shared", "register.cpp", [cxx, *base, "-c", str(shared / "register.cpp"),
@@ -121,9 +154,16 @@ def build(compiled, python, folder, log, tree=None, threads=None):
     for name in sides:
         library = folder / f"{name}.so"
         hooks = [str(shared / "hooks.o")] if name == "canary" else []
-        link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log)
+        # preloaded before torch: its libraries found where they are, as they are when loaded after
+        where = [f"-Wl,-rpath,{settings['lib']}"] if interposed else []
+        link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log, where)
         out[name] = {"library": str(library), "sha256": sha256_file(library)}
-    return {"compiler": version, "flags": compile_flags(settings)[:-len(settings["include"])],
+    route = {"route": "registered"}
+    if interposed:
+        pairs = [((source_tree / "release" / p).read_bytes(), (source_tree / "arm" / p).read_bytes())
+                 for p in compiled["changed"]]
+        route = {"route": "interposed", **interposition(objects["faithful"], objects["arm"], libs, pairs)}
+    return {**route, "compiler": version, "flags": compile_flags(settings)[:-len(settings["include"])],
             "canary_flags": list(CANARY_FLAGS), "release_flags": release_flags(settings),
             "link_flags": list(release_build.LINK_FLAGS),  # read where link() reads them
             "include_order": ["<tree>/<arm or release>/aten/src", "<tree>/include", *settings["include"]],
@@ -132,6 +172,88 @@ def build(compiled, python, folder, log, tree=None, threads=None):
                            for op, key, _ in chosen], "overloads": overloads,
             "not_registered": skipped, "release_locals": taken, "support": support,
             "compiled_with": compiled_with, "libraries": out}
+
+
+def _no_load_time_registrations(rebuild, release):
+    """An interposed file must do nothing when it loads: one that registers operators, kernels or
+    a backend fallback would register them a second time beside the release's."""
+    registering = [p for p in rebuild if REGISTERS.search((release / p).read_bytes())]
+    if registering:
+        raise BuildRefused(f"{', '.join(registering)} register{'s' if len(registering) == 1 else ''} at load "
+                           "time (operators, kernels or a backend fallback): preloaded, the registrations "
+                           "would be made twice")
+
+
+def interposition(faithful, arm, libs, pairs):
+    """What an interposed library takes over, from its objects and the release's dynamic symbol
+    table: the functions the fix changes (``changed_functions``; mangled), the exported functions
+    whose release copies the library replaces (``interposed``), and none the release cannot be
+    made to call: a changed function of external linkage that the release does not export (hidden,
+    or inlined into its callers) keeps the release's own copy for every caller outside the rebuilt
+    files; refused, named. A changed function of internal linkage (``static``, an anonymous
+    namespace, a lambda) is reached through the rebuilt file's exported ones."""
+    exported = release_exports(libs)
+    defined = {}
+    for path in faithful + arm:
+        defined.update(function_symbols(path))
+    names = dict(zip(defined, release_locals.demangle(list(defined))))
+    changed = changed_functions(pairs, names)
+    hidden = [name for name in changed if defined.get(name) == "T" and name not in exported]
+    if hidden:
+        raise BuildRefused(f"the release does not export {len(hidden)} function(s) the fix changes ("
+                           f"{'; '.join(names[n] for n in hidden[:3])}{' ...' if len(hidden) > 3 else ''}): hidden, "
+                           "its own callers keep its copy, which no preloaded library replaces")
+    interposed = sorted(n for n, binding in defined.items() if binding in "TW" and n in exported)
+    return {"changed_functions": [{"symbol": n, "name": names[n],
+                                   "linkage": "external" if defined[n] in ("T", "W") else "internal"}
+                                  for n in changed],
+            "interposed": len(interposed)}
+
+
+def release_exports(libs):
+    """The functions the release's libraries export (their dynamic symbol table), mangled."""
+    out = set()
+    for lib in libs:
+        listing = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True)
+        out.update(f[2] for f in (line.split() for line in listing.stdout.splitlines())
+                   if len(f) == 3 and f[1] in "TWiI")
+    return out
+
+
+def function_symbols(obj):
+    """The functions an object defines: mangled name -> ``nm``'s type (T global, W weak, t local)."""
+    listing = subprocess.run(["nm", "--defined-only", str(obj)], capture_output=True, text=True, check=True)
+    return {f[2]: f[1] for f in (line.split() for line in listing.stdout.splitlines())
+            if len(f) == 3 and f[1] in "TtWw"}
+
+
+# a TH generic function's name, written once for every scalar type: THTensor_(addmm) is
+# THFloatTensor_addmm, THDoubleTensor_addmm, ...; THNN_(ELU_updateOutput) THNN_FloatELU_updateOutput
+GENERIC_NAME = re.compile(r"\b(TH\w*?_)\((\w+)\)\s*\(")
+
+
+def changed_functions(pairs, symbols):
+    """The functions of the rebuilt objects the fix changes: those whose source lines it changes,
+    in either direction (``arm.changed_functions``), found among the objects' ``symbols`` (mangled
+    -> demangled) by name (a TH generic function by its name for each scalar type). ``pairs``: the
+    changed files' bytes, (release, arm). Returns the mangled names."""
+    patterns = []
+    for before, after in pairs:
+        for old, new in ((before, after), (after, before)):
+            lines = old.decode("utf-8", "replace").splitlines()
+            for _, fn in arm_changed("", old, new):
+                generic = GENERIC_NAME.search(" ".join(lines[fn.start - 1:fn.start + 2]))
+                if generic and generic.group(1) == "THNN_":
+                    patterns.append(rf"THNN_\w+?{generic.group(2)}")
+                elif generic:
+                    patterns.append(rf"TH\w*?{generic.group(1)[2:]}{generic.group(2)}")
+                else:
+                    patterns.append(rf"(.*::)?{re.escape(fn.owner + '::') if fn.owner else ''}{re.escape(fn.name)}")
+    if not patterns:
+        return []
+    wanted = re.compile("|".join(f"(?:{p})" for p in sorted(set(patterns))))
+    return sorted(m for m, name in symbols.items()
+                  if "[clone" not in name and wanted.fullmatch(short_name(name)))
 
 
 def _registered(rebuild, objects, yamls, settings):

@@ -12,6 +12,11 @@ runs say (``steps.override``), as one ``outcome`` that cannot pass by accident.
 - ``failed``, with the reason: any part above that did not hold, a run that failed, or a release
   run whose profile names no operator at all (nothing could then be said of what it calls).
 
+An interposed library (TH and infrastructure files, ``overrides.parts``) replaces functions, not
+operators: the same outcomes, with "the workload calls through it" read from the canary's entries
+into the functions the fix changes (``changed_functions``, found by comparing the faithful build's
+code with the arm's), by name; the release run's profile is not needed.
+
 A check record is read by ``read``: one without an outcome, or that does not read as a check, is
 broken, never a pass.
 """
@@ -45,6 +50,8 @@ def judge(runs, override, release_flags):
     failed = {build: why for build, why in runs.items() if isinstance(why, str)}
     if failed:
         return _failed("; ".join(f"the {b} run failed: {why}" for b, why in failed.items()))
+    if override.get("route") == "interposed":
+        return _interposed(runs, override, release_flags)
     profile = runs["release"].get("ops")
     if not profile:
         return _failed("the release run's profile names no operator: what the workload calls is not known")
@@ -74,12 +81,57 @@ def judge(runs, override, release_flags):
         problems.append("the canary (the rebuilt code, instrumented) never ran: the library's calls "
                         "went to the release's own copies")
     outcome = "failed" if problems else "verified" if through else "not exercised"
-    return {"outcome": outcome, "passed": not problems, "reason": "; ".join(problems) or (
+    return {"outcome": outcome, "passed": not problems, "route": "registered", "reason": "; ".join(problems) or (
                 "" if through else f"the workload calls none of the {len(registered)} operators the "
                 "library replaces: for it the arm is the release"),
             "workload_calls": through, "unconfirmed": unconfirmed, "faithful_identical": faithful,
             "faithful_calls": calls["faithful"], "canary_entries": entries, "arm_calls": calls["arm"],
             "arm_identical": prints["arm"] == prints["release"], "release_operators": len(called)}
+
+
+def _interposed(runs, override, release_flags):
+    """``judge`` for an interposed library (module doc)."""
+    prints = {b: {k: runs[b]["fingerprints"][k] for k in FINGERPRINTS} for b in runs}
+    faithful = prints["faithful"] == prints["release"]
+    changed = {f["symbol"]: short_name(f["name"]) for f in override["changed_functions"]}
+    entered = runs["canary"]["override"].get("functions") or {}
+    through = {}
+    for symbol, calls in entered.items():
+        if symbol in changed and calls:
+            through[changed[symbol]] = through.get(changed[symbol], 0) + calls
+    entries = runs["canary"]["override"].get("entries", 0)
+    problems = flags_problems(override, release_flags)
+    if not faithful:
+        first = next(k for k in FINGERPRINTS if prints["faithful"][k] != prints["release"][k])
+        problems.append(f"the faithful build (the release's own files) trains differently from the "
+                        f"release (its {first} differ): not built as the release was")
+    outcome = "failed" if problems else "verified" if through else "not exercised"
+    if problems or through:
+        reason = "; ".join(problems)
+    elif not changed:
+        reason = "the fix changes no function torch compiles here (its code is compiled out): the arm is the release"
+    else:
+        reason = (f"the workload runs none of the {len(set(changed.values()))} functions the fix changes "
+                  f"({entries} entries into the library's other functions): for it the arm is the release")
+    return {"outcome": outcome, "passed": not problems, "reason": reason, "route": "interposed",
+            "workload_calls": sorted(through), "changed_calls": through, "unconfirmed": [],
+            "faithful_identical": faithful, "faithful_calls": {}, "canary_entries": entries, "arm_calls": {},
+            "arm_identical": prints["arm"] == prints["release"], "interposed": override.get("interposed", 0),
+            "release_operators": len(runs["release"].get("ops") or ())}
+
+
+def short_name(name):
+    """A demangled function's name without its parameters (``THFloatTensor_addmmImpl``)."""
+    depth, cut = 0, len(name)
+    for i in range(len(name) - 1, -1, -1):  # the last top-level parameter list
+        if name[i] == ")":
+            depth += 1
+        elif name[i] == "(":
+            depth -= 1
+            if depth == 0:
+                cut = i
+                break
+    return name[:cut].strip()
 
 
 def flags_problems(override, release_flags):

@@ -3,16 +3,27 @@
 (``REBUILT_PARTS``), and, for the others, the part named in the refusal.
 
 A compiled fix is isolated on a release wheel by rebuilding the changed files as the release has
-them (with the fix applied or reversed) and registering their operators over the release's. That
-works for files that define operators: ATen's native op files (``op``). Their CPU DispatchStub
-kernels (``stub``) also need the rebuilt kernel put into the release's stub object, not built yet;
-CUDA kernels (``cuda``) a CUDA compiler matching the wheel's CUDA (designed the same way, not
-driven yet: a CPU fix's CUDA half is left out of CPU runs, a CUDA-only fix is refused). Everything
-else is compiled into code an override cannot replace (code generation, TorchScript, distributed,
-the C++ frontend, headers inlined into many files, infrastructure, legacy TH): refused, its part
-named, and the docker source build stays its route. A change to comments only changes no binary
-and is left out.
+them (with the fix applied or reversed) into a library that puts their code over the release's, by
+one of two routes:
+
+- **registered** (``op``): ATen's native op files define operators; the library registers their
+  kernels over the release's, under the key the release's generated code calls.
+- **interposed** (``th``, ``infra``): TH's and ATen's other own ``.cpp`` files (TensorIterator, the
+  backend fallbacks, named-tensor helpers) define exported functions that the release's libraries
+  call through their own dynamic symbol table (none of them is linked ``-Bsymbolic``). The library
+  is preloaded into the run's process before torch binds (``LD_PRELOAD``), so each exported
+  function it defines takes over the release's own calls to it. What the release inlines or hides
+  cannot be reached so: the build names it and refuses.
+
+Their CPU DispatchStub kernels (``stub``) also need the rebuilt kernel put into the release's stub
+object, not built yet; CUDA kernels (``cuda``, TH's THC half among them) a CUDA compiler matching
+the wheel's CUDA (designed the same way, not driven yet: a CPU fix's CUDA half is left out of CPU
+runs, a CUDA-only fix is refused). Everything else is compiled into code neither route replaces
+(code generation, TorchScript, distributed, the C++ frontend, headers inlined into many files,
+infrastructure outside ATen): refused, its part named, and the docker source build stays its route.
+A change to comments only changes no binary and is left out.
 """
+import re
 from dataclasses import dataclass
 
 from ..framework.paths import part_of
@@ -22,7 +33,13 @@ class Refused(Exception):
     """The fix cannot be isolated on a release wheel; the message says why."""
 
 
-REBUILT_PARTS = ("op",)  # built on the host's compiler, for CPU runs
+REBUILT_PARTS = ("op", "th", "infra")  # built on the host's compiler, for CPU runs
+INTERPOSED_PARTS = ("th", "infra")  # preloaded; op files are registered
+# what an interposed library can rebuild: TH's and ATen's own C++, compiled into the release's
+# libtorch (torch/csrc, caffe2 and c10 live in other libraries, some of them Python's own)
+INTERPOSABLE = re.compile(r"^aten/src/(TH|THNN|ATen)/.*\.(cpp|c)$")
+# TH's generic files are compiled once per scalar type, included by one file that is compiled
+GENERIC = re.compile(r"^aten/src/(TH|THNN)/generic/([^/]+)\.(cpp|c)$")
 # Why each other part cannot be taken, in a refusal's words.
 WHY = {
     "stub": "a CPU DispatchStub kernel (native/cpu): putting a rebuilt kernel into the release's "
@@ -32,9 +49,9 @@ WHY = {
     "jit": "TorchScript", "dist": "distributed (RPC, c10d, NCCL)",
     "cppapi": "the C++ frontend (torch/csrc/api), which Python does not reach",
     "header": "a shared header inlined into many files (vec256, c10, the dispatcher, TypeCast)",
-    "infra": "infrastructure (TensorIterator, thread pools, backend fallbacks, CUDA context, "
-             "storage bindings, the build)",
-    "th": "legacy TH/THC code behind generated wrappers",
+    "infra": "infrastructure outside ATen's and TH's own .cpp files (torch/csrc, caffe2, c10, "
+             "headers, the build): an interposed library takes only those",
+    "th": "a TH header, inlined into its includers: an interposed library takes only TH's .cpp files",
     "other": "code outside the Python package's reach (android, ios, binaries)",
     "cuda": "CUDA kernels, which only a CUDA compiler matching the wheel's CUDA builds (not yet "
             "driven here: a CPU kernel fix's CUDA half is left out of CPU runs)",
@@ -52,8 +69,23 @@ class Kernels:
 
     @property
     def built(self):
-        """The changed files an override rebuilds on the CPU (op and stub files, their headers)."""
+        """The changed files an override rebuilds on the CPU (op files and their headers, or TH and
+        infrastructure files)."""
         return sorted(p for k in REBUILT_PARTS for p in self.files.get(k, []))
+
+    @property
+    def route(self):
+        """How the library puts the rebuilt code over the release's (module doc)."""
+        return "interposed" if self.part in INTERPOSED_PARTS else "registered"
+
+
+def compile_unit(path):
+    """The file the release compiles for a changed file: a TH generic file is included by its
+    namesake (THNN's by ``init.cpp``), once per scalar type; any other file is compiled itself."""
+    generic = GENERIC.match(path)
+    if not generic:
+        return path
+    return f"aten/src/{generic.group(1)}/" + ("init.cpp" if generic.group(1) == "THNN" else f"{generic.group(2)}.cpp")
 
 
 def only_comments(section):
@@ -74,7 +106,20 @@ def fix_part(paths):
 def refusal(fix, kinds, cuda_compiler=False):
     """Why a fix of part ``fix`` (``fix_part``) cannot be isolated on a release wheel, naming its
     part and files, or "" when its kernels can be built (a CUDA half too where ``cuda_compiler``)."""
+    if fix in INTERPOSED_PARTS:
+        files = [p for k in INTERPOSED_PARTS for p in kinds.get(k, [])]
+        cannot = [p for p in files if not INTERPOSABLE.search(p)]
+        if cannot:
+            return _named(part_of(cannot[0]), cannot)
+        both = [p for k in ("op", "stub") for p in kinds.get(k, [])]
+        if both:
+            return (f"{fix}: its TH or infrastructure files are interposed, its op files "
+                    f"({', '.join(both[:3])}) registered: one library doing both is not built yet")
+        return ""
     if fix in REBUILT_PARTS or (fix == "cuda" and cuda_compiler):
         return ""
-    files = kinds[fix]
+    return _named(fix, kinds[fix])
+
+
+def _named(fix, files):
     return (f"{fix}: {WHY[fix]} ({', '.join(files[:3])}{', ...' if len(files) > 3 else ''})")

@@ -165,8 +165,8 @@ def undefined_symbols(cxx, objects, libs, probe):
     return found
 
 
-def link(cxx, objects, libs, library, log):
-    cmd = [cxx, "-shared", "-o", str(library), *objects, *libs, *LINK_FLAGS]
+def link(cxx, objects, libs, library, log, more=()):
+    cmd = [cxx, "-shared", "-o", str(library), *objects, *libs, *LINK_FLAGS, *more]
     log.write(" ".join(cmd) + "\n")
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:

@@ -10,6 +10,9 @@ Each file of the diff ends in one of:
 - ``cuda``: a CUDA-only source, which no CPU run executes;
 - ``not shipped`` (tests, docs, CI) or ``frontend`` (the C++ frontend and mobile bindings, which a
   Python workload never calls);
+- ``compiled under``: a file (outside the tables' reach) whose every changed line lies inside a
+  conditional on one of the build's own settings (``cpp.BUILD_GUARD``: ``#if AT_PARALLEL_NATIVE``):
+  the verdict reads the traced torch's build to say whether that code is in it at all;
 - ``unknown``, with the reason: everything the tables cannot bound (headers used everywhere,
   TensorIterator, the dispatcher, codegen, build files, a conditional, a declaration no function
   of its file uses).
@@ -69,6 +72,7 @@ class Mapping:
     frontend: list = field(default_factory=list)
     entered: list = field(default_factory=list)      # (path, the Python package it is entered through)
     at_import: list = field(default_factory=list)    # binding tables torch._C reads when it loads
+    compiled_under: list = field(default_factory=list)  # (path, the build setting its changes need)
     unknown: list = field(default_factory=list)      # reasons
     tables: str = ""
 
@@ -79,7 +83,7 @@ class Mapping:
                 "cuda_ops": self.cuda_ops, "cuda_unknown": self.cuda_unknown,
                 "not_shipped": self.not_shipped,
                 "frontend": self.frontend, "entered": [list(e) for e in self.entered],
-                "at_import": self.at_import,
+                "at_import": self.at_import, "compiled_under": [list(c) for c in self.compiled_under],
                 "unknown": self.unknown, "tables": self.tables}
 
 
@@ -141,8 +145,19 @@ CHANGE_KINDS = (
     (lambda c: c.path.startswith(TH) and c.path.endswith(CPP_SUFFIXES + (".c",)), lambda c: _th_change(*c.args)),
     (lambda c: any(rx.search(c.path) for rx, _ in ENTERED_THROUGH), _entered),
     (lambda c: BINDINGS.search(c.path), lambda c: _binding_change(*c.args)),
-    (lambda c: True, lambda c: c.mapping.unknown.append(f"{c.path}: {why_unbounded(c.path)}")),
+    (lambda c: True, lambda c: _unbounded(*c.args)),
 )
+def _unbounded(fd, tables, old_tree, new_tree, mapping):
+    """A C++ file the tables cannot map: compiled only under one build setting (each changed line
+    inside its ``#if``, in every copy that holds it), or unknown."""
+    unplaced = Mapping()  # a hunk no copy holds cannot be said to be under anything
+    settings = {cpp.guard_of(text.splitlines(), lines) for _, lines, text in
+                _located(fd, tables, old_tree, new_tree, unplaced)} if tables else {None}
+    if len(settings) == 1 and None not in settings and not unplaced.unknown:
+        mapping.compiled_under.append((fd.name, settings.pop()))
+    else:
+        mapping.unknown.append(f"{fd.name}: {why_unbounded(fd.name)}")
+
 
 
 def map_diff(diff_text, tables, old_tree=None, new_tree=None):

@@ -4,13 +4,25 @@
   loaded), a table of torch._C's bindings changed (read when torch loads), or an affected operator
   was dispatched (its backward runs when it is in the autograd
   graph: a changed derivative counts when its forward operator ran);
-- ``not reached``: nothing changed ran, on a complete mapping;
+- ``not reached``: nothing changed ran, on a complete mapping (a file compiled only under a build
+  setting the traced torch was built without never runs: ``BUILD_SETTINGS``);
 - ``not reached on cpu``: what could run is CUDA-only and the workload ran on the CPU;
 - ``unknown``: the mapping could not bound part of the change (the reasons say which).
 ``reached`` is necessary, not sufficient, for an effect: the fingerprints after training stay the
 proof that bits changed.
 """
+from ..framework.paths import why_unbounded
 from .python_files import PythonFile, Uses, python_reach, unpack
+
+# whether the traced torch's build (``harness.trace.build_config``) has a setting a file is
+# compiled under (``static.BUILD_GUARD``); None where the trace does not say
+BUILD_SETTINGS = {
+    "AT_PARALLEL_OPENMP": lambda b: b["parallel"] == "OpenMP" if "parallel" in b else None,
+    "AT_PARALLEL_NATIVE": lambda b: b["parallel"] == "native thread pool" if "parallel" in b else None,
+    "AT_PARALLEL_NATIVE_TBB": lambda b: b["parallel"] == "native thread pool and TBB" if "parallel" in b else None,
+    "AT_MKL_ENABLED": lambda b: b.get("mkl"),
+    "AT_MKLDNN_ENABLED": lambda b: b.get("mkldnn"),
+}
 
 
 def entered(trace, package):
@@ -56,6 +68,15 @@ def judge(mapping, trace):
                            f"bounded further")
         else:
             notes.append(f"{path}: entered only through {package}, none of whose functions ran")
+    build = trace.get("build") or {}
+    for path, setting in mapping.compiled_under:
+        if BUILD_SETTINGS[setting](build) is False:
+            notes.append(f"{path}: its changes are compiled only under {setting}, which torch "
+                         f"{trace.get('torch_version')} is built without ({_build_words(build)})")
+        else:
+            unknown.append(f"{path}: its changes are compiled under {setting}, which this torch "
+                           f"{'has' if BUILD_SETTINGS[setting](build) else 'does not say whether it has'}: "
+                           f"{why_unbounded(path)}")
     runs_anything = bool(mapping.ops or mapping.backward_ops or mapping.python or mapping.at_import or
                          (mapping.cuda_ops and device == "cuda"))
     if reached:
@@ -82,6 +103,10 @@ def _not_reached(mapping, traced_ops, notes, device):
     if mapping.not_shipped:
         out.append(f"not shipped (tests, docs, mobile): {_files(mapping.not_shipped)}")
     return out + notes
+
+
+def _build_words(build):
+    return ", ".join(f"{k}: {v}" for k, v in sorted(build.items())) or "its trace does not say"
 
 
 def _files(paths):

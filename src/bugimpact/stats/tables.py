@@ -122,7 +122,7 @@ def not_exercised(checks):
     return f"the {arm} arm's override check: {checks[arm].get('reason') or 'not exercised'}"
 
 
-CHECK_COLUMNS = ("bug", "arm", "outcome", "faithful_identical", "workload_calls", "canary_entries",
+CHECK_COLUMNS = ("bug", "arm", "outcome", "route", "faithful_identical", "workload_calls", "canary_entries",
                  "arm_identical", "reason", "source")
 
 

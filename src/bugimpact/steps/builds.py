@@ -196,8 +196,12 @@ def _override(kernels, python, folder, settings):
     with open(Path(folder) / "override.log", "w") as handle:
         record = build(kernels, python, Path(folder) / "override", handle, tree, settings["threads"])
     record["build_seconds"] = round(time.time() - started, 1)
-    log.info("override built in %.0f s: %d operators registered", record["build_seconds"],
-             len(record["registered"]))
+    if record["route"] == "interposed":
+        log.info("override built in %.0f s: %d exported functions interposed, %d changed by the fix",
+                 record["build_seconds"], record["interposed"], len(record["changed_functions"]))
+    else:
+        log.info("override built in %.0f s: %d operators registered", record["build_seconds"],
+                 len(record["registered"]))
     return record
 
 
@@ -253,13 +257,16 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
 
 
 # what the gate keeps of each arm's check: the outcome and the figures the report shows
-CHECK_FIGURES = ("outcome", "passed", "reason", "workload_calls", "canary_entries", "faithful_identical",
+CHECK_FIGURES = ("outcome", "passed", "reason", "route", "workload_calls", "canary_entries", "faithful_identical",
                  "arm_identical", "source")
 
 
 def unreplaced(reach, override):
     """The operators reach found the workload dispatching through the changed code that the
-    override library does not register, in words ("" when none, or no reach verdict)."""
+    override library does not register, in words ("" when none, or no reach verdict). An
+    interposed library registers none: it takes over every caller of the functions it rebuilds."""
+    if override.get("route") == "interposed":
+        return ""
     ops = ((reach or {}).get("mapping") or {}).get("ops") or {}
     reached = {line.split()[1] for line in (reach or {}).get("reached", []) if line.startswith("operator ")}
     registered = {op_name(r["op"]) for r in override.get("registered", [])}

@@ -4,6 +4,7 @@ workload (``artifacts.onefix.check_steps`` steps, one seed) in the arm's runtime
 its operators profiled, the faithful build, the canary and the arm, each recorded, and the
 release's own flags read again from its torch. The arms gate reads the outcome."""
 import logging
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from ..artifacts.launch import launch_once
 from ..io import read_json, write_json
 from ..overrides.check import BUILDS, judge
 from ..overrides.release_build import BuildRefused, release_flags, release_settings
-from ..train import RunTarget, _tail, short_spec
+from ..train import RunTarget, _tail, override_spec, short_spec
 
 log = logging.getLogger("bugimpact")
 
@@ -30,9 +31,11 @@ def check(train_cfg, steps, runtime_json, data, key, artifact, out, log_path):
     runs = {}
     with tempfile.TemporaryDirectory(prefix="bugimpact-check-") as tmp:
         for build in BUILDS:
-            library = None if build == "release" else override["libraries"][build]["library"]
-            runs[build] = _run(train_cfg, steps, runtime, data, key, artifact, library,
+            runs[build] = _run(train_cfg, steps, runtime, data, key, artifact, override_spec(override, build),
                                build == "release", Path(tmp) / f"{build}.json", log_path)
+    if override.get("route") == "interposed" and isinstance(runs["canary"], dict):
+        functions = runs["canary"]["override"].get("functions") or {}
+        runs["canary"]["override"]["functions"] = named(override["libraries"]["canary"]["library"], functions)
     try:
         flags = release_flags(release_settings(runtime["python"]))
     except BuildRefused as exc:
@@ -52,13 +55,29 @@ def _source_line(runtime):
     return source.get("origin", "")
 
 
+def named(library, entered):
+    """The canary's entries per function (offset in ``library``, hex -> entries), by the function's
+    mangled name, read from the library's symbol table (its local functions too)."""
+    listing = subprocess.run(["nm", "--defined-only", library], capture_output=True, text=True, check=True)
+    at = {}
+    for fields in (line.split() for line in listing.stdout.splitlines()):
+        if len(fields) == 3 and fields[1] in "TtWw":
+            at.setdefault(int(fields[0], 16), fields[2])
+    out = {}
+    for offset, calls in entered.items():
+        name = at.get(int(offset, 16), f"0x{offset}")
+        out[name] = out.get(name, 0) + calls
+    return out
+
+
 def _run(train_cfg, steps, runtime, data, key, artifact, library, profile, out, log_path):
-    """One short run in the runtime: its record, or why it failed."""
+    """One short run in the runtime: its record, or why it failed. ``library``: the spec's override
+    fields (``train.override_spec``), empty for the release."""
     spec = short_spec(train_cfg, RunTarget("__check__", "check", {"artifact": artifact}, 0, key), data[0],
                       read_json(data[1])["sha256"], max_steps=steps, epochs=1,
-                      **({"override": library} if library else {}), **({"profile_ops": True} if profile else {}))
+                      **library, **({"profile_ops": True} if profile else {}))
     with open(log_path, "a") as handle:
-        handle.write(f"== {out.stem}: {library or 'the release'}\n")
+        handle.write(f"== {out.stem}: {library.get('override') or 'the release'}\n")
         handle.flush()
         code = launch_once(runtime, spec, out, handle, train_cfg)
     if code != 0 or not out.exists():

@@ -1,0 +1,204 @@
+"""The interposed route of compiled fixes (TH and infrastructure files, ``overrides.parts``): which
+files take it, how the functions a fix changes are found in the rebuilt objects, what refuses the
+build (a changed function the release hides, a file that registers when it loads), the harness's
+check that the library really was preloaded, and the check's outcomes. Real g++, nm and objdump on
+small libraries standing in for a release; the route on a real release is in
+``test_compiled_study.py`` (the interposed fault control)."""
+import ctypes
+import subprocess
+import sys
+
+import pytest
+
+from bugimpact.harness import overrides as harness_overrides
+from bugimpact.overrides import build, check, parts
+from bugimpact.overrides.release_build import BuildRefused
+from bugimpact.train import override_spec
+
+
+def compile_so(tmp_path, name, source, *flags):
+    src = tmp_path / f"{name}.cpp"
+    src.write_text(source)
+    out = tmp_path / f"{name}.so"
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", *flags, str(src), "-o", str(out)], check=True)
+    return out
+
+
+def compile_o(tmp_path, name, source):
+    src = tmp_path / f"{name}.cpp"
+    src.write_text(source)
+    subprocess.run(["g++", "-O2", "-fPIC", "-c", str(src), "-o", str(src) + ".o"], check=True)
+    return str(src) + ".o"
+
+
+# --- which fixes take the route -----------------------------------------------------------------
+
+def test_th_and_atens_own_files_are_interposed_and_the_rest_of_infrastructure_is_refused_named():
+    kind, kinds = parts.fix_part(["aten/src/TH/generic/THTensorMath.cpp", "aten/src/THC/generic/THCTensorMathBlas.cu"])
+    assert kind == "th" and kinds["cuda"] == ["aten/src/THC/generic/THCTensorMathBlas.cu"]  # TH's CUDA half
+    assert parts.refusal(kind, kinds) == ""
+    assert parts.Kernels(kind, kinds, "").route == "interposed"
+    assert parts.Kernels(*parts.fix_part(["aten/src/ATen/native/Loss.cpp"]), "").route == "registered"
+    infra = parts.fix_part(["aten/src/ATen/native/TensorIterator.cpp"])
+    assert infra[0] == "infra" and parts.refusal(*infra) == ""
+    bindings = parts.fix_part(["torch/csrc/generic/StorageMethods.cpp"])
+    assert parts.refusal(*bindings).startswith("infra: infrastructure outside ATen's and TH's own .cpp files")
+    caffe2 = parts.fix_part(["aten/src/ATen/ParallelNative.cpp", "caffe2/utils/threadpool/ThreadPool.cc"])
+    assert "caffe2/utils/threadpool/ThreadPool.cc" in parts.refusal(*caffe2)
+    header = parts.fix_part(["aten/src/ATen/native/TensorIterator.h"])
+    assert parts.refusal(*header).startswith("infra:")
+    both = parts.fix_part(["aten/src/TH/generic/THTensorMath.cpp", "aten/src/ATen/native/Loss.cpp"])
+    assert "one library doing both is not built yet" in parts.refusal(*both)
+
+
+def test_a_generic_th_file_is_compiled_by_the_file_that_includes_it():
+    assert parts.compile_unit("aten/src/TH/generic/THTensorMath.cpp") == "aten/src/TH/THTensorMath.cpp"
+    assert parts.compile_unit("aten/src/THNN/generic/ELU.c") == "aten/src/THNN/init.cpp"
+    assert parts.compile_unit("aten/src/ATen/native/TensorIterator.cpp") == "aten/src/ATen/native/TensorIterator.cpp"
+
+
+# --- the functions a fix changes ------------------------------------------------------------------
+
+GENERIC = b"""static void THTensor_(addmmImpl)(THTensor *r_, int n)
+{
+  if (n == 0)
+    return;
+  r_->x = n;
+}
+
+void THTensor_(addmv)(THTensor *r_, int n)
+{
+  r_->x = n;
+}
+"""
+
+
+def test_the_changed_functions_of_a_generic_file_are_found_once_per_scalar_type():
+    fixed = GENERIC.replace(b"  if (n == 0)\n    return;\n", b"")
+    symbols = {"_ZL23THFloatTensor_addmmImplPv": "THFloatTensor_addmmImpl(void*)",
+               "_ZL24THDoubleTensor_addmmImplPv": "THDoubleTensor_addmmImpl(void*)",
+               "THFloatTensor_addmv": "THFloatTensor_addmv",
+               "_ZL23THFloatTensor_addmmImplPv.cold": "THFloatTensor_addmmImpl(void*) [clone .cold]"}
+    assert build.changed_functions([(GENERIC, fixed)], symbols) == ["_ZL23THFloatTensor_addmmImplPv",
+                                                                   "_ZL24THDoubleTensor_addmmImplPv"]
+    member = b"namespace at {\nvoid TensorIterator::compute_shape() {\n  x = 1;\n}\n}\n"
+    symbols = {"_ZN2at14TensorIterator13compute_shapeEv": "at::TensorIterator::compute_shape()",
+               "_ZN2at5otherEv": "at::other()"}
+    assert build.changed_functions([(member, member.replace(b"x = 1", b"x = 2"))], symbols) == \
+        ["_ZN2at14TensorIterator13compute_shapeEv"]
+
+
+RELEASE = """
+__attribute__((visibility("hidden"))) int hidden_scale(int x) { return 2 * x; }
+int scale(int x) { return 2 * x; }
+int entry(int x) { return scale(x) + hidden_scale(x); }
+"""
+REBUILT = """
+int hidden_scale(int x) { return 2 * x; }
+int scale(int x) { return 2 * x; }
+"""
+
+
+def test_a_changed_function_the_release_hides_refuses_the_build_naming_it(tmp_path):
+    release = compile_so(tmp_path, "release", RELEASE)
+    faithful = compile_o(tmp_path, "faithful", REBUILT)
+    exported = compile_o(tmp_path, "exported", REBUILT.replace("int scale(int x) { return 2", "int scale(int x) { return 3"))
+    changed_scale = [(REBUILT.encode(), REBUILT.replace("int scale(int x) { return 2", "int scale(int x) { return 3").encode())]
+    found = build.interposition([faithful], [exported], [str(release)], changed_scale)
+    assert [f["name"] for f in found["changed_functions"]] == ["scale(int)"] and found["interposed"] == 1
+    # the same file, the hidden function changed instead:
+    hidden = REBUILT.replace("int hidden_scale(int x) { return 2", "int hidden_scale(int x) { return 3")
+    with pytest.raises(BuildRefused, match=r"the release does not export 1 function\(s\) the fix changes "
+                                           r"\(hidden_scale\(int\)\): hidden"):
+        build.interposition([faithful], [compile_o(tmp_path, "hidden", hidden)], [str(release)],
+                            [(REBUILT.encode(), hidden.encode())])
+
+
+def test_a_file_that_registers_when_it_loads_is_refused(tmp_path):
+    path = "aten/src/ATen/core/VariableFallbackKernel.cpp"
+    (tmp_path / path).parent.mkdir(parents=True)
+    (tmp_path / path).write_text("static auto registry = c10::Dispatcher::singleton().registerBackendFallbackKernel();\n")
+    with pytest.raises(BuildRefused, match="registers at load time .*: preloaded, the registrations would be made twice"):
+        build._no_load_time_registrations([path], tmp_path)
+    (tmp_path / path).write_text("namespace at { void f() {} }\n")
+    build._no_load_time_registrations([path], tmp_path)  # nothing registered: no refusal
+
+
+# --- the harness: a library that was to be preloaded and was not ---------------------------------
+
+COUNTERS = build.NO_REGISTRATIONS + build.HOOKS + "int entered() { return 1; }\n"
+
+
+def test_the_harness_refuses_an_interposed_library_that_was_not_preloaded(tmp_path):
+    library = compile_so(tmp_path, "late", COUNTERS)
+    with pytest.raises(RuntimeError, match="is interposed and must be preloaded"):
+        harness_overrides.load(str(library), preloaded=True)
+    handle = harness_overrides.load(str(library))  # a registered library is loaded here, as before
+    assert harness_overrides.counts(handle)["entries"] == 0
+    preloaded = subprocess.run([sys.executable, "-c", "import sys; from bugimpact.harness import overrides; "
+                                "overrides.load(sys.argv[1], preloaded=True); print('ok')", str(library)],
+                               env={"LD_PRELOAD": str(library), "PATH": "/usr/bin:/bin",
+                                    "PYTHONPATH": str(__import__("bugimpact").__path__[0].rsplit("/", 1)[0])},
+                               capture_output=True, text=True)
+    assert preloaded.stdout.strip() == "ok", preloaded.stderr
+
+
+def test_the_canary_counts_entries_per_function_by_offset(tmp_path):
+    source = COUNTERS.replace("int entered() { return 1; }\n", "") + \
+        "extern \"C\" int twice(int x) { return 2 * x; }\nextern \"C\" int once(int x) { return twice(x) + 1; }\n"
+    src = tmp_path / "canary.cpp"
+    src.write_text(source)
+    library = tmp_path / "canary.so"
+    # -Bsymbolic as every override library: glibc has a __cyg_profile_func_enter of its own
+    subprocess.run(["g++", "-O0", "-fPIC", "-shared", "-finstrument-functions", "-Wl,-Bsymbolic", str(src), "-o",
+                    str(library)], check=True)
+    handle = ctypes.CDLL(str(library))
+    for _ in range(3):
+        handle.once(1)
+    counted = harness_overrides.counts(handle)
+    from bugimpact.steps.override import named
+    assert counted["entries"] == 6 and named(str(library), counted["functions"]) == {"once": 3, "twice": 3}
+
+
+def test_a_runs_spec_says_to_preload_an_interposed_library_only():
+    libraries = {"arm": {"library": "/x/arm.so"}}
+    assert override_spec({"route": "interposed", "libraries": libraries}, "arm") == {"override": "/x/arm.so", "preload": True}
+    assert override_spec({"route": "registered", "libraries": libraries}, "arm") == {"override": "/x/arm.so"}
+    assert override_spec(None, "arm") == {}
+
+
+# --- the check's outcomes -------------------------------------------------------------------------
+
+FLAGS = ["-O2", "-fopenmp"]
+INTERPOSED = {"route": "interposed", "registered": [], "interposed": 40,
+              "changed_functions": [{"symbol": "_ZL5gemmf", "name": "THFloatBlas_gemm(float)"},
+                                    {"symbol": "_ZL5gemmd", "name": "THDoubleBlas_gemm(double)"}],
+              "compiled_with": {b: ["-std=c++14", "-fPIC", *FLAGS] for b in ("arm", "faithful")},
+              "canary_flags": ["-finstrument-functions"]}
+INTERPOSED["compiled_with"]["canary"] = [*INTERPOSED["compiled_with"]["faithful"], "-finstrument-functions"]
+
+
+def interposed_runs(faithful="a", arm="b", entered=None):
+    entered = {"_ZL5gemmf": 12, "other": 3} if entered is None else entered
+    prints = {b: {"fingerprints": {k: p for k in check.FINGERPRINTS}, "override": {"calls": {}}}
+              for b, p in (("release", "a"), ("faithful", faithful), ("canary", faithful), ("arm", arm))}
+    prints["canary"]["override"].update(entries=sum(entered.values()), functions=entered)
+    return prints
+
+
+def test_an_interposed_library_whose_changed_function_ran_is_verified():
+    result = check.judge(interposed_runs(), INTERPOSED, FLAGS)
+    assert result["outcome"] == "verified" and result["workload_calls"] == ["THFloatBlas_gemm"]
+    assert result["changed_calls"] == {"THFloatBlas_gemm": 12} and result["route"] == "interposed"
+
+
+def test_an_interposed_library_whose_changed_functions_never_ran_is_not_exercised():
+    result = check.judge(interposed_runs(entered={"other": 3}), INTERPOSED, FLAGS)
+    assert result["outcome"] == "not exercised" and result["passed"]
+    assert "runs none of the 2 functions the fix changes (3 entries into the library's other functions)" in result["reason"]
+
+
+def test_an_interposed_library_that_trains_unlike_the_release_or_with_other_flags_fails():
+    assert "trains differently from the release" in check.judge(interposed_runs(faithful="c"), INTERPOSED, FLAGS)["reason"]
+    lacking = check.judge(interposed_runs(), INTERPOSED, FLAGS + ["-mavx2"])
+    assert lacking["outcome"] == "failed" and "-mavx2 left out" in lacking["reason"]
