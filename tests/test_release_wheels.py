@@ -328,8 +328,9 @@ def test_with_a_clone_the_sheet_says_which_fixes_are_python_only(tmp_path, fix_r
     from bugimpact.io import read_csv
     rows = {r["id"]: r for r in read_csv(sheet)[1]}
     assert rows["pr1"]["resolve_status"] == "resolved" and rows["pr1"]["onefix"] == "yes"
-    assert rows["pr2"]["onefix"] == ("no: infra: infrastructure (TensorIterator, thread pools, backend "
-                                     "fallbacks, CUDA context, storage bindings, the build) (aten/src/Loss.cpp)")
+    assert rows["pr2"]["onefix"] == ("no: infra: infrastructure outside ATen's and TH's own .cpp files "
+                                     "(torch/csrc, caffe2, c10, headers, the build): an interposed library "
+                                     "takes only those (aten/src/Loss.cpp)")
 
 
 def test_accepted_sheet_rows_run_as_one_fix_artifacts(tmp_path):
