@@ -51,7 +51,8 @@ WHY = {
     "header": "a shared header inlined into many files (vec256, c10, the dispatcher, TypeCast)",
     "infra": "infrastructure outside ATen's and TH's own .cpp files (torch/csrc, caffe2, c10, "
              "headers, the build): an interposed library takes only those",
-    "th": "a TH header, inlined into its includers: an interposed library takes only TH's .cpp files",
+    "th": "TH code outside its .cpp files (headers inlined into their includers, build files): an "
+          "interposed library takes only TH's .cpp files",
     "other": "code outside the Python package's reach (android, ios, binaries)",
     "cuda": "CUDA kernels, which only a CUDA compiler matching the wheel's CUDA builds (not yet "
             "driven here: a CPU kernel fix's CUDA half is left out of CPU runs)",
@@ -113,7 +114,7 @@ def refusal(fix, kinds, cuda_compiler=False):
             return _named(part_of(cannot[0]), cannot)
         both = [p for k in ("op", "stub") for p in kinds.get(k, [])]
         if both:
-            return (f"{fix}: its TH or infrastructure files are interposed, its op files "
+            return (f"{fix}: its TH or infrastructure files are interposed, its op or stub files "
                     f"({', '.join(both[:3])}) registered: one library doing both is not built yet")
         return ""
     if fix in REBUILT_PARTS or (fix == "cuda" and cuda_compiler):
