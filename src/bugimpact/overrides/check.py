@@ -57,8 +57,7 @@ def judge(runs, override, release_flags):
         return _failed("the release run's profile names no operator: what the workload calls is not known")
     called = set(profile)
     expected = sorted(op for op in registered if op_name(op) in called)
-    prints = {b: {k: runs[b]["fingerprints"][k] for k in FINGERPRINTS} for b in runs}
-    faithful = prints["faithful"] == prints["release"]
+    prints, faithful, problems = _builds(runs, override, release_flags)
     calls = {b: runs[b]["override"]["calls"] for b in ("faithful", "arm")}
     # called through the library, named by the profile or not (1.4's profile leaves out the
     # copy_ the autograd layer's own kernel calls on to)
@@ -69,11 +68,6 @@ def judge(runs, override, release_flags):
     never = [base for base in missed if set(overloads.get(base, [base])) <= set(registered) and base not in by_hand]
     unconfirmed = [op for op in expected if op not in through and op_name(op) not in never]
     entries = runs["canary"]["override"].get("entries", 0)
-    problems = flags_problems(override, release_flags)
-    if not faithful:
-        first = next(k for k in FINGERPRINTS if prints["faithful"][k] != prints["release"][k])
-        problems.append(f"the faithful build (the release's own files) trains differently from the "
-                        f"release (its {first} differ): not built as the release was")
     if never:
         problems.append(f"the workload calls {', '.join(never)}, but never through the library: "
                         "registered under a key the release does not call")
@@ -91,8 +85,7 @@ def judge(runs, override, release_flags):
 
 def _interposed(runs, override, release_flags):
     """``judge`` for an interposed library (module doc)."""
-    prints = {b: {k: runs[b]["fingerprints"][k] for k in FINGERPRINTS} for b in runs}
-    faithful = prints["faithful"] == prints["release"]
+    prints, faithful, problems = _builds(runs, override, release_flags)
     changed = {f["symbol"]: short_name(f["name"]) for f in override["changed_functions"]}
     entered = runs["canary"]["override"].get("functions") or {}
     through = {}
@@ -100,11 +93,6 @@ def _interposed(runs, override, release_flags):
         if symbol in changed and calls:
             through[changed[symbol]] = through.get(changed[symbol], 0) + calls
     entries = runs["canary"]["override"].get("entries", 0)
-    problems = flags_problems(override, release_flags)
-    if not faithful:
-        first = next(k for k in FINGERPRINTS if prints["faithful"][k] != prints["release"][k])
-        problems.append(f"the faithful build (the release's own files) trains differently from the "
-                        f"release (its {first} differ): not built as the release was")
     outcome = "failed" if problems else "verified" if through else "not exercised"
     if problems or through:
         reason = "; ".join(problems)
@@ -118,6 +106,19 @@ def _interposed(runs, override, release_flags):
             "faithful_identical": faithful, "faithful_calls": {}, "canary_entries": entries, "arm_calls": {},
             "arm_identical": prints["arm"] == prints["release"], "interposed": override.get("interposed", 0),
             "release_operators": len(runs["release"].get("ops") or ())}
+
+
+def _builds(runs, override, release_flags):
+    """What both routes check of the builds themselves: each run's fingerprints, whether the
+    faithful build trains as the release does, and the problems with either (or the flags)."""
+    prints = {b: {k: runs[b]["fingerprints"][k] for k in FINGERPRINTS} for b in runs}
+    faithful = prints["faithful"] == prints["release"]
+    problems = flags_problems(override, release_flags)
+    if not faithful:
+        first = next(k for k in FINGERPRINTS if prints["faithful"][k] != prints["release"][k])
+        problems.append(f"the faithful build (the release's own files) trains differently from the "
+                        f"release (its {first} differ): not built as the release was")
+    return prints, faithful, problems
 
 
 def short_name(name):
