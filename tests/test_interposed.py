@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from bugimpact.artifacts import onefix
 from bugimpact.harness import overrides as harness_overrides
 from bugimpact.overrides import build, check, parts
 from bugimpact.overrides.release_build import BuildRefused
@@ -49,6 +50,14 @@ def test_th_and_atens_own_files_are_interposed_and_the_rest_of_infrastructure_is
     assert parts.refusal(*header).startswith("infra:")
     both = parts.fix_part(["aten/src/TH/generic/THTensorMath.cpp", "aten/src/ATen/native/Loss.cpp"])
     assert "one library doing both is not built yet" in parts.refusal(*both)
+
+
+def test_atens_cuda_sources_and_cpp_tests_are_never_interposed():
+    """Seen on a corpus of the real history: ATen/cuda/CUDABlas.cpp (libtorch_cuda's) was taken as
+    interposable infrastructure, and ATen/test/complex_test.cpp (a test binary's) as compiled."""
+    assert parts.fix_part(["aten/src/ATen/cuda/CUDABlas.cpp"])[0] == "cuda"
+    assert onefix.classify("aten/src/ATen/test/complex_test.cpp") == "not_shipped"
+    assert onefix.classify("aten/src/ATen/core/Formatting.cpp") == "compiled"
 
 
 def test_a_generic_th_file_is_compiled_by_the_file_that_includes_it():

@@ -22,6 +22,7 @@ from pathlib import Path
 from ..failures import reading
 from ..framework import patch
 from ..framework.apply import NoDirection, direction_of
+from ..framework.paths import CPP_TESTS
 from ..io import atomic_open, write_text
 from ..overrides import parts
 from ..overrides.parts import Refused
@@ -64,7 +65,7 @@ def classify(path, package=PACKAGE, shipped=None):
     if is_python and path.startswith(package + "/") \
             and not path.startswith(tuple(d for d in COMPILED_DIRS if d.startswith(package))):
         return "python"
-    if path.startswith(NOT_SHIPPED_DIRS) or ROOT_DOC.match(path):
+    if path.startswith(NOT_SHIPPED_DIRS) or ROOT_DOC.match(path) or CPP_TESTS.search(path):
         return "not_shipped"
     if is_python and path.startswith(OTHER_PACKAGES):
         return "wheel" if shipped is None else "not_shipped"

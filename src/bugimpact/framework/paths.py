@@ -5,9 +5,11 @@ it does not ship (tests, docs, CI), its C++ frontend, a CUDA source, or the C++ 
 import re
 
 PYTHON_PACKAGE = "torch/"
+# the C++ tests of ATen, c10 and caffe2: built into test binaries, never into the libraries
+CPP_TESTS = re.compile(r"^(aten|c10|caffe2)/(.*/)?tests?/|_test\.(cc|cpp)$")
 NOT_SHIPPED = re.compile(r"^(test|docs|benchmarks|scripts|\.github|\.circleci|\.jenkins|\.ci|"
                          r"android|ios|binaries)/|^[^/]+\.(md|rst|txt)$|^\.[^/]+$|(^|/)README[^/]*$|"
-                         r"^(aten|c10|caffe2)/(.*/)?tests?/|_test\.(cc|cpp)$")
+                         + CPP_TESTS.pattern)
 # The C++ frontend (libtorch's torch::nn, optim, data, serialize): a Python workload never calls it.
 FRONTEND = re.compile(r"^torch/csrc/api/(src|include/torch/(nn|optim|data|serialize|detail))/|"
                       r"^torch/csrc/api/include/torch/(expanding_array|ordered_dict|enum|arg|"
@@ -64,7 +66,7 @@ PARTS = (  # (part, pattern), the first match wins
     ("header", re.compile(r"^aten/src/ATen/cpu/vec256/|^c10/.*\.(h|hpp)$|^aten/src/ATen/core/.*\.h$|"
                           r"^aten/src/THC/[^/]*\.(h|cuh)$|^aten/src/ATen/[^/]*\.h$")),
     ("infra", INFRA_FILES),
-    ("cuda", re.compile(r"^aten/src/ATen/native/(.*/)?(cuda|cudnn|miopen|hip)/|^aten/src/ATen/native/.*\.(cu|cuh)$")),
+    ("cuda", re.compile(r"^aten/src/ATen/(.*/)?(cuda|cudnn|miopen|hip)/|^aten/src/ATen/native/.*\.(cu|cuh)$")),
     ("stub", re.compile(r"^aten/src/ATen/native/(cpu|quantized/cpu/kernels)/[^/]*\.(cpp|h)$")),
     ("op", re.compile(r"^aten/src/ATen/native/.*\.(cpp|h)$")),
     ("infra", re.compile(r".")),  # the rest of what is compiled: ATen's core, torch/csrc, caffe2, c10, the build
