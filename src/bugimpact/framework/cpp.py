@@ -226,8 +226,11 @@ def enclosing(funcs, lineno):
     return best
 
 
+# each parallel backend torch.__config__.parallel_info() names, and the setting its build defines
+PARALLEL_BACKENDS = {"OpenMP": ("AT_PARALLEL_OPENMP",), "native thread pool": ("AT_PARALLEL_NATIVE",),
+                     "native thread pool and TBB": ("AT_PARALLEL_NATIVE_TBB",)}
 # the preprocessor settings of a build that whole files of ATen are compiled under; the verdict
-# reads the traced torch's build for each (``reach.verdict.BUILD_SETTINGS``)
+# reads the traced torch's build for each (``reach.verdict.built_with``)
 BUILD_GUARD = re.compile(r"^\s*#\s*if\s+(AT_PARALLEL_NATIVE|AT_PARALLEL_NATIVE_TBB|AT_PARALLEL_OPENMP|"
                          r"AT_MKL_ENABLED\(\)|AT_MKLDNN_ENABLED\(\))\s*(//.*)?$")
 

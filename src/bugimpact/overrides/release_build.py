@@ -11,6 +11,8 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..framework.cpp import PARALLEL_BACKENDS
+
 PROBE = r"""
 import json, os, sys, torch
 root = os.path.dirname(torch.__file__)
@@ -22,8 +24,6 @@ print(json.dumps({"version": torch.__version__.split("+")[0], "config": torch.__
                               os.path.join(root, "include", "torch", "csrc", "api", "include")],
                   "lib": os.path.join(root, "lib")}))
 """
-PARALLEL = {"OpenMP": ["-DAT_PARALLEL_OPENMP=1"], "native thread pool": ["-DAT_PARALLEL_NATIVE=1"],
-            "native thread pool and TBB": ["-DAT_PARALLEL_NATIVE_TBB=1"]}
 BUILD_TYPE_FLAGS = {"Release": ["-O3", "-DNDEBUG"], "RelWithDebInfo": ["-O2", "-g", "-DNDEBUG"],
                     "MinSizeRel": ["-Os", "-DNDEBUG"], "Debug": ["-g"]}
 DEFINE_DISPATCH = re.compile(rb"^(\s*DEFINE_DISPATCH\(\w+\);)", re.M)
@@ -57,7 +57,7 @@ def release_settings(python):
     # the parallel backend is a per-target definition of the release's build, not in its CXX_FLAGS
     # (1.x's ATen/Parallel.h defines parallel_for only under it); 2.x's ATen/Config.h says it too
     backend = re.search(r"ATen parallel backend: (.+)", info.pop("parallel"))
-    parallel = PARALLEL.get(backend.group(1).strip() if backend else "", [])
+    parallel = [f"-D{d}=1" for d in PARALLEL_BACKENDS.get(backend.group(1).strip() if backend else "", ())]
     flags = re.search(r"CXX_FLAGS=(.*?)(?:, [A-Z_]+=|$)", config)
     cxx_flags = [f for f in (flags.group(1).split() if flags else [])
                  if f.startswith(("-D", "-O", "-f", "-m")) and not f.startswith("-fdiagnostics")]

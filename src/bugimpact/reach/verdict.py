@@ -5,24 +5,26 @@
   was dispatched (its backward runs when it is in the autograd
   graph: a changed derivative counts when its forward operator ran);
 - ``not reached``: nothing changed ran, on a complete mapping (a file compiled only under a build
-  setting the traced torch was built without never runs: ``BUILD_SETTINGS``);
+  setting the traced torch was built without never runs: ``built_with``);
 - ``not reached on cpu``: what could run is CUDA-only and the workload ran on the CPU;
 - ``unknown``: the mapping could not bound part of the change (the reasons say which).
 ``reached`` is necessary, not sufficient, for an effect: the fingerprints after training stay the
 proof that bits changed.
 """
+from ..framework.cpp import PARALLEL_BACKENDS
 from ..framework.paths import why_unbounded
 from .python_files import PythonFile, Uses, python_reach, unpack
 
-# whether the traced torch's build (``harness.trace.build_config``) has a setting a file is
-# compiled under (``static.BUILD_GUARD``); None where the trace does not say
-BUILD_SETTINGS = {
-    "AT_PARALLEL_OPENMP": lambda b: b["parallel"] == "OpenMP" if "parallel" in b else None,
-    "AT_PARALLEL_NATIVE": lambda b: b["parallel"] == "native thread pool" if "parallel" in b else None,
-    "AT_PARALLEL_NATIVE_TBB": lambda b: b["parallel"] == "native thread pool and TBB" if "parallel" in b else None,
-    "AT_MKL_ENABLED": lambda b: b.get("mkl"),
-    "AT_MKLDNN_ENABLED": lambda b: b.get("mkldnn"),
-}
+# a build setting torch.backends says directly (``harness.trace.build_config``)
+BACKEND_SETTINGS = {"AT_MKL_ENABLED": "mkl", "AT_MKLDNN_ENABLED": "mkldnn"}
+
+
+def built_with(setting, build):
+    """Whether the traced torch's ``build`` has a setting a file is compiled under
+    (``framework.cpp.BUILD_GUARD``); None where its trace does not say."""
+    if setting in BACKEND_SETTINGS:
+        return build.get(BACKEND_SETTINGS[setting])
+    return setting in PARALLEL_BACKENDS.get(build["parallel"], ()) if "parallel" in build else None
 
 
 def entered(trace, package):
@@ -70,12 +72,13 @@ def judge(mapping, trace):
             notes.append(f"{path}: entered only through {package}, none of whose functions ran")
     build = trace.get("build") or {}
     for path, setting in mapping.compiled_under:
-        if BUILD_SETTINGS[setting](build) is False:
+        has = built_with(setting, build)
+        if has is False:
             notes.append(f"{path}: its changes are compiled only under {setting}, which torch "
                          f"{trace.get('torch_version')} is built without ({_build_words(build)})")
         else:
             unknown.append(f"{path}: its changes are compiled under {setting}, which this torch "
-                           f"{'has' if BUILD_SETTINGS[setting](build) else 'does not say whether it has'}: "
+                           f"{'has' if has else 'does not say whether it has'}: "
                            f"{why_unbounded(path)}")
     runs_anything = bool(mapping.ops or mapping.backward_ops or mapping.python or mapping.at_import or
                          (mapping.cuda_ops and device == "cuda"))
