@@ -677,3 +677,25 @@ def test_a_fix_cherry_picked_onto_a_release_branch_is_found_in_the_release(histo
     fix, _ = fix_of(repo, shas["after"])
     assert fix.holds(picked, source.files)
     assert not fix.holds(shas["cut"], {OP: git(repo, "show", f"{shas['cut']}:{OP}").encode() + b"\n"})
+
+
+def test_a_fix_a_later_commit_took_back_before_the_cut_is_refused_not_built_as_the_release(tmp_path):
+    """Seen on the corpus (pr27211 on 1.4.0): the fix's commit is in the branch point's history, a
+    later one undid it, and taking it back by a three-way merge changed nothing: both arms were the
+    release, and the check said "not exercised". Now the arm is refused, saying so."""
+    repo = tmp_path / "mirror"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    commit(repo, {OP: kernel(b"  return self * 1;"), HEADER: b"#pragma once\n", "aten/src/ATen/ATen.h": b"",
+                  "aten/src/ATen/native/native_functions.yaml": b"- func: foo(Tensor self) -> Tensor\n",
+                  "tools/autograd/derivatives.yaml": b"[]\n"}, "base", "2020-01-01T00:00:00")
+    fixed = commit(repo, {OP: kernel(b"  return self * 2;  // fixed")}, "Fix foo (#1)", "2020-02-01T00:00:00")
+    commit(repo, {OP: kernel(b"  return self * 1;")}, "Revert the fix of foo (#3)", "2020-02-05T00:00:00")
+    commit(repo, {HEADER: RELEASE_HEADER}, "the release is cut here", "2020-02-10T00:00:00")
+    source = found(repo, tmp_path, fixed)
+    fix, _ = fix_of(repo, fixed)
+    assert source.describe()["fix"] == "in the branch point"
+    with pytest.raises(Refused, match="making the fix in reverse changes none of torch 9.9.0's own files: the "
+                                      "release no longer holds it"):
+        override_arm.made_on(fix, source, dict(source.files), "9.9.0")
+

@@ -161,6 +161,12 @@ def made_on(fix, source, files, version):
     except NotPlaced as exc:
         raise Refused(f"the fix does not apply to torch {version}'s own files "
                       f"({'in reverse' if fix_in_release else 'forwards'}): {exc}") from None
+    if all(placed.get(path, data) == data for path, data in files.items()):
+        # seen: a fix in the branch point's history that a later commit took back (pr27211)
+        raise Refused(f"making the fix {'in reverse' if fix_in_release else 'forwards'} changes none of torch "
+                      f"{version}'s own files: the release "
+                      f"{'no longer holds it (a later commit undid or replaced it)' if fix_in_release else 'holds it already'}"
+                      ", so both arms would be the release")
     return fix_in_release, placed, placement
 
 
