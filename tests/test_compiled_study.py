@@ -191,3 +191,31 @@ def test_the_interposed_fault_control_is_impact(tmp_path):
     # the generic file's gemm, once per scalar type; only the float one is on the workload's path
     changed = {f["name"].split("(")[0] for f in override["changed_functions"]}
     assert "THFloatBlas_gemm" in changed and all(re.fullmatch(r"TH\w+Blas_gemm", n) for n in changed), changed
+
+
+def test_the_papers_stub_kernel_fix_is_studied_through_the_releases_own_stub(tmp_path):
+    """pr32541 (NaN in binary max and min, the paper's), on torch 1.5.0 with no clone (its release
+    source shipped beside its diff): BinaryOpsKernel.cpp compiled for the release's AVX2 kernels,
+    each of its kernels put into the release's stub when the library loads. Every binary op of
+    training (the SGD update's add, mul, ...) then runs the rebuilt kernels, and the faithful build
+    still trains as the release does, bit for bit; a model of maxout units calls max, so the
+    canary enters the changed kernel."""
+    work = project_copy(tmp_path / "p")
+    fixes = {"study-pr32541": {"label": "Properly handle NaN in binary max and min (#32541)",
+                               "release": {"source": "pypi", "version": "1.5.0"},
+                               "patch": str(PATCHES / "study-pr32541.diff")}}
+    name = study(work, "stubmax", fixes, {"kind": "venv", "python": "3.7",
+                                          "requirements": [str(ROOT / "examples" / "kernel-models")]}, runs=2, epochs=1)
+    config = yaml.safe_load((work / name).read_text())
+    config["train"]["model"] = "kernelmodels.models:MaxoutCNN"
+    (work / name).write_text(yaml.safe_dump(config))
+    snakemake(work, "--configfile", name)
+    checked = gate(work, "study-pr32541")["override_checks"]["buggy"]
+    assert checked["outcome"] == "verified" and checked["faithful_identical"] and checked["arm_identical"], checked
+    assert checked["workload_calls"] == ["at::native::(anonymous namespace)::max_elementwise_kernel"]
+    runtime = next((work / "results" / "runtimes").glob("*/onefix-buggy-*/runtime.json"))
+    override = json.loads(runtime.read_text())["override"]
+    assert override["registered"] == [] and {"add_stub", "max_elementwise_stub"} <= {s["stub"] for s in override["stubs"]}
+    assert set(override["compiled_with"]) == {"arm kernels", "faithful kernels", "canary kernels"}
+    assert "-mavx2" in override["compiled_with"]["arm kernels"]
+    assert verdicts(work, "stubmax")["study-pr32541"]["verdict"] == "not triggered"  # digits hold no NaN

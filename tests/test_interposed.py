@@ -113,8 +113,8 @@ def test_a_changed_function_the_release_hides_refuses_the_build_naming_it(tmp_pa
     faithful = compile_o(tmp_path, "faithful", REBUILT)
     exported = compile_o(tmp_path, "exported", REBUILT.replace("int scale(int x) { return 2", "int scale(int x) { return 3"))
     changed_scale = [(REBUILT.encode(), REBUILT.replace("int scale(int x) { return 2", "int scale(int x) { return 3").encode())]
-    found = build.interposition([faithful], [exported], [str(release)], changed_scale)
-    assert [f["name"] for f in found["changed_functions"]] == ["scale(int)"] and found["interposed"] == 1
+    changed, interposed = build.interposition([faithful], [exported], [str(release)], changed_scale)
+    assert [f["name"] for f in changed] == ["scale(int)"] and interposed == 1
     # the same file, the hidden function changed instead:
     hidden = REBUILT.replace("int hidden_scale(int x) { return 2", "int hidden_scale(int x) { return 3")
     with pytest.raises(BuildRefused, match=r"the release does not export 1 function\(s\) the fix changes "

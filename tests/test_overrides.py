@@ -263,8 +263,11 @@ def test_a_helper_another_file_calls_gets_that_file_rebuilt_too(tmp_path):
     (native / "cpu/BKernel.cpp").write_text("namespace at { namespace native {\nvoid kern(int y) {\n  scale(y);\n}\n"
                                             "REGISTER_DISPATCH(bar_stub, &kern);\n}}\n")
     (native / "B.cpp").write_text("namespace at { namespace native {\nTensor bar(const Tensor& s) {\n  bar_stub(kCPU, 1);\n}\n}}\n")
-    with pytest.raises(Refused, match="the fix changes code that aten/src/ATen/native/cpu/BKernel.cpp calls on the way to bar: stub code"):
-        override_arm.caller_files(Tables(DirTree(tmp_path)), {a: helper.encode()}, {a: helper.replace("* 2", "* 3").encode()})
+    # a stub kernel that calls it: that kernel file is rebuilt (its kernel goes into the stub), not
+    # the op file calling the stub, which reaches the library's kernel through the stub
+    need = override_arm.caller_files(Tables(DirTree(tmp_path)), {a: helper.encode()},
+                                     {a: helper.replace("* 2", "* 3").encode()})
+    assert need == {"aten/src/ATen/native/cpu/BKernel.cpp": {"bar_stub"}}
 
 
 # --- 4. a check that cannot pass by accident --------------------------------------------------------
@@ -380,6 +383,13 @@ def test_an_operator_reach_runs_through_the_changed_code_that_the_library_leaves
     reach["reached"] = ["operator conv2d (scale <- conv2d)"]
     opened = gate_files(tmp_path, verified, reach)
     assert opened["runnable"] and opened["override_checks"]["buggy"]["outcome"] == "verified"
+    # a stub kernel the library puts into the release's stub replaces every operator reached through it
+    reach = {"verdict": "reached", "reached": ["operator max (max_kernel <- max_stub <- max_out <- max)"],
+             "mapping": {"ops": {"max": "max_kernel <- max_stub <- max_out <- max"}}}
+    stubbed = {**OVERRIDE, "registered": [], "stubs": [{"file": "cpu/K.cpp", "stub": "max_stub", "kernel": "max_kernel"}]}
+    assert gate_files(tmp_path, verified, reach, stubbed)["runnable"]
+    elsewhere = {**stubbed, "stubs": [{"file": "cpu/K.cpp", "stub": "min_stub", "kernel": "min_kernel"}]}
+    assert "runs max (max_kernel <- max_stub" in gate_files(tmp_path, verified, reach, elsewhere)["reason"]
 
 
 def test_failed_and_broken_checks_and_a_runtime_whose_library_is_gone_are_recovered(tmp_path, monkeypatch):

@@ -107,11 +107,12 @@ def changed_functions(path, before, after):
 
 
 def caller_files(tables, files, placed):
-    """The files beyond ``files`` whose operators run a function the fix changes through calls
-    outside the dispatcher (a helper another file's kernel calls, the callers between them), with
-    those operators: a kernel rebuilt without them keeps calling the release's copy. ``tables``:
+    """The files beyond ``files`` whose operators or stub kernels run a function the fix changes
+    through calls outside the dispatcher and the stubs (a helper another file's kernel calls, the
+    callers between them), with those operators or stubs: a kernel rebuilt without them keeps
+    calling the release's copy. ``tables``:
     the release's operator tables (``framework.tables``); ``placed``: the files with the fix made.
-    Refuses a caller that is not an op file (a CPU stub kernel, a header's inline code)."""
+    Refuses a caller that is neither an op file nor a CPU stub kernel (a header's inline code)."""
     changed = [pair for path, data in files.items() if path in placed and path.endswith(".cpp")
                for pair in changed_functions(path, data, placed[path])]
     need, seen = {}, set()
@@ -123,18 +124,19 @@ def caller_files(tables, files, placed):
         seen.add((path, fn.owner, fn.name))
         trail = (*trail, path)
         ops = () if fn.owner or fn.static else tables.ops_of_function.get(fn.name, ())
-        if ops:  # an operator: its other callers go through the dispatcher, to the library's kernel
+        # an operator: its other callers go through the dispatcher, to the library's kernel; a stub
+        # kernel: its callers go through the stub, into which the library puts its kernel
+        ends = ops or tables.stub_of_kernel.get(fn.name, ())
+        if ends:
             for step in trail:
                 if step not in files:
-                    need.setdefault(step, set()).update(ops)
+                    need.setdefault(step, set()).update(ends)
             continue
         local = fn.static and not path.endswith((".h", ".cuh", ".hpp"))
         nexts = tables.class_users(fn.owner) if fn.owner else tables.callers.get(fn.name, ())
         queue += [(p, c, trail) for p, c in nexts if (p == path or not local) and c.name != fn.name
                   and (not fn.owner or c.owner != fn.owner)]
-        for stub in tables.stub_of_kernel.get(fn.name, ()):  # a kernel, reached through its stub
-            queue += [(p, c, trail) for p, c in tables.callers.get(stub, ())]
-    cannot = sorted(p for p in need if parts.part_of(p) != "op")
+    cannot = sorted(p for p in need if parts.part_of(p) not in ("op", "stub"))
     if cannot:
         raise Refused(f"the fix changes code that {', '.join(cannot[:3])} call{'s' if len(cannot) == 1 else ''} "
                       f"on the way to {', '.join(sorted(need[cannot[0]])[:3])}: "

@@ -1,6 +1,7 @@
 """Building a compiled fix's override library for a release wheel: the rebuilt kernel files, a
 registration of every operator they implement under the key the release's generated code uses,
-and what the release keeps to itself, taken from its own binary or its own files.
+their CPU stub kernels put into the release's stubs when it loads (``stubs``), and what the
+release keeps to itself, taken from its own binary or its own files.
 
 Every way this was seen to go wrong was silent, so each is guarded here or by the check that runs
 the builds (``overrides.check``):
@@ -16,7 +17,8 @@ the builds (``overrides.check``):
   instrumented to count entries into the rebuilt code, must have run it.
 - **flags.** The release's own C++ standard, ABI and ``CXX_FLAGS`` (``torch.__config__``), its
   build type's optimisation, its parallel backend and the CPU capabilities its kernels were built
-  for (read from its symbols); each build records the flags it compiled with, the check compares
+  for (read from its symbols), and for a stub kernel file the flags of the capability the release
+  chooses (``stubs.kernel_flags``); each build records the flags it compiled with, the check compares
   them with the release's, and the faithful build (the release's own files, compiled the same
   way) must give the release's training bit for bit.
 - **what the release keeps to itself.** Its libraries do not export every function a rebuilt file
@@ -36,10 +38,11 @@ from pathlib import Path
 
 from ..framework import cpp
 from ..framework.declarations import manual_operators, op_name, operators
+from ..framework.paths import part_of
 from ..harness.files import sha256_file
-from . import release_build, release_locals
+from . import release_build, release_locals, stubs
 from .arm import changed_functions as arm_changed
-from .check import short_name
+from .check import source_name
 from .registration import defined_functions, registration_source, registrations
 from .release_build import (
     LACKS,
@@ -49,6 +52,9 @@ from .release_build import (
     compiler,
     flags_of,
     link,
+    missing_headers,
+    provide_headers,
+    release_exports,
     release_flags,
     release_settings,
     run_all,
@@ -102,38 +108,48 @@ def build(compiled, python, folder, log, tree=None, threads=None):
     cxx, version = compiler()
     settings = release_settings(python)
     interposed = compiled.get("route") == "interposed"
-    if not interposed and (settings["major"], settings["minor"]) not in ((1, 4), (1, 5)) and settings["major"] < 2:
+    stub_files = [p for p in compiled["rebuild"] if part_of(p) == "stub"]
+    registering = not interposed and set(compiled["rebuild"]) - set(stub_files)
+    if registering and (settings["major"], settings["minor"]) not in ((1, 4), (1, 5)) and settings["major"] < 2:
         raise BuildRefused(f"torch {settings['version']}: no override registration is known for it "
-                           "(1.4, 1.5 and 2.x are)")
-    kernel_files = [p for p in compiled["rebuild"] if "/cpu/" in p]
-    if kernel_files:
-        raise BuildRefused(f"stub: {', '.join(kernel_files)} is a DispatchStub kernel; putting a rebuilt "
-                           "CPU kernel into the release's stub is not built yet (op files are)")
+                           "(1.4, 1.5 and 2.x are), which its op files need "
+                           f"({', '.join(sorted(registering)[:3])})")
+    kernel = stubs.kernel_flags(settings) if stub_files else []
+    libs = torch_libs(settings["lib"])
     source_tree = Path(compiled["tree"])
     folder = Path(folder).resolve()  # a run loads its library from wherever it runs
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     include = source_tree / "include"
+    # headers neither the wheel nor the release's source holds (sleef.h, MKL's), before the
+    # source's empty stand-ins for them
+    third_party = folder / "shared" / "third-party"
     sides = {"arm": "arm", "faithful": "release", "canary": "release"}
     jobs = []
     for name, side in sides.items():
         for path in compiled["rebuild"]:
-            flags = compile_flags(settings, (source_tree / side / "aten" / "src", include))
+            flags = compile_flags(settings, (source_tree / side / "aten" / "src", third_party, include))
+            data = (source_tree / side / path).read_bytes()
+            if path in stub_files:
+                flags += kernel
+                data = stubs.installing(data, path)
             if name == "canary":
                 flags += CANARY_FLAGS
-            jobs.append(compile_job(cxx, name, path, (source_tree / side / path).read_bytes(), folder, flags))
+            jobs.append(compile_job(cxx, name, path, data, folder, flags))
     if interposed:
         _no_load_time_registrations(compiled["rebuild"], source_tree / "release")
+    provided = provide_headers(missing_headers(jobs, (compiled.get("source") or {}).get("standins", ())),
+                               settings, libs, third_party)
     run_all(jobs, log, threads)
     shared = folder / "shared"
-    shared.mkdir()
+    shared.mkdir(exist_ok=True)
     if interposed:
         chosen, skipped, overloads = [], [], {}
         (shared / "register.cpp").write_text(NO_REGISTRATIONS)
     else:
         chosen, skipped, overloads = _registered(compiled["rebuild"], folder / "faithful", source_tree / "yaml",
-                                                 settings)
+                                                 settings, bool(stub_files))
         (shared / "register.cpp").write_text(registration_source(chosen, settings))
     (shared / "hooks.cpp").write_text(HOOKS)
     base = compile_flags(settings, includes=(source_tree / "release" / "aten" / "src", include))
@@ -141,13 +157,13 @@ def build(compiled, python, folder, log, tree=None, threads=None):
                                          "-o", str(shared / "register.o")]),
              ("shared", "hooks.cpp", [cxx, "-O2", "-fPIC", "-c", str(shared / "hooks.cpp"),
                                       "-o", str(shared / "hooks.o")])], log, threads)
-    libs = torch_libs(settings["lib"])
     objects = {name: [str(folder / name / p) + ".o" for p in compiled["rebuild"]] for name in sides}
     # the arm's objects too: the fix may call what the release's own files do not
     extra, taken, support, support_jobs = _closure(cxx, [objects[name] + [str(shared / "register.o")] for name in
                                                          ("faithful", "arm")], libs, folder, compiled, tree, settings,
                                                    log, threads)
-    compiled_with = {name: flags_of(cmd) for name, _, cmd in jobs}  # every object of a build alike
+    # every op (or TH, or infrastructure) object of a build alike, and every stub kernel's
+    compiled_with = {name + (" kernels" if path in stub_files else ""): flags_of(cmd) for name, path, cmd in jobs}
     if support:
         compiled_with["support"] = flags_of(support_jobs[0][2])
     out = {}
@@ -158,15 +174,20 @@ def build(compiled, python, folder, log, tree=None, threads=None):
         where = [f"-Wl,-rpath,{settings['lib']}"] if interposed else []
         link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log, where)
         out[name] = {"library": str(library), "sha256": sha256_file(library)}
-    route = {"route": "registered"}
-    if interposed:
-        pairs = [((source_tree / "release" / p).read_bytes(), (source_tree / "arm" / p).read_bytes())
-                 for p in compiled["changed"]]
-        route = {"route": "interposed", **interposition(objects["faithful"], objects["arm"], libs, pairs)}
-    return {**route, "compiler": version, "flags": compile_flags(settings)[:-len(settings["include"])],
+    pairs = [((source_tree / "release" / p).read_bytes(), (source_tree / "arm" / p).read_bytes())
+             for p in compiled["changed"]]
+    # the canary's objects too: instrumented, every function it enters has a copy of its own (an
+    # inline one the optimiser put into its callers elsewhere)
+    changed, interposed_count = interposition(objects["faithful"] + objects["canary"], objects["arm"], libs, pairs,
+                                              interposed)
+    return {"route": "interposed" if interposed else "registered", "changed_functions": changed,
+            "interposed": interposed_count, "stubs": stubs.filled(source_tree / "release", stub_files),
+            "kernel_flags": kernel, "headers_provided": provided, "compiler": version,
+            "flags": compile_flags(settings)[:-len(settings["include"])],
             "canary_flags": list(CANARY_FLAGS), "release_flags": release_flags(settings),
             "link_flags": list(release_build.LINK_FLAGS),  # read where link() reads them
-            "include_order": ["<tree>/<arm or release>/aten/src", "<tree>/include", *settings["include"]],
+            "include_order": ["<tree>/<arm or release>/aten/src", "<override>/shared/third-party", "<tree>/include",
+                              *settings["include"]],
             "torch": settings["version"], "capability": settings["capability"],
             "registered": [{"op": op["name"], "key": key, **({"manual": True} if op["manual"] else {})}
                            for op, key, _ in chosen], "overloads": overloads,
@@ -184,40 +205,28 @@ def _no_load_time_registrations(rebuild, release):
                            "would be made twice")
 
 
-def interposition(faithful, arm, libs, pairs):
-    """What an interposed library takes over, from its objects and the release's dynamic symbol
-    table: the functions the fix changes (``changed_functions``; mangled), the exported functions
-    whose release copies the library replaces (``interposed``), and none the release cannot be
-    made to call: a changed function of external linkage that the release does not export (hidden,
-    or inlined into its callers) keeps the release's own copy for every caller outside the rebuilt
-    files; refused, named. A changed function of internal linkage (``static``, an anonymous
-    namespace, a lambda) is reached through the rebuilt file's exported ones."""
-    exported = release_exports(libs)
+def interposition(faithful, arm, libs, pairs, interposed=True):
+    """The functions the fix changes, from a library's objects (``changed_functions``: each one's
+    symbol, name and linkage), and, for an ``interposed`` library, how many exported functions
+    whose release copies it replaces (else 0), and none the release cannot be made to call: a
+    changed function of external linkage that the release does not export (hidden, or inlined into
+    its callers) keeps the release's own copy for every caller outside the rebuilt files; refused,
+    named. A changed function of internal linkage (``static``, an anonymous namespace, a lambda)
+    is reached through the rebuilt file's exported ones."""
+    exported = release_exports(libs) if interposed else set()
     defined = {}
     for path in faithful + arm:
         defined.update(function_symbols(path))
     names = dict(zip(defined, release_locals.demangle(list(defined))))
     changed = changed_functions(pairs, names)
-    hidden = [name for name in changed if defined.get(name) == "T" and name not in exported]
+    hidden = [name for name in changed if defined.get(name) == "T" and name not in exported] if interposed else []
     if hidden:
         raise BuildRefused(f"the release does not export {len(hidden)} function(s) the fix changes ("
                            f"{'; '.join(names[n] for n in hidden[:3])}{' ...' if len(hidden) > 3 else ''}): hidden, "
                            "its own callers keep its copy, which no preloaded library replaces")
-    interposed = sorted(n for n, binding in defined.items() if binding in "TW" and n in exported)
-    return {"changed_functions": [{"symbol": n, "name": names[n],
-                                   "linkage": "external" if defined[n] in ("T", "W") else "internal"}
-                                  for n in changed],
-            "interposed": len(interposed)}
-
-
-def release_exports(libs):
-    """The functions the release's libraries export (their dynamic symbol table), mangled."""
-    out = set()
-    for lib in libs:
-        listing = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True)
-        out.update(f[2] for f in (line.split() for line in listing.stdout.splitlines())
-                   if len(f) == 3 and f[1] in "TWiI")
-    return out
+    taken = [n for n, binding in defined.items() if binding in "TW" and n in exported] if interposed else []
+    return ([{"symbol": n, "name": names[n], "linkage": "external" if defined[n] in ("T", "W") else "internal"}
+             for n in changed], len(taken))
 
 
 def function_symbols(obj):
@@ -253,14 +262,14 @@ def changed_functions(pairs, symbols):
         return []
     wanted = re.compile("|".join(f"(?:{p})" for p in sorted(set(patterns))))
     return sorted(m for m, name in symbols.items()
-                  if "[clone" not in name and wanted.fullmatch(short_name(name)))
+                  if "[clone" not in name and wanted.fullmatch(source_name(name)))
 
 
-def _registered(rebuild, objects, yamls, settings):
+def _registered(rebuild, objects, yamls, settings, fills_stubs=False):
     """The operators the rebuilt files' objects define, each with its key (``registration``), what
     is left out, and every overload the release declares of their names (a profile names an
     operator without its overload: the check needs to know which it may have called); refused
-    where they define none."""
+    where they define none and put no kernel into a stub (``fills_stubs``)."""
     generator = yamls / "tools/autograd/gen_variable_type.py"
     ops = operators((yamls / "aten/src/ATen/native/native_functions.yaml").read_bytes(),
                     (yamls / "tools/autograd/derivatives.yaml").read_bytes(),
@@ -271,7 +280,7 @@ def _registered(rebuild, objects, yamls, settings):
                             capture_output=True, text=True, check=True)
         defined += defined_functions(nm.stdout.splitlines())
     chosen, skipped = registrations(defined, ops, settings)
-    if not chosen:
+    if not chosen and not fills_stubs:
         raise BuildRefused(f"the rebuilt files ({', '.join(rebuild)}) define no operator of the release's "
                            "native_functions.yaml")
     bases = {op_name(op["name"]) for op, _, _ in chosen}

@@ -14,8 +14,10 @@ runs say (``steps.override``), as one ``outcome`` that cannot pass by accident.
 
 An interposed library (TH and infrastructure files, ``overrides.parts``) replaces functions, not
 operators: the same outcomes, with "the workload calls through it" read from the canary's entries
-into the functions the fix changes (``changed_functions``, found by comparing the faithful build's
-code with the arm's), by name; the release run's profile is not needed.
+into the functions the fix changes (``changed_functions``: those whose source lines it changes),
+by name; the release run's profile is not needed. A stub kernel has no operator of its own
+either: a library with stub kernels counts the canary's entries into the functions the fix
+changes beside the operators it registers.
 
 A check record is read by ``read``: one without an outcome, or that does not read as a check, is
 broken, never a pass.
@@ -68,17 +70,21 @@ def judge(runs, override, release_flags):
     never = [base for base in missed if set(overloads.get(base, [base])) <= set(registered) and base not in by_hand]
     unconfirmed = [op for op in expected if op not in through and op_name(op) not in never]
     entries = runs["canary"]["override"].get("entries", 0)
+    # a stub kernel has no operator of its own: its calls are the canary's entries into it
+    functions = _changed_run(runs, override) if override.get("stubs") else {}
     if never:
         problems.append(f"the workload calls {', '.join(never)}, but never through the library: "
                         "registered under a key the release does not call")
     if through and not entries:
         problems.append("the canary (the rebuilt code, instrumented) never ran: the library's calls "
                         "went to the release's own copies")
-    outcome = "failed" if problems else "verified" if through else "not exercised"
+    outcome = "failed" if problems else "verified" if through or functions else "not exercised"
+    kernels = (f" and runs none of the functions the fix changes in its stub kernels "
+               f"({', '.join(sorted({s['stub'] for s in override['stubs']}))})" if override.get("stubs") else "")
     return {"outcome": outcome, "passed": not problems, "route": "registered", "reason": "; ".join(problems) or (
-                "" if through else f"the workload calls none of the {len(registered)} operators the "
-                "library replaces: for it the arm is the release"),
-            "workload_calls": through, "unconfirmed": unconfirmed, "faithful_identical": faithful,
+                "" if through or functions else f"the workload calls none of the {len(registered)} operators the "
+                f"library replaces{kernels}: for it the arm is the release"),
+            "workload_calls": through + sorted(functions), "changed_calls": functions, "unconfirmed": unconfirmed, "faithful_identical": faithful,
             "faithful_calls": calls["faithful"], "canary_entries": entries, "arm_calls": calls["arm"],
             "arm_identical": prints["arm"] == prints["release"], "release_operators": len(called)}
 
@@ -87,11 +93,7 @@ def _interposed(runs, override, release_flags):
     """``judge`` for an interposed library (module doc)."""
     prints, faithful, problems = _builds(runs, override, release_flags)
     changed = {f["symbol"]: short_name(f["name"]) for f in override["changed_functions"]}
-    entered = runs["canary"]["override"].get("functions") or {}
-    through = {}
-    for symbol, calls in entered.items():
-        if symbol in changed and calls:
-            through[changed[symbol]] = through.get(changed[symbol], 0) + calls
+    through = _changed_run(runs, override)
     entries = runs["canary"]["override"].get("entries", 0)
     outcome = "failed" if problems else "verified" if through else "not exercised"
     if problems or through:
@@ -106,6 +108,16 @@ def _interposed(runs, override, release_flags):
             "faithful_identical": faithful, "faithful_calls": {}, "canary_entries": entries, "arm_calls": {},
             "arm_identical": prints["arm"] == prints["release"], "interposed": override.get("interposed", 0),
             "release_operators": len(runs["release"].get("ops") or ())}
+
+
+def _changed_run(runs, override):
+    """The functions the fix changes that the canary entered, by name, with how many times."""
+    changed = {f["symbol"]: short_name(f["name"]) for f in override.get("changed_functions") or ()}
+    through = {}
+    for symbol, calls in (runs["canary"]["override"].get("functions") or {}).items():
+        if symbol in changed and calls:
+            through[changed[symbol]] = through.get(changed[symbol], 0) + calls
+    return through
 
 
 def _builds(runs, override, release_flags):
@@ -135,6 +147,21 @@ def short_name(name):
     return name[:cut].strip()
 
 
+def source_name(name):
+    """A demangled function's name as its source writes it: without its parameters, its template
+    arguments and a template function's return type (``float at::native::(anonymous
+    namespace)::clip_coordinates<float>(float, long)`` is ``at::native::(anonymous
+    namespace)::clip_coordinates``)."""
+    bare, depth = [], 0
+    for ch in short_name(name):
+        depth += ch == "<"
+        if not depth:
+            bare.append(ch)
+        depth -= ch == ">" and depth > 0
+    text = "".join(bare).replace("(anonymous namespace)", "{anonymous}")
+    return text.split()[-1].replace("{anonymous}", "(anonymous namespace)") if text.split() else text
+
+
 def flags_problems(override, release_flags):
     """How the flags each build's objects were compiled with differ from the release's own:
     a codegen flag added (``-O0``, ``-ffp-contract=off``) or one of the release's left out."""
@@ -142,9 +169,12 @@ def flags_problems(override, release_flags):
     for build, flags in sorted((override.get("compiled_with") or {"(unrecorded)": None}).items()):
         if flags is None:
             return ["the override record does not say which flags its objects were compiled with"]
-        extra = [f for f in flags if f.startswith(CODEGEN) and not f.startswith(NEUTRAL_FLAGS)
-                 and f not in release_flags and not (build == "canary" and f in override.get("canary_flags", ()))]
-        lacking = [f for f in release_flags if f not in flags]
+        # a stub kernel file's build ("arm kernels"): the release compiled it with its capability's
+        # flags too (``stubs.kernel_flags``)
+        own = [*release_flags, *(override.get("kernel_flags") or [] if build.endswith(" kernels") else [])]
+        extra = [f for f in flags if f.startswith(CODEGEN) and not f.startswith(NEUTRAL_FLAGS) and f not in own
+                 and not (build.startswith("canary") and f in override.get("canary_flags", ()))]
+        lacking = [f for f in own if f not in flags]
         if extra or lacking:
             problems.append(f"the {build} build was not compiled with the release's flags"
                             + (f": {' '.join(extra)} added" if extra else "")

@@ -6,8 +6,11 @@ A compiled fix is isolated on a release wheel by rebuilding the changed files as
 them (with the fix applied or reversed) into a library that puts their code over the release's, by
 one of two routes:
 
-- **registered** (``op``): ATen's native op files define operators; the library registers their
-  kernels over the release's, under the key the release's generated code calls.
+- **registered** (``op``, ``stub``): ATen's native op files define operators; the library
+  registers their kernels over the release's, under the key the release's generated code calls.
+  A CPU DispatchStub kernel file (``native/cpu``) is compiled for the capability the release
+  chooses, with that capability's flags, and its kernels are put into the release's stubs (their
+  public CPU pointer, torch 1.x) when the library loads; it needs no registration.
 - **interposed** (``th``, ``infra``): TH's and ATen's other own ``.cpp`` files (TensorIterator, the
   backend fallbacks, named-tensor helpers) define exported functions that the release's libraries
   call through their own dynamic symbol table (none of them is linked ``-Bsymbolic``). The library
@@ -15,8 +18,7 @@ one of two routes:
   function it defines takes over the release's own calls to it. What the release inlines or hides
   cannot be reached so: the build names it and refuses.
 
-Their CPU DispatchStub kernels (``stub``) also need the rebuilt kernel put into the release's stub
-object, not built yet; CUDA kernels (``cuda``, TH's THC half among them) a CUDA compiler matching
+CUDA kernels (``cuda``, TH's THC half among them) need a CUDA compiler matching
 the wheel's CUDA (designed the same way, not driven yet: a CPU fix's CUDA half is left out of CPU
 runs, a CUDA-only fix is refused). Everything else is compiled into code neither route replaces
 (code generation, TorchScript, distributed, the C++ frontend, headers inlined into many files,
@@ -33,7 +35,7 @@ class Refused(Exception):
     """The fix cannot be isolated on a release wheel; the message says why."""
 
 
-REBUILT_PARTS = ("op", "th", "infra")  # built on the host's compiler, for CPU runs
+REBUILT_PARTS = ("op", "stub", "th", "infra")  # built on the host's compiler, for CPU runs
 INTERPOSED_PARTS = ("th", "infra")  # preloaded; op files are registered
 # what an interposed library can rebuild: TH's and ATen's own C++, compiled into the release's
 # libtorch (torch/csrc, caffe2 and c10 live in other libraries, some of them Python's own)
@@ -42,8 +44,6 @@ INTERPOSABLE = re.compile(r"^aten/src/(TH|THNN|ATen)/.*\.(cpp|c)$")
 GENERIC = re.compile(r"^aten/src/(TH|THNN)/generic/([^/]+)\.(cpp|c)$")
 # Why each other part cannot be taken, in a refusal's words.
 WHY = {
-    "stub": "a CPU DispatchStub kernel (native/cpu): putting a rebuilt kernel into the release's "
-            "stub is not built yet (op files are)",
     "codegen": "code generation (native_functions.yaml, derivatives.yaml, tools/, the .cwrap "
                "declarations): the release's generated code would have to change",
     "jit": "TorchScript", "dist": "distributed (RPC, c10d, NCCL)",
@@ -70,8 +70,8 @@ class Kernels:
 
     @property
     def built(self):
-        """The changed files an override rebuilds on the CPU (op files and their headers, or TH and
-        infrastructure files)."""
+        """The changed files an override rebuilds on the CPU (op and stub kernel files and their
+        headers, or TH and infrastructure files)."""
         return sorted(p for k in REBUILT_PARTS for p in self.files.get(k, []))
 
     @property

@@ -8,6 +8,9 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import tempfile
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -53,7 +56,7 @@ def release_settings(python):
     if out.returncode != 0:
         raise BuildRefused(f"{python} cannot import torch: {out.stderr.strip()[-400:]}")
     info = json.loads(out.stdout.strip().splitlines()[-1])
-    config = info.pop("config")
+    config = info["config"]
     # the parallel backend is a per-target definition of the release's build, not in its CXX_FLAGS
     # (1.x's ATen/Parallel.h defines parallel_for only under it); 2.x's ATen/Config.h says it too
     backend = re.search(r"ATen parallel backend: (.+)", info.pop("parallel"))
@@ -110,6 +113,117 @@ def capability_flags(lib):
     return [f"-DHAVE_{c}_CPU_DEFINITION" for c in sorted(found)]
 
 
+
+
+# SLEEF's vector types by the element and lane count in a function's name (Sleef_expf8_u10: __m256)
+SLEEF_TYPES = {("f", "4"): "__m128", ("d", "2"): "__m128d", ("f", "8"): "__m256", ("d", "4"): "__m256d",
+               ("f", "16"): "__m512", ("d", "8"): "__m512d"}
+SLEEF_PAIRS = {"sincos", "sincospi", "modf"}  # return both results, as SLEEF's Sleef_<vector>_2 struct
+SLEEF_BINARY = {"atan2", "pow", "fmod", "hypot", "nextafter", "copysign", "fmax", "fmin", "fdim", "remainder"}
+SLEEF_UNARY = {"sin", "cos", "tan", "asin", "acos", "atan", "exp", "exp2", "exp10", "expm1", "log", "log2",
+               "log10", "log1p", "sqrt", "cbrt", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
+               "erfc", "tgamma", "lgamma", "trunc", "floor", "ceil", "round", "rint", "fabs", "sinpi",
+               "cospi"}
+SLEEF_NAME = re.compile(r"^Sleef_([a-z0-9]+?)([fd])(\d+)(_u\d+)?([a-z0-9]*)$")
+
+
+def sleef_header(libs):
+    """A ``sleef.h`` declaring the SLEEF functions the release's libraries export, or None where
+    they export none. The 1.x wheels do not ship the header their vector code includes for AVX
+    and AVX2 (SLEEF's build generates it); SLEEF names say each function's signature: its
+    mathematical function (one argument or two) and its vector type (element, lane count)."""
+    declared = []
+    for name in sorted(n for n in release_exports(libs) if n.startswith("Sleef_")):
+        m = SLEEF_NAME.match(name)
+        vector = m and SLEEF_TYPES.get((m.group(2), m.group(3)))
+        if not vector or m.group(1) not in SLEEF_UNARY | SLEEF_BINARY | SLEEF_PAIRS:
+            continue
+        args = f"{vector}, {vector}" if m.group(1) in SLEEF_BINARY else vector
+        result = f"Sleef_{vector}_2" if m.group(1) in SLEEF_PAIRS else vector
+        declared.append(f"{result} {name}({args});")
+    if not declared:
+        return None
+    pairs = [f"typedef struct {{ {v} x, y; }} Sleef_{v}_2;" for v in SLEEF_TYPES.values()]
+    return "\n".join(["/* bugimpact: SLEEF's functions as the release exports them */", "#pragma once",
+                      "#include <immintrin.h>", '#ifdef __cplusplus', 'extern "C" {', "#endif", *pairs, *declared,
+                      "#ifdef __cplusplus", "}", "#endif", ""])
+
+
+def missing_headers(jobs, standins=()):
+    """The headers the compile ``jobs`` include that none of their include folders holds, or that
+    only an empty stand-in holds (``standins``: names no source of the release held), by the
+    preprocessor's own search (``-M -MG``: a header it cannot find is listed by its name)."""
+    missing = set()
+    for _, _, cmd in jobs:  # [compiler, *flags, "-c", source, "-o", object] (compile_job)
+        out = subprocess.run([*cmd[:-4], "-M", "-MG", cmd[-3]], capture_output=True, text=True)
+        if out.returncode != 0:
+            continue  # the compile says what is wrong
+        for dep in out.stdout.replace("\\\n", " ").split()[1:]:
+            if not dep.startswith("/"):
+                missing.add(dep)
+            elif any(dep.endswith("/include/" + name) for name in standins):
+                missing.add(next(n for n in standins if dep.endswith("/include/" + n)))
+    return sorted(missing)
+
+
+def provide_headers(names, settings, libs, where):
+    """The third-party headers ``names`` that a release's wheel and source lack, written under
+    ``where``: ``sleef.h`` declaring what the release exports (``sleef_header``; SLEEF's build
+    generates it), MKL's from Intel's own ``mkl-include`` of the release's MKL version (PyPI);
+    any other refuses the build, naming it. Returns what each came from."""
+    made = {}
+    for name in names:
+        if name == "sleef.h" and sleef_header(libs):
+            where.mkdir(parents=True, exist_ok=True)
+            (where / name).write_text(sleef_header(libs))
+            made[name] = "declared from the release's exported SLEEF functions"
+        elif name.startswith("mkl") and name.endswith(".h"):
+            made[name] = made.get("mkl") or _mkl_include(settings, where)
+            made["mkl"] = made[name]
+        else:
+            raise BuildRefused(f"the rebuilt files include {name}, which neither torch {settings['version']}'s "
+                               "wheel nor the source at hand holds where it looks (a submodule's, a generated header, or one "
+                               "under an include folder the release's build adds, as qnnpack's)")
+    made.pop("mkl", None)
+    return made
+
+
+MKL_VERSION = re.compile(r"Math Kernel Library Version (\d+)\.(\d+)")
+
+
+def _mkl_include(settings, where):
+    """MKL's headers of the release's MKL version (``torch.__config__``: its year and update),
+    from Intel's ``mkl-include`` on PyPI; refused, named, where the release says none or PyPI has
+    none of that version."""
+    version = MKL_VERSION.search(settings.get("config", ""))
+    if not version:
+        raise BuildRefused(f"the rebuilt files include MKL's headers, and torch {settings['version']} does "
+                           "not say which MKL it was built with")
+    spec = f"mkl-include~={version.group(1)}.{version.group(2)}.0"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([sys.executable, "-m", "pip", "download", spec, "--no-deps", "--only-binary=:all:",
+                              "--platform", "manylinux1_x86_64", "-d", tmp], capture_output=True, text=True)
+        wheels = list(Path(tmp).glob("mkl_include-*.whl"))
+        if out.returncode != 0 or not wheels:
+            raise BuildRefused(f"the rebuilt files include MKL's headers, and no {spec} could be had from PyPI: "
+                               f"{out.stderr.strip()[-300:]}")
+        with zipfile.ZipFile(wheels[0]) as archive:
+            for member in archive.namelist():
+                head, _, rest = member.partition(".data/data/include/")
+                if rest and not member.endswith("/"):
+                    (where / rest).parent.mkdir(parents=True, exist_ok=True)
+                    (where / rest).write_bytes(archive.read(member))
+        return f"{wheels[0].name} (PyPI), for the release's MKL {version.group(1)}.{version.group(2)}"
+
+
+def release_exports(libs):
+    """The functions the release's libraries export (their dynamic symbol table), mangled."""
+    out = set()
+    for lib in libs:
+        listing = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True)
+        out.update(f[2] for f in (line.split() for line in listing.stdout.splitlines())
+                   if len(f) == 3 and f[1] in "TWiI")
+    return out
 
 
 def release_flags(settings):

@@ -264,11 +264,15 @@ CHECK_FIGURES = ("outcome", "passed", "reason", "route", "workload_calls", "cana
 def unreplaced(reach, override):
     """The operators reach found the workload dispatching through the changed code that the
     override library does not register, in words ("" when none, or no reach verdict). An
-    interposed library registers none: it takes over every caller of the functions it rebuilds."""
+    interposed library registers none: it takes over every caller of the functions it rebuilds;
+    an operator whose way to the changed code goes through a stub the library puts its kernel
+    into (reach's chain, ``kernel <- stub <- ... <- op``) is replaced there."""
     if override.get("route") == "interposed":
         return ""
     ops = ((reach or {}).get("mapping") or {}).get("ops") or {}
     reached = {line.split()[1] for line in (reach or {}).get("reached", []) if line.startswith("operator ")}
     registered = {op_name(r["op"]) for r in override.get("registered", [])}
-    left = sorted(op for op in ops if op in reached and op_name(op) not in registered)
+    stubs = {s["stub"] for s in override.get("stubs") or ()}
+    left = sorted(op for op in ops if op in reached and op_name(op) not in registered
+                  and not stubs & set(ops[op].split(" <- ")))
     return ", ".join(f"{op} ({ops[op]})" for op in left[:3]) + (" ..." if len(left) > 3 else "")

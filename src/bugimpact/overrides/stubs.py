@@ -1,0 +1,66 @@
+"""A compiled fix's CPU DispatchStub kernels (``native/cpu``) put into the release's stubs: the code
+appended to a rebuilt kernel file that stores each kernel it registers into the release's own stub
+object when the override library loads, and which stubs a library fills. The release's op code
+then reaches the rebuilt kernel through its own stub (1.x: the stub's public CPU pointer)."""
+import re
+
+from .release_build import BuildRefused
+
+# What the release's cmake/Codegen.cmake (1.2 to 1.x, gcc) adds to a CPU DispatchStub kernel file
+# (``native/cpu``), compiled once per capability: its optimisation, the capability's instruction
+# set and the definitions that name the capability (``REGISTER_DISPATCH`` fills that capability's
+# pointer); the faithful build's training, bit for bit, is what says they are the release's.
+KERNEL_FLAGS = {"DEFAULT": ["-O3"], "AVX": ["-O3", "-mavx"],
+                "AVX2": ["-O3", "-mavx2", "-mfma", "-mno-avx256-split-unaligned-load",
+                         "-mno-avx256-split-unaligned-store"]}
+
+
+def kernel_flags(settings):
+    """The flags the release compiled its stub kernels for the capability it chooses here with
+    (``settings['capability']``), or ``BuildRefused`` naming why none are known."""
+    if settings["major"] >= 2:
+        raise BuildRefused(f"torch {settings['version']}: its DispatchStub keeps the CPU kernel pointer "
+                           "private (DispatchStubImpl); a rebuilt stub kernel is put in on 1.x only, "
+                           "through the stub's public cpu_dispatch_ptr")
+    capability = settings["capability"]
+    if capability not in KERNEL_FLAGS:
+        raise BuildRefused(f"torch {settings['version']} chooses its {capability} kernels here, for which "
+                           "the release's kernel flags are not known (1.x: DEFAULT, AVX, AVX2)")
+    return [*KERNEL_FLAGS[capability], f"-DCPU_CAPABILITY={capability}", f"-DCPU_CAPABILITY_{capability}"]
+
+
+# a stub kernel file's registrations: each fills its stub's per-capability pointer in this library
+STUB_REGISTRATION = re.compile(rb"\bREGISTER_DISPATCH\s*\(\s*(\w+)\s*,\s*&?\s*([\w:]+)\s*\)")
+# appended to a rebuilt stub kernel file: its kernel, put into the release's stub when the library
+# loads (after the release's own, which filled the pointer's capability slots when it loaded).
+# A 1.x stub's CPU pointer is public (an atomic from 1.5, plain before); it is read only while
+# null, so a call made before the library loaded has not fixed it either.
+INSTALL = b"""
+// bugimpact: this file's kernels put into the release's stubs when the library loads
+namespace bugimpact_install {
+template <typename P> bool set(std::atomic<P>& slot, P value) { slot.store(value); return true; }
+template <typename P> bool set(P& slot, P value) { slot = value; return true; }
+}
+namespace at { namespace native {
+%s
+}}
+"""
+
+
+def installing(data, path):
+    """A stub kernel file's bytes with its kernels put into the release's stubs when the library
+    loads (``INSTALL``); refused where it registers none for the capability it is compiled for."""
+    stubs = sorted({m.group(1) for m in STUB_REGISTRATION.finditer(data)})
+    if not stubs:
+        raise BuildRefused(f"{path} registers no kernel of its own (REGISTER_DISPATCH): nothing of it "
+                           "can be put into the release's stubs")
+    lines = b"\n".join(b"static const bool bugimpact_installed_%s = ::bugimpact_install::set(%s.cpu_dispatch_ptr, "
+                       b"decltype(%s)::CPU_CAPABILITY);" % (s, s, s) for s in stubs)
+    return data + INSTALL % lines
+
+
+def filled(release, stub_files):
+    """The stubs each rebuilt kernel file puts its kernel into, as the release's file registers
+    them."""
+    return [{"file": path, "stub": m.group(1).decode(), "kernel": m.group(2).decode()}
+            for path in stub_files for m in STUB_REGISTRATION.finditer((release / path).read_bytes())]
