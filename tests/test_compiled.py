@@ -155,6 +155,8 @@ DERIVATIVES = b"""
     ((1, 5), "_convolution", "VariableTensorId"),
     ((1, 5), "convolution_overrideable", "CPUTensorId"),  # a derivative: reached through the dispatcher
     ((1, 4), "embedding_renorm_", "CPUTensorId"),  # dispatch: CPU
+    ((1, 6), "_convolution", "Autograd"),  # 1.6 renamed the autograd key and registers by TORCH_LIBRARY_IMPL
+    ((1, 6), "convolution_overrideable", "CPU"),
     ((2, 13), "relu", "CPU"),
     ((2, 13), "add.Tensor", "CPU"),  # a CPU kernel takes precedence over CompositeExplicitAutograd
     ((2, 13), "conv2d", "CompositeImplicitAutograd"),  # reached above the CPU key
@@ -186,6 +188,7 @@ def test_only_the_operators_a_rebuilt_file_defines_are_registered_and_overloads_
     assert 'm.impl("add.Scalar", TORCH_FN(bugimpact_w2::call));' in source
     assert "decltype(at::native::add(std::declval<at::Tensor const&>(), std::declval<c10::Scalar>(), " \
            "std::declval<c10::Scalar>()))(at::Tensor const&, c10::Scalar, c10::Scalar)" in source
+    assert "TORCH_LIBRARY_IMPL(aten, CPU, m)" in registration.registration_source(chosen, {"major": 1, "minor": 6})
     old = registration.registration_source(chosen[:1], {"major": 1, "minor": 4})
     assert ".impl_unboxedOnlyKernel<decltype(bugimpact_w0::call), &bugimpact_w0::call>(c10::TensorTypeId::" in old
     assert '.schema("aten::_convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride) -> Tensor")' in old

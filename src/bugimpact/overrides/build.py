@@ -110,9 +110,9 @@ def build(compiled, python, folder, log, tree=None, threads=None):
     interposed = compiled.get("route") == "interposed"
     stub_files = [p for p in compiled["rebuild"] if part_of(p) == "stub"]
     registering = not interposed and set(compiled["rebuild"]) - set(stub_files)
-    if registering and (settings["major"], settings["minor"]) not in ((1, 4), (1, 5)) and settings["major"] < 2:
+    if registering and (settings["major"], settings["minor"]) not in ((1, 4), (1, 5), (1, 6)) and settings["major"] < 2:
         raise BuildRefused(f"torch {settings['version']}: no override registration is known for it "
-                           "(1.4, 1.5 and 2.x are), which its op files need "
+                           "(1.4, 1.5, 1.6 and 2.x are), which its op files need "
                            f"({', '.join(sorted(registering)[:3])})")
     kernel = stubs.kernel_flags(settings) if stub_files else []
     libs = torch_libs(settings["lib"])
@@ -139,8 +139,10 @@ def build(compiled, python, folder, log, tree=None, threads=None):
             jobs.append(compile_job(cxx, name, path, data, folder, flags))
     if interposed:
         _no_load_time_registrations(compiled["rebuild"], source_tree / "release")
-    provided = provide_headers(missing_headers(jobs, (compiled.get("source") or {}).get("standins", ())),
-                               settings, libs, third_party)
+    # the canary's are the faithful build's files
+    needed = missing_headers([job for job in jobs if job[0] != "canary"],
+                             (compiled.get("source") or {}).get("standins", ()))
+    provided = provide_headers(needed, settings, libs, third_party)
     run_all(jobs, log, threads)
     shared = folder / "shared"
     shared.mkdir(exist_ok=True)

@@ -5,7 +5,9 @@ builds it).
 The key follows the release's generated code, read from its ``native_functions.yaml`` and
 ``derivatives.yaml``: on torch 1.x an operator with no ``dispatch:`` and no derivative is called by
 ``VariableType`` directly, so its kernel goes under the autograd key (a CPU-key kernel would never
-be called); on 2.x the CPU key, or ``CompositeImplicitAutograd`` for an implicit composite.
+be called: ``VariableTensorId`` on 1.4 and 1.5, ``Autograd`` on 1.6); on 2.x the CPU key, or
+``CompositeImplicitAutograd`` for an implicit composite. 1.6 and 2.x register through
+``TORCH_LIBRARY_IMPL``, 1.4 and 1.5 through ``RegisterOperators``.
 """
 import json
 import re
@@ -20,9 +22,15 @@ def registration_key(op, settings):
         if op["manual"]:
             return "CPU"
         return "CPU" if op["cpu_dispatch"] or op["composite"] == "explicit" else "CompositeImplicitAutograd"
+    library = _library_api(settings)
     if op["cpu_dispatch"] or op["derivative"] or op["manual"]:
-        return "CPUTensorId"
-    return "VariableTensorId"
+        return "CPU" if library else "CPUTensorId"
+    return "Autograd" if library else "VariableTensorId"
+
+
+def _library_api(settings):
+    """Whether the release registers kernels through ``TORCH_LIBRARY_IMPL`` (1.6 on)."""
+    return (settings["major"], settings["minor"]) >= (1, 6)
 
 
 def defined_functions(nm_lines):
@@ -84,7 +92,7 @@ def registration_source(chosen, settings):
     ``bugimpact_calls``."""
     names = [op["name"] for op, _, _ in chosen]
     lines = ["#include <ATen/ATen.h>", "#include <ATen/NativeFunctions.h>"]
-    if settings["major"] >= 2:
+    if _library_api(settings):
         lines.append("#include <torch/library.h>")
     else:
         lines.append("#include <ATen/core/op_registration/op_registration.h>")
@@ -105,7 +113,7 @@ def registration_source(chosen, settings):
         # a name of its own: a macro (TORCH_FN) would split the template's arguments at commas
         lines.append(f"using bugimpact_w{i} = bugimpact::Counted<decltype({fn}({args}))({params}), &{fn}, {i}>;")
         wrappers.append((op, key, f"bugimpact_w{i}::call"))
-    if settings["major"] >= 2:
+    if _library_api(settings):
         for key in sorted({k for _, k, _ in wrappers}):
             lines.append(f"TORCH_LIBRARY_IMPL(aten, {key}, m) {{")
             lines += [f'  m.impl("{op["name"]}", TORCH_FN({w}));' for op, k, w in wrappers if k == key]

@@ -171,20 +171,20 @@ def provide_headers(names, settings, libs, where):
     ``where``: ``sleef.h`` declaring what the release exports (``sleef_header``; SLEEF's build
     generates it), MKL's from Intel's own ``mkl-include`` of the release's MKL version (PyPI);
     any other refuses the build, naming it. Returns what each came from."""
-    made = {}
+    made, mkl = {}, None
     for name in names:
-        if name == "sleef.h" and sleef_header(libs):
+        header = sleef_header(libs) if name == "sleef.h" else None
+        if header:
             where.mkdir(parents=True, exist_ok=True)
-            (where / name).write_text(sleef_header(libs))
+            (where / name).write_text(header)
             made[name] = "declared from the release's exported SLEEF functions"
         elif name.startswith("mkl") and name.endswith(".h"):
-            made[name] = made.get("mkl") or _mkl_include(settings, where)
-            made["mkl"] = made[name]
+            mkl = mkl or _mkl_include(settings, where)  # all of MKL's headers at once
+            made[name] = mkl
         else:
             raise BuildRefused(f"the rebuilt files include {name}, which neither torch {settings['version']}'s "
-                               "wheel nor the source at hand holds where it looks (a submodule's, a generated header, or one "
-                               "under an include folder the release's build adds, as qnnpack's)")
-    made.pop("mkl", None)
+                               "wheel nor the source at hand holds where it looks (a submodule's, a generated "
+                               "header, or one under an include folder the release's build adds, as qnnpack's)")
     return made
 
 
@@ -209,7 +209,7 @@ def _mkl_include(settings, where):
                                f"{out.stderr.strip()[-300:]}")
         with zipfile.ZipFile(wheels[0]) as archive:
             for member in archive.namelist():
-                head, _, rest = member.partition(".data/data/include/")
+                _, _, rest = member.partition(".data/data/include/")
                 if rest and not member.endswith("/"):
                     (where / rest).parent.mkdir(parents=True, exist_ok=True)
                     (where / rest).write_bytes(archive.read(member))
