@@ -278,6 +278,19 @@ def test_a_zero_effect_is_never_an_impact():
     assert verdict(info, rows, 0.05, 0.0)[0] == "no evidence of impact"
 
 
+def test_runs_that_differ_with_every_metric_equal_in_every_pair_say_so_not_p_nan():
+    """Seen on torch 1.3.0 (pr21672, log_softmax's numerics): every run pair's fingerprints differed,
+    every metric was equal in every pair, and the verdict read "smallest adjusted p nan"."""
+    recs = [record(arm, i, 0.9 + i / 100, fp=f"{arm}{i}") for arm in ("buggy", "corrected") for i in range(4)]
+    for rec in recs:  # the same initialisation in both arms, as a paired study has
+        rec["fingerprints"]["init"] = f"init{rec['spec']['run']}"
+    label, reason, rows, info = verdict_of(recs, 4)
+    assert all(math.isnan(r["adjusted_p"]) for r in rows)
+    assert label == "no evidence of impact" and "nan" not in reason, reason
+    assert reason.startswith("every metric (accuracy, f1) equal in all 4 run pairs, though no pair's runs are "
+                             "identical (they differ from epoch 1)"), reason
+
+
 def test_min_effect_gates_the_paired_effect_not_the_medians_of_the_arms():
     """The issue's case: 20 pairs, 14 up and none down, p = 2/2^14; the arms' medians differ by
     less than the paired shift, so a gate on them said no evidence."""

@@ -92,6 +92,15 @@ def verdict(bug_info, rows, alpha, min_effect, tags=""):
         if look.get("runs_saved"):
             stage += (f"; {look['runs_saved']} runs saved (the effect is the stop's median-unbiased "
                       f"estimate, its interval the stage's repeated confidence interval)")
+    paired = bug_info.get("paired_values") or {}
+    if rows and paired and all(list(buggy) == list(corrected) for buggy, corrected in paired.values()):
+        # no test can rank differences that are all zero (every p NaN): the runs say it themselves
+        first = bug_info.get("first_divergence_epoch")
+        since = {"": "", None: "", 0: " (they differ from initialisation)"}.get(first, f" (they differ from epoch {first})")
+        return "no evidence of impact", (
+            f"every metric ({', '.join(r['metric'] for r in rows)}) equal in all {bug_info['pairs']} run pairs, "
+            f"though no pair's runs are identical{since}: the fix changes values this workload computes, not "
+            f"its test-set metrics{stage}")
     significant = [r for r in rows if not math.isnan(r["adjusted_p"]) and r["adjusted_p"] < alpha]
     hits = [r for r in significant if abs(r["effect"]) > min_effect]
     if hits:
