@@ -110,9 +110,9 @@ def caller_files(tables, files, placed):
     """The files beyond ``files`` whose operators or stub kernels run a function the fix changes
     through calls outside the dispatcher and the stubs (a helper another file's kernel calls, the
     callers between them), with those operators or stubs: a kernel rebuilt without them keeps
-    calling the release's copy. ``tables``:
-    the release's operator tables (``framework.tables``); ``placed``: the files with the fix made.
-    Refuses a caller that is neither an op file nor a CPU stub kernel (a header's inline code)."""
+    calling the release's copy. ``tables``: the release's operator tables (``framework.tables``);
+    ``placed``: the files with the fix made. Refuses a caller that is neither an op file nor a CPU
+    stub kernel (a header's inline code)."""
     changed = [pair for path, data in files.items() if path in placed and path.endswith(".cpp")
                for pair in changed_functions(path, data, placed[path])]
     need, seen = {}, set()

@@ -84,7 +84,8 @@ def judge(runs, override, release_flags):
     return {"outcome": outcome, "passed": not problems, "route": "registered", "reason": "; ".join(problems) or (
                 "" if through or functions else f"the workload calls none of the {len(registered)} operators the "
                 f"library replaces{kernels}: for it the arm is the release"),
-            "workload_calls": through + sorted(functions), "changed_calls": functions, "unconfirmed": unconfirmed, "faithful_identical": faithful,
+            "workload_calls": through + sorted(functions), "changed_calls": functions,
+            "unconfirmed": unconfirmed, "faithful_identical": faithful,
             "faithful_calls": calls["faithful"], "canary_entries": entries, "arm_calls": calls["arm"],
             "arm_identical": prints["arm"] == prints["release"], "release_operators": len(called)}
 
