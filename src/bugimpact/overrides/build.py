@@ -140,9 +140,9 @@ def build(compiled, python, folder, log, tree=None, threads=None):
     if interposed:
         _no_load_time_registrations(compiled["rebuild"], source_tree / "release")
     # the canary's are the faithful build's files
-    needed = missing_headers([job for job in jobs if job[0] != "canary"],
-                             (compiled.get("source") or {}).get("standins", ()))
-    provided = provide_headers(needed, settings, libs, third_party)
+    standins = (compiled.get("source") or {}).get("standins", ())
+    needed = missing_headers([job for job in jobs if job[0] != "canary"], standins)
+    provided = provide_headers(needed, settings, libs, third_party, standins)
     run_all(jobs, log, threads)
     shared = folder / "shared"
     shared.mkdir(exist_ok=True)

@@ -166,11 +166,13 @@ def missing_headers(jobs, standins=()):
     return sorted(missing)
 
 
-def provide_headers(names, settings, libs, where):
+def provide_headers(names, settings, libs, where, standins=()):
     """The third-party headers ``names`` that a release's wheel and source lack, written under
     ``where``: ``sleef.h`` declaring what the release exports (``sleef_header``; SLEEF's build
-    generates it), MKL's from Intel's own ``mkl-include`` of the release's MKL version (PyPI);
-    any other refuses the build, naming it. Returns what each came from."""
+    generates it), MKL's from Intel's own ``mkl-include`` of the release's MKL version (PyPI).
+    Any other keeps its empty stand-in where it has one (``standins``: a file that needs what it
+    declares fails to compile, naming it; ``nnpack.h``, included where its code is compiled out,
+    does not), else refuses the build, naming it. Returns what each came from."""
     made, mkl = {}, None
     for name in names:
         header = sleef_header(libs) if name == "sleef.h" else None
@@ -181,7 +183,7 @@ def provide_headers(names, settings, libs, where):
         elif name.startswith("mkl") and name.endswith(".h"):
             mkl = mkl or _mkl_include(settings, where)  # all of MKL's headers at once
             made[name] = mkl
-        else:
+        elif name not in standins:
             raise BuildRefused(f"the rebuilt files include {name}, which neither torch {settings['version']}'s "
                                "wheel nor the source at hand holds where it looks (a submodule's, a generated "
                                "header, or one under an include folder the release's build adds, as qnnpack's)")
