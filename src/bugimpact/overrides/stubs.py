@@ -2,8 +2,7 @@
 appended to a rebuilt kernel file that stores each kernel it registers into the release's own stub
 object when the override library loads, and which stubs a library fills. The release's op code
 then reaches the rebuilt kernel through its own stub (1.x: the stub's public CPU pointer)."""
-import re
-
+from ..framework.tables import REGISTER
 from .release_build import BuildRefused
 
 # What the release's cmake/Codegen.cmake (1.2 to 1.x, gcc) adds to a CPU DispatchStub kernel file
@@ -29,8 +28,6 @@ def kernel_flags(settings):
     return [*KERNEL_FLAGS[capability], f"-DCPU_CAPABILITY={capability}", f"-DCPU_CAPABILITY_{capability}"]
 
 
-# a stub kernel file's registrations: each fills its stub's per-capability pointer in this library
-STUB_REGISTRATION = re.compile(rb"\bREGISTER_DISPATCH\s*\(\s*(\w+)\s*,\s*&?\s*([\w:]+)\s*\)")
 # appended to a rebuilt stub kernel file: its kernel, put into the release's stub when the library
 # loads (after the release's own, which filled the pointer's capability slots when it loaded).
 # A 1.x stub's CPU pointer is public (an atomic from 1.5, plain before); it is read only while
@@ -50,7 +47,7 @@ namespace at { namespace native {
 def installing(data, path):
     """A stub kernel file's bytes with its kernels put into the release's stubs when the library
     loads (``INSTALL``); refused where it registers none for the capability it is compiled for."""
-    stubs = sorted({m.group(1) for m in STUB_REGISTRATION.finditer(data)})
+    stubs = sorted({stub.encode() for stub, _ in registered(data)})
     if not stubs:
         raise BuildRefused(f"{path} registers no kernel of its own (REGISTER_DISPATCH): nothing of it "
                            "can be put into the release's stubs")
@@ -62,5 +59,13 @@ def installing(data, path):
 def filled(release, stub_files):
     """The stubs each rebuilt kernel file puts its kernel into, as the release's file registers
     them."""
-    return [{"file": path, "stub": m.group(1).decode(), "kernel": m.group(2).decode()}
-            for path in stub_files for m in STUB_REGISTRATION.finditer((release / path).read_bytes())]
+    return [{"file": path, "stub": stub, "kernel": kernel}
+            for path in stub_files for stub, kernel in registered((release / path).read_bytes())]
+
+
+def registered(data):
+    """(stub, kernel) of each ``REGISTER_DISPATCH`` of a kernel file's bytes: the registrations
+    that fill the stub's pointer for the capability the file is compiled for (the tables' pattern,
+    without the per-capability and CUDA forms)."""
+    return [(m.group(1), m.group(2)) for m in REGISTER.finditer(data.decode("utf-8", "replace"))
+            if m.group(0).startswith("REGISTER_DISPATCH")]
