@@ -709,3 +709,26 @@ def test_a_fix_a_later_commit_took_back_before_the_cut_is_refused_not_built_as_t
                                       "release no longer holds it"):
         override_arm.made_on(fix, source, dict(source.files), "9.9.0")
 
+
+
+def test_a_fix_whose_making_removes_a_rebuilt_file_is_refused_naming_it(tmp_path):
+    """Seen on a corpus of stub fixes (pr33534 on 1.5.0, which added cpu/CatKernel.cpp): taking the
+    fix back removes the file, and the arm crashed (AttributeError on the removed file's bytes). A
+    library beside the release cannot take a file's code away: refused, named."""
+    new = "aten/src/ATen/native/cpu/NewKernel.cpp"
+    repo = tmp_path / "mirror"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    commit(repo, {OP: kernel(b"  return self * 1;"), HEADER: b"#pragma once\n", "aten/src/ATen/ATen.h": b"",
+                  "aten/src/ATen/native/native_functions.yaml": b"- func: foo(Tensor self) -> Tensor\n",
+                  "tools/autograd/derivatives.yaml": b"[]\n"}, "base", "2020-01-01T00:00:00")
+    fixed = commit(repo, {OP: kernel(b"  return self * 2;  // fixed"), new: b"int added() { return 1; }\n"},
+                   "Fix foo (#1)", "2020-02-01T00:00:00")
+    commit(repo, {HEADER: RELEASE_HEADER}, "the release is cut here", "2020-02-10T00:00:00")
+    fix, parent = fix_of(repo, fixed)
+    release = release_source.Release.of_wheel(wheel(tmp_path), "9.9.0")
+    source = release_source.find({"fix_clone": str(repo)}, {"buggy_sha": parent, "corrected_sha": fixed}, release,
+                                 [OP, new], fix, tmp_path / "rec.json")
+    with pytest.raises(Refused, match=f"making the fix in reverse removes {new}: a library beside torch 9.9.0 "
+                                      "cannot take a file's code away"):
+        override_arm.made_on(fix, source, dict(source.files), "9.9.0")

@@ -69,6 +69,15 @@ def test_a_rebuilt_kernel_goes_into_the_releases_stub_when_the_library_loads(tmp
                     str(tmp_path / "kernel.cpp"), str(release), "-Wl,-Bsymbolic", "-o", str(override)], check=True)
     ctypes.CDLL(str(override))
     assert lib.op(5) == 11  # the release's op, through its own stub, now runs the rebuilt kernel
+    # seen on 1.5's ScatterGatherKernel.cpp: a kernel file that does not include the header
+    # declaring the stub object; the library reaches the object by its symbol
+    (tmp_path / "bare.h").write_text(STUB_H.replace("DECLARE_DISPATCH(twice_fn, twice_stub);", ""))
+    (tmp_path / "kernel2.cpp").write_bytes(stubs.installing((KERNEL % 2).replace("stub.h", "bare.h").encode(), "K.cpp"))
+    other = tmp_path / "other.so"
+    subprocess.run(["g++", "-std=c++14", "-fPIC", "-shared", "-DCPU_CAPABILITY=AVX2", f"-I{tmp_path}",
+                    str(tmp_path / "kernel2.cpp"), str(release), "-Wl,-Bsymbolic", "-o", str(other)], check=True)
+    ctypes.CDLL(str(other))
+    assert lib.op(5) == 12
 
 
 def test_a_kernel_file_that_registers_nothing_is_refused():

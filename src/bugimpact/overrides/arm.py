@@ -163,6 +163,10 @@ def made_on(fix, source, files, version):
     except NotPlaced as exc:
         raise Refused(f"the fix does not apply to torch {version}'s own files "
                       f"({'in reverse' if fix_in_release else 'forwards'}): {exc}") from None
+    removed = sorted(path for path in files if path in placed and placed[path] is None)
+    if removed:  # seen: pr33534 added cpu/CatKernel.cpp, so taking it back on 1.5.0 removes it
+        raise Refused(f"making the fix {'in reverse' if fix_in_release else 'forwards'} removes "
+                      f"{', '.join(removed)}: a library beside torch {version} cannot take a file's code away")
     if all(placed.get(path, data) == data for path, data in files.items()):
         # seen: a fix in the branch point's history that a later commit took back (pr27211)
         raise Refused(f"making the fix {'in reverse' if fix_in_release else 'forwards'} changes none of torch "

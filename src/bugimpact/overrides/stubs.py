@@ -46,14 +46,21 @@ namespace at { namespace native {
 
 def installing(data, path):
     """A stub kernel file's bytes with its kernels put into the release's stubs when the library
-    loads (``INSTALL``); refused where it registers none for the capability it is compiled for."""
-    stubs = sorted({stub.encode() for stub, _ in registered(data)})
-    if not stubs:
+    loads (``INSTALL``); refused where it registers none for the capability it is compiled for.
+    The stub object is reached by its symbol (an ``at::native`` variable's mangled name holds no
+    type), as its base ``DispatchStub``: a kernel file need not include the header declaring it
+    (seen: 1.5's ScatterGatherKernel.cpp)."""
+    pairs = sorted(set(registered(data)))
+    if not pairs:
         raise BuildRefused(f"{path} registers no kernel of its own (REGISTER_DISPATCH): nothing of it "
                            "can be put into the release's stubs")
-    lines = b"\n".join(b"static const bool bugimpact_installed_%s = ::bugimpact_install::set(%s.cpu_dispatch_ptr, "
-                       b"decltype(%s)::CPU_CAPABILITY);" % (s, s, s) for s in stubs)
-    return data + INSTALL % lines
+    lines = []
+    for stub, kernel in pairs:
+        lines += [f"extern DispatchStub<decltype(&{kernel}), struct {stub}> bugimpact_stub_{stub} "
+                  f'__asm__("_ZN2at6native{len(stub)}{stub}E");',
+                  f"static const bool bugimpact_installed_{stub} = "
+                  f"::bugimpact_install::set(bugimpact_stub_{stub}.cpu_dispatch_ptr, &{kernel});"]
+    return data + INSTALL % "\n".join(lines).encode()
 
 
 def filled(release, stub_files):
