@@ -12,6 +12,7 @@ os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, dict(os.environ)
 
 from bugimpact import layout
 from bugimpact.config import SHEET_SCHEMA, check_paths, validate_config
+from bugimpact.harness import TRACE_VERSION
 from bugimpact.harness.registry import ARMS
 from bugimpact.plan import Plan
 from bugimpact.artifacts.kinds import kind as runtime_kind

@@ -18,6 +18,7 @@ rule reach_trace:
     params:
         train=untracked(config["train"]),  # the experiment is {key}
         steps=config["reach"]["steps"],
+        version=TRACE_VERSION,  # a trace made by an older harness is made again
     script:
         "../scripts/reach_trace.py"
 

@@ -14,7 +14,7 @@ from bugimpact.framework import cpp, patch
 from bugimpact.framework.declarations import dispatch_targets, yaml_entries
 from bugimpact.framework.tables import DirTree, Tables
 from bugimpact.reach.python_files import PythonFile, python_reach
-from bugimpact.reach.static import map_diff
+from bugimpact.reach.static import Mapping, map_diff
 from bugimpact.reach.verdict import judge
 
 FIX = ROOT / "tests" / "fixtures" / "reach"
@@ -220,35 +220,110 @@ PyMethodDef variable_methods[] = {
 TEMPLATE = "tools/autograd/templates/python_variable_methods.cpp"
 
 
-def binding_fix(tmp_path, old, new):
-    """The mapping of a one-line change of BINDINGS, with the buggy and the corrected file."""
+def binding_fix(tmp_path, old, new, base=BINDINGS, path=TEMPLATE):
+    """The mapping of a one-line change of ``base``, with the buggy and the corrected file."""
     trees = []
     for side in ("old", "new"):
         root = tmp_path / side
-        (root / TEMPLATE).parent.mkdir(parents=True, exist_ok=True)
-        text = BINDINGS if side == "old" else BINDINGS.replace(old, new)
-        (root / TEMPLATE).write_text(text)
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        text = base if side == "old" else base.replace(old, new)
+        (root / path).write_text(text)
         trees.append(DirTree(root))
-    diff = subprocess.run(["git", "diff", "--no-index", "-U2", str(tmp_path / "old" / TEMPLATE),
-                           str(tmp_path / "new" / TEMPLATE)], capture_output=True, text=True).stdout
+    diff = subprocess.run(["git", "diff", "--no-index", "-U2", str(tmp_path / "old" / path),
+                           str(tmp_path / "new" / path)], capture_output=True, text=True).stdout
     diff = diff.replace(str(tmp_path / "old"), "").replace(str(tmp_path / "new"), "")
     return map_diff(diff, None, old_tree=trees[0], new_tree=trees[1])
 
 
-def test_a_binding_table_is_reached_at_import_and_a_bindings_body_is_unknown(tmp_path, smallcnn_trace):
+def seen(called=(), missing=(), owner="Tensor"):
+    """A trace's binding methods (``harness.trace.BindingMethods``), for one class."""
+    return {owner: {"called": list(called), "missing": list(missing)}}
+
+
+def test_a_binding_class_method_is_reached_when_called_and_other_binding_tables_at_import(tmp_path, smallcnn_trace):
     trace = smallcnn_trace[0]
-    # pr38695's kind of change: an entry of the method table, which torch._C reads when it loads
+    # pr38695's kind of change: an entry of the Tensor's method table (one replaced by another)
     entry = binding_fix(tmp_path / "entry", '  {"__add__",', '  {"__iadd__",')
-    assert entry.at_import == [f"{TEMPLATE}: PyMethodDef variable_methods[]"] and not entry.unknown
-    verdict = judge(entry, trace)
-    assert verdict["verdict"] == "reached" and "reads when it loads" in verdict["reached"][0]
-    # pr27371's kind: the body of a binding, which runs only when Python calls it: not bounded
+    assert set(entry.methods) == {"Tensor.__add__", "Tensor.__iadd__"} and not entry.at_import and not entry.unknown
+    assert "its entry in PyMethodDef variable_methods[] changed" in entry.methods["Tensor.__add__"]
+    assert judge(entry, dict(trace, methods=seen(["size"])))["verdict"] == "not reached"
+    # a + b calls __add__; t += x calls __add__ too where the Tensor has no __iadd__
+    hit = judge(entry, dict(trace, methods=seen(["__add__"])))
+    assert hit["verdict"] == "reached" and hit["reached"] == [
+        f"Tensor.__add__ called (its entry in PyMethodDef variable_methods[] changed ({TEMPLATE}))",
+        f"Tensor.__iadd__ called (its entry in PyMethodDef variable_methods[] changed ({TEMPLATE}))"]
+    # a method a fix adds changes a lookup of its name that found nothing before (hasattr)
+    added = binding_fix(tmp_path / "added", '  {"__add__",', '  {"is_shifted", NULL},\n  {"__add__",')
+    assert "Tensor.is_shifted" in added.methods  # (an insertion marks the lines around it too)
+    assert judge(added, dict(trace, methods=seen(missing=["is_shifted"])))["verdict"] == "reached"
+    # a trace made before the binding methods were recorded cannot say, nor one without the class
+    old_trace = {k: v for k, v in trace.items() if k != "methods"}
+    assert judge(entry, old_trace)["verdict"] == "unknown"
+    assert judge(entry, dict(trace, methods=seen(owner="Storage")))["verdict"] == "unknown"
+    # pr27371's kind: the body of a binding only the Tensor's table names runs when that method is
+    # called; the small CNN never calls record_stream
     body = binding_fix(tmp_path / "body", "self_.data_ptr()", "self_.storage().data_ptr().get()")
-    assert not body.at_import and judge(body, trace)["verdict"] == "unknown"
-    assert "THPVariable_record_stream() binds record_stream" in body.unknown[0]
+    assert body.methods == {"Tensor.record_stream": "the body of its binding THPVariable_record_stream() "
+                                                    f"changed ({TEMPLATE})"} and not body.unknown
+    assert "record_stream" not in trace["methods"]["Tensor"]["called"]
+    verdict = judge(body, trace)
+    assert verdict["verdict"] == "not reached" and "Tensor.record_stream never called" in verdict["not_reached"][0]
+    # a body the file also calls from C: no method call shows that, so it stays unknown
+    caller = "static PyObject* again(PyObject* s, PyObject* a) { return THPVariable_record_stream(s, a); }\n"
+    from_c = binding_fix(tmp_path / "from-c", "self_.data_ptr()", "self_.storage().data_ptr().get()",
+                         base=BINDINGS.replace("${py_methods}", caller + "${py_methods}"))
+    assert not from_c.methods and "THPVariable_record_stream() binds record_stream" in from_c.unknown[0]
+    # a table of another type or module is read whole when torch loads: reached by every workload
+    module = binding_fix(tmp_path / "module", '  {"__add__",', '  {"__iadd__",',
+                         base=BINDINGS.replace("PyMethodDef variable_methods[]", "PyMethodDef torch_methods[]"))
+    assert module.at_import == [f"{TEMPLATE}: PyMethodDef torch_methods[]"] and not module.methods
+    assert "reads when it loads" in judge(module, trace)["reached"][0]
     # a placeholder inside the table is code generation, whatever table holds it
     generated = binding_fix(tmp_path / "generated", "  ${py_method_defs}", "  ${py_method_defs_v2}")
     assert not generated.at_import and "code generation" in generated.unknown[0]
+
+
+# The shape of torch/csrc/generic/StorageMethods.cpp at v1.4.0, cut down: bindings (one that seeks
+# with a macro), and the storages' method table (one per scalar type, THPStorage_ names it).
+STORAGE = """#include <Python.h>
+#include <unistd.h>
+
+static PyObject *THPStorage_(size)(THPStorage *self, PyObject *noargs)
+{
+  return PyLong_FromLong(self->cdata->size());
+}
+
+static PyObject *THPStorage_(setFromFile)(THPStorage *self, PyObject *args)
+{
+  const auto pos = lseek(fd, 0, SEEK_CUR);
+  const auto n = self->cdata->size();
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef THPStorage_(methods)[] = {
+  {"size", (PyCFunction)THPStorage_(size), METH_NOARGS, nullptr},
+  {"_set_from_file", (PyCFunction)THPStorage_(setFromFile), METH_VARARGS, nullptr},
+  {nullptr}
+};
+"""
+STORAGE_FILE = "torch/csrc/generic/StorageMethods.cpp"
+
+
+def test_a_storage_binding_changed_through_a_conditionally_defined_macro_is_reached_when_called(tmp_path):
+    # pr27125: a conditional that only chooses a macro's definition, and the binding that uses it;
+    # inserted, it marks the binding after it too (size, a TH generic name other code says as a word)
+    fix = STORAGE.replace("#include <unistd.h>\n", "#include <unistd.h>\n\n#ifdef _MSC_VER\n#define LSEEK _lseeki64\n"
+                          "#else\n#define LSEEK lseek\n#endif\n").replace("= lseek(", "= LSEEK(")
+    mapping = binding_fix(tmp_path / "storage", STORAGE, fix, base=STORAGE, path=STORAGE_FILE)
+    assert not mapping.unknown and mapping.methods == {
+        "Storage._set_from_file": f"the body of its binding setFromFile() changed ({STORAGE_FILE})",
+        "Storage.size": f"the body of its binding size() changed ({STORAGE_FILE})"}
+    assert judge(mapping, {"ops": {}, "methods": seen(["data_ptr"], owner="Storage")})["verdict"] == "not reached"
+    assert judge(mapping, {"ops": {}, "methods": seen(["_set_from_file"], owner="Storage")})["verdict"] == "reached"
+    # a conditional that also holds code stays unknown: it can change what compiles
+    code = fix.replace("#define LSEEK lseek\n", "#define LSEEK lseek\nstatic int mode = 1;\n")
+    assert "a preprocessor ifdef" in binding_fix(tmp_path / "code", STORAGE, code, base=STORAGE,
+                                                 path=STORAGE_FILE).unknown[0]
 
 
 # --- traces of a real workload --------------------------------------------------------------------
@@ -286,6 +361,59 @@ def test_a_traced_run_computes_exactly_what_an_untraced_run_computes(smallcnn_tr
     traced, plain = smallcnn_trace
     assert traced["fingerprints"] == plain["fingerprints"]  # init, parameters, losses, logits
     assert traced["steps"] == 3 and len(traced["fingerprints"]["epochs"]) == 1
+
+
+def test_the_trace_records_the_binding_methods_called_through_any_lookup_and_restores_the_classes():
+    import torch
+
+    from bugimpact.harness.trace import BindingMethods, binding_classes
+    classes = [klass for _, klass in binding_classes()]
+    assert torch.Tensor in classes and torch.UntypedStorage in classes
+    before = [dict(vars(klass)) for klass in classes]
+    a, b = torch.ones(3, requires_grad=True), torch.full((3,), 2.0)
+    with BindingMethods() as methods:
+        (a * b).sum().backward()  # operator slots and methods
+        b //= 2  # an in-place operator the Tensor's table holds
+        assert not hasattr(b, "no_such_method")  # a lookup that finds nothing
+        super(torch.Tensor, b).split(1)  # a call on the binding type itself
+        torch.nn.Parameter(torch.ones(2)).add(1)  # through a subclass
+        b.untyped_storage().nbytes()
+    called = methods.record()["Tensor"]["called"]
+    assert {"__mul__", "sum", "backward", "__ifloordiv__", "split", "add"} <= set(called)
+    assert "record_stream" not in called and methods.record()["Tensor"]["missing"] == ["no_such_method"]
+    assert "nbytes" in methods.record()["Storage"]["called"]
+    for klass, was in zip(classes, before):
+        now = dict(vars(klass))
+        assert now.keys() == was.keys() and all(now[k] is was[k] for k in was), klass
+    assert not hasattr(torch.Tensor, "__getattr__") and methods.unrecorded() == {}
+
+
+def test_the_binding_methods_recorder_refuses_to_vouch_for_what_it_cannot_see(monkeypatch):
+    import torch
+
+    from bugimpact.harness.trace import BindingMethods
+    # another profiler taking over during the run: calls on the binding types went unseen
+    with BindingMethods() as methods:
+        sys.setprofile(lambda *a: None)
+        torch.ones(2).sum()
+    assert methods.record() == {} and set(methods.unrecorded().values()) == {
+        "the profile hook was replaced during the run"}
+    # a profile hook that sees nothing: a call on the binding type itself would go unseen
+    with monkeypatch.context() as patched:
+        patched.setattr(BindingMethods, "_profile", lambda self, frame, event, arg: None)
+        with BindingMethods() as methods:
+            pass
+    assert methods.unrecorded() == {"Tensor": "a probe went unseen: dim (profiled)"}
+    # wrappers that record nothing (an override never called): the probes go unseen
+    monkeypatch.setattr(BindingMethods, "_recording", lambda self, owner, name, method: method)
+    with BindingMethods() as methods:
+        torch.ones(2).sum()
+    assert methods.unrecorded() == {"Tensor": "a probe went unseen: __add__ (wrapped), size (wrapped)",
+                                    "Storage": "a probe went unseen: data_ptr (wrapped)"}
+    # a fix's verdict from such a trace is unknown, and says why
+    verdict = judge(Mapping(methods={"Tensor.record_stream": "its binding changed"}),
+                    {"ops": {}, "methods": methods.record(), "methods_unrecorded": methods.unrecorded()})
+    assert verdict["verdict"] == "unknown" and "a probe went unseen: __add__ (wrapped)" in verdict["unknown"][0]
 
 
 def test_the_trace_records_forward_and_backward_operators_and_torch_lines(smallcnn_trace):

@@ -6,3 +6,7 @@ change could alter what a run computes: it is part of the experiment key, so old
 with new ones, while edits that change nothing computed retrain nothing.
 """
 HARNESS_VERSION = "2"
+# What a reach trace records (``trace.traced``). The reach_trace rule's params hold it: bump it when
+# a trace records something new, and traces made before are made again (their verdicts would say
+# ``unknown`` for what they lack).
+TRACE_VERSION = 2  # 2: the binding classes' methods

@@ -10,9 +10,12 @@ evaluates one test batch, and records:
 - the lines of the framework's own Python files that ran (``sys.settrace``, limited to the torch
   package), and the source of every torch module loaded, so the host can place a fix's hunks in the
   very files that ran, and tell import-time lines (run before the trace started) from function
-  bodies.
-Neither the profiler nor the line tracer changes what is computed: the record keeps the run's
-fingerprints, and the tests compare them with an untraced run of the same steps.
+  bodies;
+- the methods of Tensor and of the Storage classes called, by name, and the names looked up on
+  one and missing (``BindingMethods``): a binding in their torch._C tables runs only when one is
+  called, often through the interpreter's operator slots (``a // b``), which neither tracer sees.
+None of them changes what is computed: the record keeps the run's fingerprints, and the tests
+compare them with an untraced run of the same steps.
 """
 import base64
 import os
@@ -23,7 +26,7 @@ import zlib
 
 import torch
 
-TRACE_VERSION = 1
+from . import TRACE_VERSION
 
 
 def build_config():
@@ -80,6 +83,158 @@ class LineTracer(object):
         threading.settrace(None)
 
 
+# Names the interpreter calls with expectations of their own (creating, looking up, subclassing):
+# never wrapped. Every other method of a binding class and of its binding type is.
+UNWRAPPED = frozenset(("__new__", "__init__", "__getattribute__", "__getattr__", "__setattr__",
+                       "__delattr__", "__init_subclass__", "__subclasshook__", "__class_getitem__"))
+
+
+def binding_classes():
+    """(owner, class) for torch's Python classes built on a torch._C binding type: ``Tensor``,
+    and the ``Storage`` classes (``torch.FloatStorage`` on ``torch._C.FloatStorageBase`` in 1.x,
+    ``torch.UntypedStorage`` in 2.x, CUDA's beside them)."""
+    found = [("Tensor", torch.Tensor)]
+    for namespace in (torch, getattr(torch, "cuda", None)):
+        for name, value in sorted(vars(namespace or object).items()):
+            if isinstance(value, type) and name.endswith("Storage") and _binding_bases(value):
+                found.append(("Storage", value))
+    return found
+
+
+def _binding_bases(klass):
+    return tuple(b for b in klass.__bases__ if b.__module__ == "torch._C")
+
+
+class BindingMethods(object):
+    """The methods of torch's binding classes (``binding_classes``) the workload called, by owner
+    and name (``called``), and the names it looked up on one of their objects that were missing
+    (``missing``: a fix that adds a method changes that lookup). While it is entered, each method
+    of each class (its binding type's table entries and its own Python ones) is a wrapper that
+    records its name and calls it, so every call through an object is seen, the operator slots'
+    (``a // b``) included; a call on the binding type itself (``super(Tensor, self).split(...)``)
+    is seen by a profile hook (``c_call``). On leaving, every class is as it was.
+
+    It checks itself: on entering, a probe object of each owner must be seen through each of those
+    ways, and on leaving the profile hook must still be its own; an owner it cannot vouch for is
+    left out of ``record()`` and named in ``unrecorded()``, so its fixes stay unknown."""
+
+    def __init__(self):
+        self.classes = binding_classes()
+        owners = sorted(set(owner for owner, _ in self.classes))
+        self.called = dict((owner, set()) for owner in owners)
+        self.missing = dict((owner, set()) for owner in owners)
+        self.why_not = {}
+        self._bases = [(owner, _binding_bases(klass)) for owner, klass in self.classes]
+        self._undo = []
+        self._probe = None  # while probing: {way: {owner: names}}, each way of seeing apart
+
+    def record(self):
+        return dict((owner, {"called": sorted(self.called[owner]), "missing": sorted(self.missing[owner])})
+                    for owner in sorted(self.called) if owner not in self.why_not)
+
+    def unrecorded(self):
+        return dict(self.why_not)
+
+    def _seen(self, way, owner, name):
+        """``way``: ``wrapped`` (a call through an object), ``profiled`` (a call the profile hook
+        saw) or ``missing`` (a lookup that found nothing)."""
+        if self._probe is not None:
+            self._probe.setdefault(way, {}).setdefault(owner, set()).add(name)
+        else:
+            (self.missing if way == "missing" else self.called)[owner].add(name)
+
+    def _recording(self, owner, name, method):
+        seen = self._seen
+
+        def wrapper(*args, **kwargs):
+            seen("wrapped", owner, name)
+            return method(*args, **kwargs)
+        wrapper.__name__ = name
+        wrapper.__doc__ = getattr(method, "__doc__", None)
+        return wrapper
+
+    def _missing_hook(self, owner, before):
+        seen = self._seen
+
+        def __getattr__(obj, name):
+            if before is not None:
+                try:
+                    return before(obj, name)
+                except AttributeError:
+                    seen("missing", owner, name)
+                    raise
+            seen("missing", owner, name)
+            raise AttributeError("'%s' object has no attribute '%s'" % (type(obj).__name__, name))
+        return __getattr__
+
+    def _profile(self, frame, event, arg):
+        if event != "c_call":
+            return
+        obj = getattr(arg, "__self__", None)
+        for owner, bases in self._bases:
+            if isinstance(obj, bases):
+                self._seen("profiled", owner, getattr(arg, "__name__", "?"))
+
+    def _put(self, klass, name, value):
+        own = vars(klass)
+        self._undo.append((klass, name, own[name]) if name in own else (klass, name, None))
+        setattr(klass, name, value)
+
+    def _check(self):
+        """Each owner's probe must be seen each way apart: through a method (and for Tensor an
+        operator slot), by the missing-name hook, and for Tensor by the profile hook (a call on its
+        binding type)."""
+        self._probe = {}
+        try:
+            tensor = torch.zeros(1)
+            tensor.size()
+            tensor + tensor
+            super(torch.Tensor, tensor).dim()
+            hasattr(tensor, "_bugimpact_probe")
+            storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
+            storage.data_ptr()
+            hasattr(storage, "_bugimpact_probe")
+        finally:
+            probe, self._probe = self._probe, None
+        expected = {"Tensor": {"wrapped": ["__add__", "size"], "profiled": ["dim"],
+                               "missing": ["_bugimpact_probe"]},
+                    "Storage": {"wrapped": ["data_ptr"], "missing": ["_bugimpact_probe"]}}
+        for owner in self.called:
+            lacking = ["%s (%s)" % (name, way) for way, names in sorted(expected.get(owner, {}).items())
+                       for name in names if name not in probe.get(way, {}).get(owner, ())]
+            if lacking or owner not in expected:
+                self.why_not[owner] = "a probe went unseen: %s" % ", ".join(lacking or ["no probe"])
+
+    def __enter__(self):
+        for owner, klass in self.classes:
+            methods = {}
+            for holder in _binding_bases(klass) + (klass,):
+                for name, value in vars(holder).items():
+                    kind = type(value).__name__
+                    if name not in UNWRAPPED and kind in ("method_descriptor", "function"):
+                        methods[name] = value
+            for name, method in sorted(methods.items()):
+                self._put(klass, name, self._recording(owner, name, method))
+            self._put(klass, "__getattr__", self._missing_hook(owner, getattr(klass, "__getattr__", None)))
+        threading.setprofile(self._profile)
+        sys.setprofile(self._profile)
+        self._check()
+        return self
+
+    def __exit__(self, *exc):
+        if sys.getprofile() != self._profile:  # another profiler took over: calls went unseen
+            for owner in self.called:
+                self.why_not.setdefault(owner, "the profile hook was replaced during the run")
+        sys.setprofile(None)
+        threading.setprofile(None)
+        for klass, name, value in reversed(self._undo):
+            if value is None:
+                delattr(klass, name)
+            else:
+                setattr(klass, name, value)
+        self._undo = []
+
+
 def op_base(name):
     """``aten::add.Tensor`` -> ``add``; other namespaces are kept (``quantized::add``)."""
     if name.startswith("aten::"):
@@ -125,7 +280,7 @@ def traced(spec, train):
     folder = _package_dir()
     root = os.path.dirname(folder)
     with torch.autograd.profiler.profile() as prof:
-        with LineTracer(folder) as lines:
+        with LineTracer(folder) as lines, BindingMethods() as methods:
             record = train(short)
     ops = dispatched(prof)
     sources = _loaded_sources(folder)
@@ -137,5 +292,6 @@ def traced(spec, train):
             "torch_version": torch.__version__, "device": spec.get("device", "cpu"),
             "steps": steps, "spec": spec, "ops": ops, "build": build_config(),
             "lines": dict((rel(p), sorted(n)) for p, n in lines.lines.items()),
+            "methods": methods.record(), "methods_unrecorded": methods.unrecorded(),
             "sources": dict((rel(p), pack(text)) for p, text in sources.items()),
             "fingerprints": record["fingerprints"], "wall_s": time.time() - started}

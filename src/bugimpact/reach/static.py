@@ -7,6 +7,8 @@ Each file of the diff ends in one of:
   its formulas call) it changes;
 - ``at import``: the tables of torch._C's Python bindings (``PyMethodDef``, ``PyTypeObject``, ...),
   which it builds into its types and modules when it loads: every workload reads them;
+- ``methods``: the methods of a binding class (``Tensor``, the storages) whose table entry or
+  binding body it changes, which run only when called (``bindings``);
 - ``cuda``: a CUDA-only source, which no CPU run executes;
 - ``not shipped`` (tests, docs, CI) or ``frontend`` (the C++ frontend and mobile bindings, which a
   Python workload never calls);
@@ -35,6 +37,8 @@ from ..framework.tables import (
     cwrap_entries,
     th_name,
 )
+from .bindings import binding_change
+from .located import located, outside_functions
 from .python_files import python_scopes
 
 # C++ that Python reaches only through one Python package: not reached when none of that package's
@@ -48,15 +52,9 @@ ENTERED_THROUGH = ((re.compile(r"^torch/csrc/(jit/passes/onnx|onnx)"), "torch/on
 HUBS = re.compile(r"(^|/)(TensorIterator|DispatchStub|Loops|TensorIteratorReduce|Resize|"
                   r"TypeProperties|Copy|Fill|SharedReduceOps|ReduceOpsUtils|cpu/Reduce|"
                   r"cpu/Loops|cpu/vec256/[^/]*|UnaryOps\.h|BinaryOps\.h)[^/]*$")
-# the name a namespace-level declaration defines: ``static const int64_t kMax = 8;``, ``table[] =``
-DECLARED = re.compile(r"(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=|;|\{|$)")
 # The Python bindings (torch._C): hand-written under torch/csrc, and the templates of the generated
 # ones, whose code outside the ``${...}`` placeholders is copied as it is.
 BINDINGS = re.compile(r"^torch/csrc/|^tools/autograd/templates/python_[^/]*\.cpp$")
-# The tables torch._C hands to Python while it loads: PyType_Ready and PyModule_AddFunctions read
-# every entry then, whether or not the workload calls what the entry names.
-PY_TABLE = re.compile(r"\b(PyMethodDef|PyTypeObject|PyGetSetDef|PyMemberDef|PyNumberMethods|"
-                      r"PyMappingMethods|PySequenceMethods|PyModuleDef|PyBufferProcs|PyAsyncMethods)\b")
 
 
 @dataclass
@@ -72,6 +70,7 @@ class Mapping:
     frontend: list = field(default_factory=list)
     entered: list = field(default_factory=list)      # (path, the Python package it is entered through)
     at_import: list = field(default_factory=list)    # binding tables torch._C reads when it loads
+    methods: dict = field(default_factory=dict)      # "Tensor.name" -> why (its binding changed)
     compiled_under: list = field(default_factory=list)  # (path, the build setting its changes need)
     unknown: list = field(default_factory=list)      # reasons
     tables: str = ""
@@ -83,7 +82,8 @@ class Mapping:
                 "cuda_ops": self.cuda_ops, "cuda_unknown": self.cuda_unknown,
                 "not_shipped": self.not_shipped,
                 "frontend": self.frontend, "entered": [list(e) for e in self.entered],
-                "at_import": self.at_import, "compiled_under": [list(c) for c in self.compiled_under],
+                "at_import": self.at_import, "methods": self.methods,
+                "compiled_under": [list(c) for c in self.compiled_under],
                 "unknown": self.unknown, "tables": self.tables}
 
 
@@ -144,7 +144,7 @@ CHANGE_KINDS = (
     (lambda c: c.path == CWRAP, lambda c: _cwrap_change(*c.args)),
     (lambda c: c.path.startswith(TH) and c.path.endswith(CPP_SUFFIXES + (".c",)), lambda c: _th_change(*c.args)),
     (lambda c: any(rx.search(c.path) for rx, _ in ENTERED_THROUGH), _entered),
-    (lambda c: BINDINGS.search(c.path), lambda c: _binding_change(*c.args)),
+    (lambda c: BINDINGS.search(c.path), lambda c: binding_change(*c.args)),
     (lambda c: True, lambda c: _unbounded(*c.args)),
 )
 def _unbounded(fd, tables, old_tree, new_tree, mapping):
@@ -152,12 +152,11 @@ def _unbounded(fd, tables, old_tree, new_tree, mapping):
     inside its ``#if``, in every copy that holds it), or unknown."""
     unplaced = Mapping()  # a hunk no copy holds cannot be said to be under anything
     settings = {cpp.guard_of(text.splitlines(), lines) for _, lines, text in
-                _located(fd, tables, old_tree, new_tree, unplaced)} if tables else {None}
+                located(fd, tables, old_tree, new_tree, unplaced)} if tables else {None}
     if len(settings) == 1 and None not in settings and not unplaced.unknown:
         mapping.compiled_under.append((fd.name, settings.pop()))
     else:
         mapping.unknown.append(f"{fd.name}: {why_unbounded(fd.name)}")
-
 
 
 def map_diff(diff_text, tables, old_tree=None, new_tree=None):
@@ -172,43 +171,10 @@ def map_diff(diff_text, tables, old_tree=None, new_tree=None):
     return mapping
 
 
-def _locate(fd, hunk, tree, which):
-    """Line numbers of the hunk's changes in ``tree``'s copy of the file (``which``: the side the
-    tree holds, found by its text); None when the copy lacks it."""
-    text = tree.read(fd.path if which == "new" else (fd.old_path or fd.path)) if tree else None
-    if text is None:
-        return None, None
-    found = patch.locate(hunk, text.splitlines())
-    return (found[1], text) if found else (None, text)
-
-
-def _trees(fd, tables, old_tree, new_tree):
-    """(tree, side) pairs to find the file's hunks in: the commits' own trees that hold it (an
-    archive of the fix's files holds only its Python files), else the tables' tree."""
-    pairs = [(t, side) for t, side, name in ((new_tree, "new", fd.path), (old_tree, "old", fd.old_path))
-             if t is not None and name and t.read(name) is not None]
-    return pairs or [(tables.tree, "new")]
-
-
-def _located(fd, tables, old_tree, new_tree, mapping):
-    """(hunk, changed line numbers, file text) for each copy of the file that holds the hunk; a
-    hunk that no copy holds is unknown."""
-    for hunk in fd.hunks:
-        found = False
-        for tree, side in _trees(fd, tables, old_tree, new_tree):
-            lines, text = _locate(fd, hunk, tree, side)
-            if lines is not None:
-                found = True
-                yield hunk, lines, text
-        if not found:
-            mapping.unknown.append(f"{fd.name}: the hunk at line {hunk.new_start} is not in "
-                                   f"{tables.label}'s copy")
-
-
 def _yaml_change(fd, tables, old_tree, new_tree, mapping, forward):
     target = mapping.ops if forward else mapping.backward_ops
     key = "func" if forward else "name"
-    for hunk, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
+    for hunk, lines, text in located(fd, tables, old_tree, new_tree, mapping):
         entries = yaml_entries(text, key)
         hit = {e["op"] for e in entries for n in lines if e["start"] <= n <= e["end"]}
         for op in hit:
@@ -218,42 +184,13 @@ def _yaml_change(fd, tables, old_tree, new_tree, mapping, forward):
                                    f"{hunk.new_start})")
 
 
-def _outside_functions(path, src, code, funcs, inits, n):
-    """What a changed line ``n`` outside any function stands for: ``("skip", None)`` for a blank
-    line, a comment or an include; ``("functions", [Function])`` for a macro or a constant the
-    functions of its own file use (a source file's: a header's are used wherever it is included);
-    ``("unknown", why)`` otherwise (a conditional, a macro or constant no function here uses, a
-    declaration of something else)."""
-    line = src[n - 1] if n - 1 < len(src) else ""
-    directive = re.match(r"\s*#\s*(\w+)\s*(\w*)", line)
-    if directive is None and not (n - 1 < len(code) and code[n - 1].strip()):
-        return "skip", None
-    if directive is not None and directive.group(1) == "include":
-        return "skip", None
-    if directive is not None and directive.group(1) == "define":
-        name = directive.group(2)
-    elif directive is not None:
-        return "unknown", f"a preprocessor {directive.group(1)} (line {n}), which can change what compiles"
-    else:
-        init = next((d for d in inits if d.start <= n <= d.end), None)
-        found = DECLARED.search(init.head if init else code[n - 1])  # comments blanked
-        name = found.group(1) if found else ""
-    if not name or path.endswith((".h", ".cuh", ".hpp")):
-        return "unknown", f"a declaration, macro or constant outside any function (line {n})"
-    used = re.compile(r"\b%s\b" % re.escape(name))
-    users = [fn for fn in funcs if used.search("\n".join(src[fn.start - 1:fn.end]))]
-    if not users:
-        return "unknown", f"{name} (line {n}), which no function of the file uses"
-    return "functions", users
-
-
 def _changed_functions(fd, tables, old_tree, new_tree, mapping):
     """The functions whose bodies the diff changes, on either side, as (path, cpp.Function); a
     changed ``REGISTER_DISPATCH`` line stands for its kernel, a changed macro or constant for the
     functions of its file that use it (``_outside_functions``); what else is outside a function
     makes the file unknown."""
     names, unbounded = [], {}
-    for _, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
+    for _, lines, text in located(fd, tables, old_tree, new_tree, mapping):
         funcs, inits = cpp.definitions(text)
         src, code = text.splitlines(), cpp.blank(text).splitlines()
         for n in lines:
@@ -264,7 +201,7 @@ def _changed_functions(fd, tables, old_tree, new_tree, mapping):
             elif registered:
                 names += [(fd.name, cpp.Function(k, n, n)) for k in registered]
             else:
-                what, found = _outside_functions(fd.name, src, code, funcs, inits, n)
+                what, found = outside_functions(fd.name, src, code, funcs, inits, n)
                 if what == "functions":
                     names += [(fd.name, user) for user in found]
                 elif what == "unknown":
@@ -306,14 +243,14 @@ def _th_change(fd, tables, old_tree, new_tree, mapping):
     ``addmm``), their TH callers, the ``_th_`` functions Declarations.cwrap makes of them, and the
     operators that call those (``Tables.th_ops``)."""
     names, unbounded = set(), {}
-    for _, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
+    for _, lines, text in located(fd, tables, old_tree, new_tree, mapping):
         (funcs, inits), src, code = cpp.definitions(text), text.splitlines(), cpp.blank(text).splitlines()
         for n in lines:
             fn = cpp.enclosing(funcs, n)
             if fn is not None:
                 names.add(th_name(src, fn))
                 continue
-            what, found = _outside_functions(fd.name, src, code, funcs, inits, n)
+            what, found = outside_functions(fd.name, src, code, funcs, inits, n)
             if what == "functions":
                 names |= {th_name(src, user) for user in found}
             elif what == "unknown":
@@ -327,7 +264,7 @@ def _th_change(fd, tables, old_tree, new_tree, mapping):
 def _cwrap_change(fd, tables, old_tree, new_tree, mapping):
     """A change to a Declarations.cwrap entry: the ``_th_`` function it declares, and the
     operators that call it."""
-    for hunk, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
+    for hunk, lines, text in located(fd, tables, old_tree, new_tree, mapping):
         entries = cwrap_entries(text)
         hit = {e["cname"] for e in entries for n in lines if e["start"] <= n <= e["end"]}
         if not hit:
@@ -342,52 +279,6 @@ def _add_ops(mapping, ops, why, loose, path):
     for name in sorted(loose):
         mapping.unknown.append(f"{name}() implements no operator and has no caller in ATen/native "
                                f"or TH (called from outside the tables, if at all; changed in {path})")
-
-
-def _binding_change(fd, tables, old_tree, new_tree, mapping):
-    """A change to a Python binding source: an entry of a table torch._C reads while it loads
-    (``PY_TABLE``) is reached by every workload; a binding's body runs only when Python calls it,
-    through calls the trace does not see (the interpreter's slots, C callers), and a template's
-    placeholder is code generation: both unknown, as is anything else in the file."""
-    tables_hit, reasons = set(), {}
-    for _, lines, text in _located(fd, tables, old_tree, new_tree, mapping):
-        funcs, inits = cpp.definitions(text)
-        src, code = text.splitlines(), cpp.blank(text).splitlines()
-        for n in lines:
-            fn = cpp.enclosing(funcs, n)
-            table = next((d for d in inits if d.start <= n <= d.end and PY_TABLE.search(d.head)), None)
-            if n - 1 < len(src) and "${" in src[n - 1]:
-                reasons.setdefault("placeholder", "a placeholder of code generation, which can change "
-                                                  "every operator")
-            elif fn is not None:
-                reasons.setdefault(*_binding_body(fd.name, fn, src, inits))
-            elif table is not None and code[n - 1].strip():
-                tables_hit.add(" ".join(table.head.rstrip("= ").split()[-2:]))
-            else:
-                what, found = _outside_functions(fd.name, src, code, funcs, inits, n)
-                for user in found if what == "functions" else ():
-                    reasons.setdefault(*_binding_body(fd.name, user, src, inits))
-                if what == "unknown":
-                    reasons.setdefault("other", f"{found}; {why_unbounded(fd.name)}")
-    mapping.at_import += [f"{fd.name}: {table}" for table in sorted(tables_hit)]
-    mapping.unknown += [f"{fd.name}: {why}" for why in reasons.values()]
-
-
-def _binding_body(path, fn, src, inits):
-    """(the function's name, why its change is unknown): the Python methods it binds, which run
-    only when Python calls them, in ways the trace does not see."""
-    name = th_name(src, fn)  # THPStorage_(setFromFile) is setFromFile
-    methods = _methods_bound_to(name, src, inits)
-    return name, (f"{name}() binds {', '.join(methods)}: it runs only when Python calls that, in "
-                  f"ways the trace does not see" if methods else why_unbounded(path))
-
-
-def _methods_bound_to(function, src, inits):
-    """The Python names the file's binding tables give ``function`` (``{"record_stream",
-    (PyCFunction)THPVariable_record_stream, METH_O, NULL}``)."""
-    entry = re.compile(r'\{\s*"(\w+)"\s*,[^}]*\b%s\b' % re.escape(function))
-    return sorted({m for d in inits if PY_TABLE.search(d.head)
-                   for m in entry.findall("\n".join(src[d.start - 1:d.end]))})
 
 
 def _formula_helpers(fd, tables, old_tree, new_tree, mapping):

@@ -1,9 +1,10 @@
 """The verdict of one fix for one workload: the static mapping read against the workload's trace.
 
 - ``reached``: a changed Python line ran (or a changed import-time line of a module that was
-  loaded), a table of torch._C's bindings changed (read when torch loads), or an affected operator
-  was dispatched (its backward runs when it is in the autograd
-  graph: a changed derivative counts when its forward operator ran);
+  loaded), a table of torch._C's bindings changed (read when torch loads), a Tensor or Storage
+  method whose binding changed was called (or looked up, missing), or an affected operator was dispatched (its
+  backward runs when it is in the autograd graph: a changed derivative counts when its forward
+  operator ran);
 - ``not reached``: nothing changed ran, on a complete mapping (a file compiled only under a build
   setting the traced torch was built without never runs: ``built_with``);
 - ``not reached on cpu``: what could run is CUDA-only and the workload ran on the CPU;
@@ -11,9 +12,15 @@
 ``reached`` is necessary, not sufficient, for an effect: the fingerprints after training stay the
 proof that bits changed.
 """
+import re
+
 from ..framework.cpp import PARALLEL_BACKENDS
 from ..framework.paths import why_unbounded
 from .python_files import PythonFile, Uses, python_reach, unpack
+
+# ``t //= x`` runs ``__floordiv__`` where the type has no ``__ifloordiv__``: a fix adding an
+# in-place operator changes what that call runs
+IN_PLACE = re.compile(r"^__i(add|sub|mul|matmul|truediv|floordiv|div|mod|pow|lshift|rshift|and|xor|or)__$")
 
 # a build setting torch.backends says directly (``harness.trace.build_config``)
 BACKEND_SETTINGS = {"AT_MKL_ENABLED": "mkl", "AT_MKLDNN_ENABLED": "mkldnn"}
@@ -34,6 +41,14 @@ def entered(trace, package):
                if path.startswith(package) and path in trace["sources"])
 
 
+def method_used(name, seen):
+    """Whether one binding class's methods in a trace (``harness.trace.BindingMethods``) call or
+    look up ``name``, or the binary operator an in-place one falls back to."""
+    fallback = IN_PLACE.match(name)
+    return (name in seen["called"] or name in seen["missing"]
+            or bool(fallback and f"__{fallback.group(1)}__" in seen["called"]))
+
+
 def judge(mapping, trace):
     """The verdict dict of one fix (a ``static.Mapping``) against one trace."""
     device = trace.get("device", "cpu")
@@ -46,6 +61,17 @@ def judge(mapping, trace):
         if op in traced_ops:
             reached.append(f"backward of {op} ({why})")
     reached += [f"{table}: a binding table torch._C reads when it loads" for table in mapping.at_import]
+    for method, why in sorted(mapping.methods.items()):
+        owner, name = method.split(".", 1)
+        seen = (trace.get("methods") or {}).get(owner)
+        if seen is None:
+            why_not = (trace.get("methods_unrecorded") or {}).get(owner, "made before it could: trace again")
+            unknown.append(f"{method} ({why}): this trace does not record the {owner} methods called "
+                           f"({why_not})")
+        elif method_used(name, seen):
+            reached.append(f"{method} called ({why})")
+        else:
+            notes.append(f"{method} never called nor looked up ({why})")
     if device == "cuda":
         unknown += mapping.cuda_unknown
     if device == "cuda" and mapping.cuda and not mapping.cuda_ops and not mapping.cuda_unknown:
@@ -81,6 +107,7 @@ def judge(mapping, trace):
                            f"{'has' if has else 'does not say whether it has'}: "
                            f"{why_unbounded(path)}")
     runs_anything = bool(mapping.ops or mapping.backward_ops or mapping.python or mapping.at_import or
+                         mapping.methods or
                          (mapping.cuda_ops and device == "cuda"))
     if reached:
         verdict = "reached"
