@@ -273,6 +273,11 @@ def test_a_binding_class_method_is_reached_when_called_and_other_binding_tables_
     from_c = binding_fix(tmp_path / "from-c", "self_.data_ptr()", "self_.storage().data_ptr().get()",
                          base=BINDINGS.replace("${py_methods}", caller + "${py_methods}"))
     assert not from_c.methods and "THPVariable_record_stream() binds record_stream" in from_c.unknown[0]
+    # a body bound in the Tensor's table and in another's too: that other's callers go unseen
+    twice = binding_fix(tmp_path / "twice", "self_.data_ptr()", "self_.storage().data_ptr().get()",
+                        base=BINDINGS + "PyMethodDef torch_methods[] = {\n  {\"record_stream\", "
+                                        "(PyCFunction)THPVariable_record_stream, METH_O, NULL},\n};\n")
+    assert not twice.methods and "THPVariable_record_stream() binds record_stream" in twice.unknown[0]
     # a table of another type or module is read whole when torch loads: reached by every workload
     module = binding_fix(tmp_path / "module", '  {"__add__",', '  {"__iadd__",',
                          base=BINDINGS.replace("PyMethodDef variable_methods[]", "PyMethodDef torch_methods[]"))

@@ -71,9 +71,9 @@ def _binding_body(path, fn, src, code, inits, mapping, reasons):
     methods it binds run only when Python calls them, in ways the trace does not see)."""
     name = th_name(src, fn)  # THPStorage_(setFromFile) is setFromFile
     methods = _methods_bound_to(name, src, inits)
-    owned = [(_owner(d), m) for d in inits if _owner(d) for m in _methods_bound_to(name, src, [d])]
-    if methods and sorted({m for _, m in owned}) == methods and not _used_elsewhere(name, fn, code, inits):
-        for owner, method in owned:
+    bound = [(_owner(d), m) for d in inits if PY_TABLE.search(d.head) for m in _methods_bound_to(name, src, [d])]
+    if bound and all(owner for owner, _ in bound) and not _used_elsewhere(name, fn, code, inits):
+        for owner, method in bound:
             mapping.methods.setdefault(f"{owner}.{method}", f"the body of its binding {name}() changed ({path})")
         return
     reasons.setdefault(name, f"{name}() binds {', '.join(methods)}: it runs only when Python calls that, "

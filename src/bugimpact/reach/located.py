@@ -6,6 +6,9 @@ from ..framework import patch
 
 # the name a namespace-level declaration defines: ``static const int64_t kMax = 8;``, ``table[] =``
 DECLARED = re.compile(r"(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=|;|\{|$)")
+CONDITIONALS = {"if", "ifdef", "ifndef", "elif", "else", "endif"}
+DIRECTIVE = re.compile(r"\s*#\s*(\w+)")
+
 
 def _locate(fd, hunk, tree, which):
     """Line numbers of the hunk's changes in ``tree``'s copy of the file (``which``: the side the
@@ -56,8 +59,8 @@ def outside_functions(path, src, code, funcs, inits, n):
         return "skip", None
     if directive is not None and directive.group(1) == "define":
         name = directive.group(2)
-    elif directive is not None and directive.group(1) in CONDITIONALS and _defines_only(src, code, n):
-        found = [outside_functions(path, src, code, funcs, inits, m) for m in _defines_only(src, code, n)]
+    elif directive is not None and directive.group(1) in CONDITIONALS and (defines := _defines_only(src, code, n)):
+        found = [outside_functions(path, src, code, funcs, inits, m) for m in defines]
         if any(what == "unknown" for what, _ in found):
             return next(f for f in found if f[0] == "unknown")
         return "functions", list({id(fn): fn for _, users in found for fn in users}.values())
@@ -75,9 +78,6 @@ def outside_functions(path, src, code, funcs, inits, n):
         return "unknown", f"{name} (line {n}), which no function of the file uses"
     return "functions", users
 
-
-CONDITIONALS = {"if", "ifdef", "ifndef", "elif", "else", "endif"}
-DIRECTIVE = re.compile(r"\s*#\s*(\w+)")
 
 
 def _defines_only(src, code, n):
