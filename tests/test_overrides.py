@@ -38,18 +38,23 @@ def kernel(body):
             b"Tensor foo(const Tensor& self) {\n" + body + b"\n}\n}}\n")
 
 
+def mirror(tmp_path):
+    """A master history's first commit: the op file, its header and the YAML tables. Returns the repo."""
+    repo = tmp_path / "mirror"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    commit(repo, {OP: kernel(b"  return self * 1;"), HEADER: b"#pragma once\n", "aten/src/ATen/ATen.h": b"",
+                  "aten/src/ATen/native/native_functions.yaml": b"- func: foo(Tensor self) -> Tensor\n",
+                  "tools/autograd/derivatives.yaml": b"[]\n"}, "base", "2020-01-01T00:00:00")
+    return repo
+
+
 @pytest.fixture
 def history(tmp_path):
     """A master history without tags: the release is cut at ``cut`` (the wheel ships its header);
     ``before`` is a fix that landed before the cut, ``after`` one that landed after it."""
-    repo = tmp_path / "mirror"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "master")
-    yaml = b"- func: foo(Tensor self) -> Tensor\n"
-    shas = {"base": commit(repo, {OP: kernel(b"  return self * 1;"), HEADER: b"#pragma once\n",
-                                  "aten/src/ATen/ATen.h": b"",
-                                  "aten/src/ATen/native/native_functions.yaml": yaml,
-                                  "tools/autograd/derivatives.yaml": b"[]\n"}, "base", "2020-01-01T00:00:00")}
+    repo = mirror(tmp_path)
+    shas = {"base": git(repo, "rev-parse", "HEAD")}
     shas["before"] = commit(repo, {OP: kernel(b"  return self * 2;  // fixed before the cut")},
                             "Fix foo before the cut (#1)", "2020-02-01T00:00:00")
     shas["cut"] = commit(repo, {HEADER: RELEASE_HEADER}, "the release is cut here", "2020-02-10T00:00:00")
@@ -693,12 +698,7 @@ def test_a_fix_a_later_commit_took_back_before_the_cut_is_refused_not_built_as_t
     """Seen on the corpus (pr27211 on 1.4.0): the fix's commit is in the branch point's history, a
     later one undid it, and taking it back by a three-way merge changed nothing: both arms were the
     release, and the check said "not exercised". Now the arm is refused, saying so."""
-    repo = tmp_path / "mirror"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "master")
-    commit(repo, {OP: kernel(b"  return self * 1;"), HEADER: b"#pragma once\n", "aten/src/ATen/ATen.h": b"",
-                  "aten/src/ATen/native/native_functions.yaml": b"- func: foo(Tensor self) -> Tensor\n",
-                  "tools/autograd/derivatives.yaml": b"[]\n"}, "base", "2020-01-01T00:00:00")
+    repo = mirror(tmp_path)
     fixed = commit(repo, {OP: kernel(b"  return self * 2;  // fixed")}, "Fix foo (#1)", "2020-02-01T00:00:00")
     commit(repo, {OP: kernel(b"  return self * 1;")}, "Revert the fix of foo (#3)", "2020-02-05T00:00:00")
     commit(repo, {HEADER: RELEASE_HEADER}, "the release is cut here", "2020-02-10T00:00:00")
@@ -710,18 +710,12 @@ def test_a_fix_a_later_commit_took_back_before_the_cut_is_refused_not_built_as_t
         override_arm.made_on(fix, source, dict(source.files), "9.9.0")
 
 
-
 def test_a_fix_whose_making_removes_a_rebuilt_file_is_refused_naming_it(tmp_path):
     """Seen on a corpus of stub fixes (pr33534 on 1.5.0, which added cpu/CatKernel.cpp): taking the
     fix back removes the file, and the arm crashed (AttributeError on the removed file's bytes). A
     library beside the release cannot take a file's code away: refused, named."""
     new = "aten/src/ATen/native/cpu/NewKernel.cpp"
-    repo = tmp_path / "mirror"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "master")
-    commit(repo, {OP: kernel(b"  return self * 1;"), HEADER: b"#pragma once\n", "aten/src/ATen/ATen.h": b"",
-                  "aten/src/ATen/native/native_functions.yaml": b"- func: foo(Tensor self) -> Tensor\n",
-                  "tools/autograd/derivatives.yaml": b"[]\n"}, "base", "2020-01-01T00:00:00")
+    repo = mirror(tmp_path)
     fixed = commit(repo, {OP: kernel(b"  return self * 2;  // fixed"), new: b"int added() { return 1; }\n"},
                    "Fix foo (#1)", "2020-02-01T00:00:00")
     commit(repo, {HEADER: RELEASE_HEADER}, "the release is cut here", "2020-02-10T00:00:00")
