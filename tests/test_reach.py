@@ -494,3 +494,19 @@ def test_a_cuda_trace_that_gets_no_gpu_is_a_recorded_failed_trace(tmp_path, monk
     record = read_json(tmp_path / "trace.json")
     assert record["status"] == "failed"
     assert record["reason"].startswith("trace exit no GPU (train.device is cuda, but SLURM gave this job no GPU")
+
+
+def test_a_function_defined_twice_under_one_name_is_named_at_each_definition():
+    """Seen on a corpus of every mirror commit that changed a binding source (2019-06 to 2020-05):
+    a property and its setter share one qualified name, and naming the getter's ``def`` line
+    raised StopIteration, which ended the whole reach batch."""
+    from bugimpact.harness.trace import pack
+    text = ("class C:\n    @property\n    def x(self):\n        return 1\n\n"
+            "    @x.setter\n    def x(self, v):\n        pass\n")
+    source = PythonFile(text)
+    assert source.qualified_at(3) == "C.x" and source.qualified_at(7) == "C.x"
+    hunk = patch.Hunk(3, 3, [(" ", "    def x(self):"), ("-", "        return 1"), ("+", "        return 2"),
+                             (" ", "")])
+    trace = {"sources": {"torch/c.py": pack(text)}, "lines": {"torch/c.py": [1, 2, 6]}}
+    reached, unknown, note = python_reach("torch/c.py", [hunk], trace)
+    assert not reached and not unknown and "no changed line that matters ran" in note

@@ -27,6 +27,7 @@ class PythonFile:
         self.lines = source.splitlines()
         self.functions, self.docs, self.statements, self.names = [], set(), {}, {}
         self._qualified = None
+        self._named_at = {}  # def line -> qualified name (two defs may share a name)
         try:
             tree = ast.parse(source)
         except SyntaxError:
@@ -68,6 +69,7 @@ class PythonFile:
                     if not isinstance(child, ast.ClassDef):
                         first = min([d.lineno for d in child.decorator_list] + [child.lineno])
                         out[name] = (first, child.lineno, child.body[0].lineno, child.end_lineno)
+                        self._named_at[child.lineno] = name
                     walk(child, name + ".")
                 else:
                     walk(child, prefix)
@@ -81,8 +83,10 @@ class PythonFile:
         return not any(".".join(parts[:k]) in self.qualified() for k in range(1, len(parts)))
 
     def qualified_at(self, line):
-        """The qualified name of the function defined on ``line``."""
-        return next(name for name, span in self.qualified().items() if span[1] == line)
+        """The qualified name of the function defined on ``line`` (a property's getter and setter
+        share one, which ``qualified`` keeps the last span of)."""
+        self.qualified()
+        return self._named_at[line]
 
     def scope(self, n):
         """Where line n executes: ``("body", qualified name)`` of the innermost function whose body
