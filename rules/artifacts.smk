@@ -71,6 +71,7 @@ rule runtime:
         model=untracked({k: config["train"].get(k) for k in ("model", "model_options")}),
         installer=untracked(config["runtime"]["installer"]),  # how, not what: the same files
         cache=untracked(config["runtime"]["cache"]),
+        object_cache=untracked(config["runtime"]["object_cache"]),  # what was compiled is its key
         # where a cached download the artifact names is fetched again from, if it has gone
         sources=untracked(artifact_sources(config)),
     script:

@@ -7,5 +7,6 @@ steps.run_script(snakemake, steps.runtime, kind=snakemake.params.kind,
                            **steps.made_with(snakemake.params.requirements),
                            "toolchain_json": snakemake.input.toolchain or None,
                            "installer": snakemake.params.installer, "cache": snakemake.params.cache,
+                           "object_cache": snakemake.params.object_cache,
                            "sources": snakemake.params.sources, "model": snakemake.params.model,
                            "threads": snakemake.threads})

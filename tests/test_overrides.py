@@ -625,7 +625,8 @@ def test_a_fix_to_a_file_the_release_does_not_have_or_a_listed_fix_that_does_not
     (("arm", "faithful"), "failed for the release's own file too (the faithful build): x.cpp:1:1: error: 'nope' "
                           "does not name a type: the source at hand is not what the release was built from"),
 ])
-def test_a_compile_error_says_whether_the_fix_or_the_source_is_to_blame(tmp_path, broken, says):
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_compile_error_says_whether_the_fix_or_the_source_is_to_blame(tmp_path, broken, says, cached):
     """Found on the corpus: a fix that calls 1.6's ``Tensor::copy_real`` failed its arm build on
     1.5.1 (the fix is entangled with other changes); a branch point's LinearAlgebra.cpp that calls
     ``Tensor::real``, which the 1.5 release branch took out, failed the faithful build too (the
@@ -638,9 +639,51 @@ def test_a_compile_error_says_whether_the_fix_or_the_source_is_to_blame(tmp_path
         source.write_text("nope x;\n" if name in broken else "int x;\n")
         jobs.append((name, "x.cpp", ["g++", "-c", str(source), "-o", str(source) + ".o"]))
     with pytest.raises(BuildRefused) as refused:
-        run_all(jobs, io.StringIO(), 2)
+        run_all(jobs, io.StringIO(), 2, tmp_path / "objects" if cached else None)
+    # the release's file, which compiled, is kept once for both of its builds; the broken one not
+    assert len(list((tmp_path / "objects").glob("*.o"))) == cached
     text = str(refused.value).translate({0x2018: "'", 0x2019: "'"})  # the compiler's quotes, in any locale
     assert says in text.replace(str(tmp_path / "arm") + "/", "").replace(str(tmp_path / "faithful") + "/", "")
+
+
+def test_what_one_fixs_override_compiled_the_next_takes_from_the_cache_and_a_changed_header_compiles_again(tmp_path):
+    """Each compiled fix's override compiles the release's own file twice (faithful, canary) beside
+    its arm: THTensorMath.cpp takes 72 s a compile here. Another fix to that file on that release,
+    or the same override made again (a retried or lost runtime), compiles only what differs now,
+    wherever its files lie; a header whose text differs makes another input."""
+    from bugimpact.overrides.release_build import compile_job, run_all
+    counted = tmp_path / "compiles"
+    cxx = tmp_path / "cxx"  # the host's g++, counting the compiles it is asked for
+    cxx.write_text(f'#!/bin/sh\ncase " $* " in *" -c "*) echo x >> {counted};; esac\nexec g++ "$@"\n')
+    cxx.chmod(0o755)
+    release = b'#include "kernel.h"\nconst char* where = __FILE__;\nint f(int x) { return scale(x) + 1; }\n'
+
+    def override(folder, arm, header=b"inline int scale(int x) { return 3 * x; }\n"):
+        (folder / "include").mkdir(parents=True)
+        (folder / "include" / "kernel.h").write_bytes(header)
+        flags = ["-O2", "-fPIC", f"-I{folder / 'include'}"]
+        jobs = [compile_job(str(cxx), name, "aten/src/TH/x.cpp", data, folder, flags + extra)
+                for name, data, extra in (("arm", arm, []), ("faithful", release, []),
+                                          ("canary", release, ["-finstrument-functions"]))]
+        log = io.StringIO()
+        run_all(jobs, log, 2, tmp_path / "objects")
+        return {name: Path(cmd[-1]).read_bytes() for name, _, cmd in jobs}, log.getvalue()
+
+    def compiles():
+        return len(counted.read_text().split())
+
+    first, _ = override(tmp_path / "fix-a", release.replace(b"+ 1", b"+ 2"))
+    assert compiles() == 3
+    second, log = override(tmp_path / "fix-b", release.replace(b"+ 1", b"- 1"))
+    assert compiles() == 4, "the second fix compiled the release's file again"
+    assert log.count("(not compiled: its input was compiled before, and kept") == 2
+    assert second["faithful"] == first["faithful"] and second["canary"] == first["canary"]
+    assert len({first["arm"], second["arm"], first["faithful"], first["canary"]}) == 4
+    _, log = override(tmp_path / "fix-a-again", release.replace(b"+ 1", b"+ 2"))
+    assert compiles() == 4 and log.count("(not compiled") == 3
+    other, _ = override(tmp_path / "other", release, header=b"inline int scale(int x) { return 4 * x; }\n")
+    # its arm and faithful build are one input, compiled once
+    assert compiles() == 6 and other["faithful"] != first["faithful"] and other["arm"] == other["faithful"]
 
 
 def test_an_operator_called_through_the_library_is_exercised_whether_or_not_the_profile_names_it():

@@ -96,15 +96,16 @@ extern "C" { int bugimpact_op_count = 0; long long bugimpact_calls[1]; const cha
 """
 
 
-def build(compiled, python, folder, log, tree=None, threads=None):
+def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     """The override libraries of a compiled one-fix arm, in ``folder``: ``arm`` (the arm's files),
     ``faithful`` (the release's own files) and ``canary`` (the release's, instrumented), each with
     the same registrations. ``compiled``: the artifact manifest's ``kernels`` part
     (``arm.prepare``); ``tree``: the release's whole tree (``release_source.open_tree``), from
     which what the rebuilt files need that the release neither exports nor holds in its symbol
     table (``release_locals``) is compiled in (``support``); ``threads``: how many compilers run
-    at once (the job's threads). Returns the runtime's ``override`` record; raises
-    ``BuildRefused`` naming what failed."""
+    at once (the job's threads); ``cache``: a folder of compiled objects kept by what was
+    compiled (``objects``), which the fixes of a release and a remade override share. Returns the
+    runtime's ``override`` record; raises ``BuildRefused`` naming what failed."""
     cxx, version = compiler()
     settings = release_settings(python)
     interposed = compiled.get("route") == "interposed"
@@ -143,7 +144,7 @@ def build(compiled, python, folder, log, tree=None, threads=None):
     standins = (compiled.get("source") or {}).get("standins", ())
     needed = missing_headers([job for job in jobs if job[0] != "canary"], standins)
     provided = provide_headers(needed, settings, libs, third_party, standins)
-    run_all(jobs, log, threads)
+    run_all(jobs, log, threads, cache)
     shared = folder / "shared"
     shared.mkdir(exist_ok=True)
     if interposed:
@@ -163,7 +164,7 @@ def build(compiled, python, folder, log, tree=None, threads=None):
     # the arm's objects too: the fix may call what the release's own files do not
     extra, taken, support, support_jobs = _closure(cxx, [objects[name] + [str(shared / "register.o")] for name in
                                                          ("faithful", "arm")], libs, folder, compiled, tree, settings,
-                                                   log, threads)
+                                                   log, threads, cache)
     # every op (or TH, or infrastructure) object of a build alike, and every stub kernel's
     compiled_with = {name + (" kernels" if path in stub_files else ""): flags_of(cmd) for name, path, cmd in jobs}
     if support:
@@ -295,7 +296,7 @@ REGISTERS = re.compile(rb"RegisterOperators\s*\(|TORCH_LIBRARY|REGISTER_\w*DISPA
 SUPPORT_ROUNDS = 4  # a support file may need functions of others the release keeps to itself
 
 
-def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
+def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads, cache):
     """What the rebuilt files need that the release does not export: the release's own local
     functions and stub pointers, taken over in its binary (``release_locals``), and the release's own
     files that define the rest, compiled in (``support``), round by round; ``builds``: the objects
@@ -342,7 +343,7 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads):
             (headers / name).write_bytes(data)
         jobs = [compile_job(cxx, "support", path, data, folder, [*flags, f"-I{headers}"])
                 for path, (data, _) in sorted(found.items())]
-        run_all(jobs, log, threads)
+        run_all(jobs, log, threads, cache)
         support_jobs += jobs
         for path, (data, symbols) in sorted(found.items()):
             extra.append(str(folder / "support" / path) + ".o")

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..framework.cpp import PARALLEL_BACKENDS
+from . import objects
 
 PROBE = r"""
 import json, os, sys, torch
@@ -248,6 +249,7 @@ def compile_job(cxx, name, path, data, folder, flags):
     source = folder / name / path
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_bytes(DEFINE_DISPATCH.sub(rb"// (bugimpact: defined by the release) \1", data))
+    flags = [*flags, *objects.path_maps(flags, folder / name)]
     return (name, path, [cxx, *flags, "-c", str(source), "-o", str(source) + ".o"])
 
 
@@ -289,17 +291,34 @@ def link(cxx, objects, libs, library, log, more=()):
         raise BuildRefused(f"linking {library.name} failed: {out.stderr.strip()[-600:]}")
 
 
-def run_all(jobs, log, threads=None):
+def run_all(jobs, log, threads=None, cache=None):
     """Compile in parallel, ``threads`` at once (the job's; else one per core); the first failure
-    refuses the build with its output."""
-    def run(job):
-        name, path, cmd = job
-        return job, subprocess.run(cmd, capture_output=True, text=True)
+    refuses the build with its output. With ``cache`` (a folder: ``objects``), what was compiled
+    before, by this build or another, is taken from it, and jobs that compile the same thing
+    compile it once."""
     with ThreadPoolExecutor(max_workers=max(1, threads or os.cpu_count() or 1)) as pool:
-        results = list(pool.map(run, jobs))
+        digests = list(pool.map(lambda job: objects.key(job[2]), jobs)) if cache else [None] * len(jobs)
+        # the job that compiles each input: the first with its digest (a job without one, its own)
+        leaders = [digests.index(d) if d else i for i, d in enumerate(digests)]
+
+        def run(index):
+            cmd = jobs[index][2]
+            if digests[index] is None:
+                return subprocess.run(cmd, capture_output=True, text=True)
+            return objects.compiled(cache, digests[index], cmd)
+        made = dict(zip(set(leaders), pool.map(run, set(leaders))))
     failed = []
-    for (name, path, cmd), out in results:
-        log.write(f"[{name}] {' '.join(cmd)}\n{out.stdout}{out.stderr}")
+    for index, (name, path, cmd) in enumerate(jobs):
+        leader, out = leaders[index], made[leaders[index]]
+        if out is None or leader != index:
+            log.write(f"[{name}] {' '.join(cmd)}\n(not compiled: its input was compiled "
+                      + ("before, and kept" if out is None else f"for [{jobs[leader][0]}] {jobs[leader][1]}")
+                      + f": {digests[index][:16]})\n")
+            if leader != index and (out is None or out.returncode == 0):
+                shutil.copyfile(jobs[leader][2][-1], cmd[-1])
+            out = out or subprocess.CompletedProcess(cmd, 0, "", "")
+        else:
+            log.write(f"[{name}] {' '.join(cmd)}\n{out.stdout}{out.stderr}")
         if out.returncode != 0:  # the first error is the cause; the whole output is in the log
             errors = [line for line in out.stderr.splitlines() if re.search(r"(^|: )(fatal )?error: ", line)]
             failed.append((name, path, errors[0].strip() if errors else out.stderr.strip()[-800:]))

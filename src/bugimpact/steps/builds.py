@@ -121,7 +121,7 @@ def artifact(sources, spec, out, toolchain_json=None):
 OVERRIDE_REFUSED = "override build refused"  # how a runtime's reason says its override could not be built
 RUNTIME_SETTINGS = {"interpreter": None, "requirements": (), "toolchain_json": None,
                     "installer": "uv", "cache": "data/cache/uv", "sources": None, "model": None,
-                    "kind_settings": None, "threads": None}
+                    "kind_settings": None, "threads": None, "object_cache": None}
 
 
 def runtime(kind, artifact_manifest, out, settings=None):
@@ -132,7 +132,8 @@ def runtime(kind, artifact_manifest, out, settings=None):
     their cache lost them (``sources``: ``artifact_sources``), the study's ``model`` (its
     ``train.model`` and options: what the runtime must hold for it, ``models``) and the kind's own
     settings (``kind_settings``: ``runtime.<kind>``, kept in the record); ``threads``: the job's
-    (a compiled fix's override is built with as many compilers at once)."""
+    (a compiled fix's override is built with as many compilers at once, its objects kept in
+    ``object_cache``)."""
     manifest = read_json(artifact_manifest)
     folder = Path(out).parent
     if manifest.get("status") == "failed":
@@ -194,7 +195,8 @@ def _override(kernels, python, folder, settings):
     except LookupError as exc:
         raise BuildRefused(str(exc)) from None
     with open(Path(folder) / "override.log", "w") as handle:
-        record = build(kernels, python, Path(folder) / "override", handle, tree, settings["threads"])
+        record = build(kernels, python, Path(folder) / "override", handle, tree, settings["threads"],
+                       settings["object_cache"])
     record["build_seconds"] = round(time.time() - started, 1)
     if record["route"] == "interposed":
         log.info("override built in %.0f s: %d exported functions interposed, %d changed by the fix",
