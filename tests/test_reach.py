@@ -235,9 +235,9 @@ def binding_fix(tmp_path, old, new, base=BINDINGS, path=TEMPLATE):
     return map_diff(diff, None, old_tree=trees[0], new_tree=trees[1])
 
 
-def seen(called=(), missing=(), owner="Tensor"):
+def seen(called=(), missing=(), owner="Tensor", properties=("names",)):
     """A trace's binding methods (``harness.trace.BindingMethods``), for one class."""
-    return {owner: {"called": list(called), "missing": list(missing)}}
+    return {owner: {"called": list(called), "missing": list(missing), "properties": list(properties)}}
 
 
 def test_a_binding_class_method_is_reached_when_called_and_other_binding_tables_at_import(tmp_path, smallcnn_trace):
@@ -331,6 +331,59 @@ def test_a_storage_binding_changed_through_a_conditionally_defined_macro_is_reac
                                                  path=STORAGE_FILE).unknown[0]
 
 
+# The shape of torch/csrc/autograd/python_variable.cpp in 2019-2020, cut down: a property's getter
+# and setter, and the Tensor's property table, a table of a struct type (``static struct``).
+VARIABLE = """#include <Python.h>
+PyObject *THPVariable_get_names(THPVariable *self, void *unused)
+{
+  return THPUtils_packNames(self->cdata.names());
+}
+
+int THPVariable_set_names(THPVariable *self, PyObject *names, void *unused)
+{
+  self->cdata.set_names(names);
+  return 0;
+}
+
+static struct PyGetSetDef THPVariable_properties[] = {
+  {"T", (getter)THPVariable_get_T, nullptr, nullptr, nullptr},
+  {"names", (getter)THPVariable_get_names, (setter)THPVariable_set_names, nullptr, nullptr},
+  {nullptr}
+};
+"""
+VARIABLE_FILE = "torch/csrc/autograd/python_variable.cpp"
+
+
+def test_a_tensor_property_binding_is_reached_when_read_or_set_as_its_getter_or_setter_changed(tmp_path):
+    """Seen on the mirror's 86 commits that change a binding source: python_variable.cpp's hunks
+    were mostly property getters and setters, all unknown, and its property table was not even
+    read as a table (``static struct PyGetSetDef ...[] = {``, taken for a struct's definition)."""
+    def variable_fix(name, old, new, base=VARIABLE):
+        return binding_fix(tmp_path / name, old, new, base=base, path=VARIABLE_FILE)
+    getter = variable_fix("getter", "return THPUtils_packNames(", "return THPUtils_packNamesOrNone(")
+    assert getter.properties == {"Tensor.names": "the body of its binding THPVariable_get_names() changed "
+                                              f"({VARIABLE_FILE})"} and not getter.unknown
+    assert judge(getter, {"ops": {}, "methods": seen(["names="])})["verdict"] == "not reached"
+    assert judge(getter, {"ops": {}, "methods": seen(["names"])})["verdict"] == "reached"
+    setter = variable_fix("setter", "set_names(names)", "set_names(names, true)")
+    assert list(setter.properties) == ["Tensor.names="] and not setter.unknown
+    verdict = judge(setter, {"ops": {}, "methods": seen(["names", "size"])})
+    assert verdict["verdict"] == "not reached" and verdict["not_reached"] == [
+        f"Tensor.names= never called nor looked up (the body of its binding THPVariable_set_names() "
+        f"changed ({VARIABLE_FILE}))"]
+    # the table's entry: read or set, either runs what it names
+    entry = variable_fix("entry", "(setter)THPVariable_set_names", "nullptr")
+    assert set(entry.properties) == {"Tensor.names", "Tensor.names="} and not entry.at_import and not entry.unknown
+    assert judge(entry, {"ops": {}, "methods": seen(["names="])})["verdict"] == "reached"
+    # a trace that did not watch the property (made before they were, or the class shadows it)
+    blind = judge(entry, {"ops": {}, "methods": seen(["size"], properties=())})
+    assert blind["verdict"] == "unknown" and "does not watch the Tensor property names" in blind["unknown"][0]
+    # a getter the file calls from C too stays unknown
+    caller = VARIABLE + "PyObject* again(THPVariable* s) { return THPVariable_get_names(s, nullptr); }\n"
+    from_c = variable_fix("from-c", "return THPUtils_packNames(", "return THPUtils_packNamesOrNone(", base=caller)
+    assert not from_c.properties and "THPVariable_get_names() binds names" in from_c.unknown[0]
+
+
 # --- traces of a real workload --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -383,8 +436,18 @@ def test_the_trace_records_the_binding_methods_called_through_any_lookup_and_res
         super(torch.Tensor, b).split(1)  # a call on the binding type itself
         torch.nn.Parameter(torch.ones(2)).add(1)  # through a subclass
         b.untyped_storage().nbytes()
+        a.grad = a.grad * 2  # the binding's property, read and set
+        # read elsewhere as the binding's: torch 2.11's dynamo, loaded during a cuda trace, failed
+        # on a plain property, whose class it asks for (torch.overrides' field accessors)
+        from torch.overrides import get_default_nowrap_functions
+        assert {fn.__self__.__name__ for fn in get_default_nowrap_functions()
+                if getattr(fn.__self__, "__objclass__", None) is torch._C.TensorBase} >= {"grad", "_base"}
     called = methods.record()["Tensor"]["called"]
-    assert {"__mul__", "sum", "backward", "__ifloordiv__", "split", "add"} <= set(called)
+    assert {"__mul__", "sum", "backward", "__ifloordiv__", "split", "add", "grad", "grad="} <= set(called)
+    assert "names" not in called and "names=" not in called
+    watched = methods.record()["Tensor"]["properties"]
+    # Tensor's own Python property (names, in 2.x) shadows the binding's: the line trace follows it
+    assert {"grad", "requires_grad", "shape"} <= set(watched) and "names" not in watched
     assert "record_stream" not in called and methods.record()["Tensor"]["missing"] == ["no_such_method"]
     assert "nbytes" in methods.record()["Storage"]["called"]
     for klass, was in zip(classes, before):
@@ -415,6 +478,13 @@ def test_the_binding_methods_recorder_refuses_to_vouch_for_what_it_cannot_see(mo
         torch.ones(2).sum()
     assert methods.unrecorded() == {"Tensor": "a probe went unseen: __add__ (wrapped), size (wrapped)",
                                     "Storage": "a probe went unseen: data_ptr (wrapped)"}
+    # property wrappers that record nothing
+    monkeypatch.undo()
+    monkeypatch.setattr(BindingMethods, "_property", lambda self, owner, name, descriptor: descriptor)
+    with BindingMethods() as unseen_properties:
+        pass
+    assert unseen_properties.unrecorded() == {
+        "Tensor": "a probe went unseen: requires_grad (wrapped), requires_grad= (wrapped)"}
     # a fix's verdict from such a trace is unknown, and says why
     verdict = judge(Mapping(methods={"Tensor.record_stream": "its binding changed"}),
                     {"ops": {}, "methods": methods.record(), "methods_unrecorded": methods.unrecorded()})

@@ -177,7 +177,7 @@ def direct_calls(body):
 
 def _head_kind(head):
     flat = " ".join(head.split())
-    if not flat:
+    if not flat or flat.endswith("="):  # an initializer, whatever its type (``static struct T x[] =``)
         return "data"
     if SCOPE.search(flat) and "(" not in flat.split("{")[0].split(SCOPE.search(flat).group(1))[-1]:
         return "scope"

@@ -11,9 +11,10 @@ evaluates one test batch, and records:
   package), and the source of every torch module loaded, so the host can place a fix's hunks in the
   very files that ran, and tell import-time lines (run before the trace started) from function
   bodies;
-- the methods of Tensor and of the Storage classes called, by name, and the names looked up on
-  one and missing (``BindingMethods``): a binding in their torch._C tables runs only when one is
-  called, often through the interpreter's operator slots (``a // b``), which neither tracer sees.
+- the methods of Tensor and of the Storage classes called, by name, their binding's properties
+  read (``grad``) and set (``grad=``), and the names looked up on one and missing
+  (``BindingMethods``): a binding in their torch._C tables runs only when one is called or read,
+  often through the interpreter's operator slots (``a // b``), which neither tracer sees.
 None of them changes what is computed: the record keeps the run's fingerprints, and the tests
 compare them with an untraced run of the same steps.
 """
@@ -105,6 +106,10 @@ def _binding_bases(klass):
     return tuple(b for b in klass.__bases__ if b.__module__ == "torch._C")
 
 
+class WatchedProperty(property):
+    """A binding type's property that records its reads and writes (``BindingMethods``)."""
+
+
 class BindingMethods(object):
     """The methods of torch's binding classes (``binding_classes``) the workload called, by owner
     and name (``called``), and the names it looked up on one of their objects that were missing
@@ -112,7 +117,9 @@ class BindingMethods(object):
     of each class (its binding type's table entries and its own Python ones) is a wrapper that
     records its name and calls it, so every call through an object is seen, the operator slots'
     (``a // b``) included; a call on the binding type itself (``super(Tensor, self).split(...)``)
-    is seen by a profile hook (``c_call``). On leaving, every class is as it was.
+    is seen by a profile hook (``c_call``). Each property of the binding type (its getset table:
+    ``t.grad``) is a Python property on the class that records ``grad`` when read and ``grad=``
+    when set or deleted, and hands on to the binding's. On leaving, every class is as it was.
 
     It checks itself: on entering, a probe object of each owner must be seen through each of those
     ways, and on leaving the profile hook must still be its own; an owner it cannot vouch for is
@@ -122,6 +129,7 @@ class BindingMethods(object):
         self.classes = binding_classes()
         owners = sorted(set(owner for owner, _ in self.classes))
         self.called = dict((owner, set()) for owner in owners)
+        self.properties = dict((owner, set()) for owner in owners)  # the ones watched
         self.missing = dict((owner, set()) for owner in owners)
         self.why_not = {}
         self._bases = [(owner, _binding_bases(klass)) for owner, klass in self.classes]
@@ -129,7 +137,8 @@ class BindingMethods(object):
         self._probe = None  # while probing: {way: {owner: names}}, each way of seeing apart
 
     def record(self):
-        return dict((owner, {"called": sorted(self.called[owner]), "missing": sorted(self.missing[owner])})
+        return dict((owner, {"called": sorted(self.called[owner]), "missing": sorted(self.missing[owner]),
+                             "properties": sorted(self.properties[owner])})
                     for owner in sorted(self.called) if owner not in self.why_not)
 
     def unrecorded(self):
@@ -152,6 +161,26 @@ class BindingMethods(object):
         wrapper.__name__ = name
         wrapper.__doc__ = getattr(method, "__doc__", None)
         return wrapper
+
+    def _property(self, owner, name, descriptor):
+        seen = self._seen
+
+        def get(obj):
+            seen("wrapped", owner, name)
+            return descriptor.__get__(obj, type(obj))
+
+        def put(obj, value):
+            seen("wrapped", owner, name + "=")
+            descriptor.__set__(obj, value)
+
+        def delete(obj):
+            seen("wrapped", owner, name + "=")
+            descriptor.__delete__(obj)
+        watched = WatchedProperty(get, put, delete, getattr(descriptor, "__doc__", None))
+        # what is read of a binding's property elsewhere, as the binding's (torch 2.11's dynamo,
+        # loading during the steps, checks which class a property of Tensor's comes from)
+        watched.__objclass__, watched.__name__ = descriptor.__objclass__, descriptor.__name__
+        return watched
 
     def _missing_hook(self, owner, before):
         seen = self._seen
@@ -182,13 +211,14 @@ class BindingMethods(object):
 
     def _check(self):
         """Each owner's probe must be seen each way apart: through a method (and for Tensor an
-        operator slot), by the missing-name hook, and for Tensor by the profile hook (a call on its
-        binding type)."""
+        operator slot and a property read and set), by the missing-name hook, and for Tensor by the
+        profile hook (a call on its binding type)."""
         self._probe = {}
         try:
             tensor = torch.zeros(1)
             tensor.size()
             tensor + tensor
+            tensor.requires_grad = tensor.requires_grad
             super(torch.Tensor, tensor).dim()
             hasattr(tensor, "_bugimpact_probe")
             storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
@@ -196,7 +226,7 @@ class BindingMethods(object):
             hasattr(storage, "_bugimpact_probe")
         finally:
             probe, self._probe = self._probe, None
-        expected = {"Tensor": {"wrapped": ["__add__", "size"], "profiled": ["dim"],
+        expected = {"Tensor": {"wrapped": ["__add__", "requires_grad", "requires_grad=", "size"], "profiled": ["dim"],
                                "missing": ["_bugimpact_probe"]},
                     "Storage": {"wrapped": ["data_ptr"], "missing": ["_bugimpact_probe"]}}
         for owner in self.called:
@@ -207,14 +237,21 @@ class BindingMethods(object):
 
     def __enter__(self):
         for owner, klass in self.classes:
-            methods = {}
+            methods, properties = {}, {}
             for holder in _binding_bases(klass) + (klass,):
                 for name, value in vars(holder).items():
                     kind = type(value).__name__
                     if name not in UNWRAPPED and kind in ("method_descriptor", "function"):
                         methods[name] = value
+                    # the binding's own (the class's Python properties shadow theirs, and run traced)
+                    elif kind == "getset_descriptor" and holder is not klass and name not in vars(klass) \
+                            and name not in ("__dict__", "__weakref__"):
+                        properties[name] = value
             for name, method in sorted(methods.items()):
                 self._put(klass, name, self._recording(owner, name, method))
+            for name, descriptor in sorted(properties.items()):
+                self._put(klass, name, self._property(owner, name, descriptor))
+                self.properties[owner].add(name)
             self._put(klass, "__getattr__", self._missing_hook(owner, getattr(klass, "__getattr__", None)))
         threading.setprofile(self._profile)
         sys.setprofile(self._profile)

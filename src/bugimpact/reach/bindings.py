@@ -11,12 +11,14 @@ from .located import located, outside_functions
 # every entry then, whether or not the workload calls what the entry names.
 PY_TABLE = re.compile(r"\b(PyMethodDef|PyTypeObject|PyGetSetDef|PyMemberDef|PyNumberMethods|"
                       r"PyMappingMethods|PySequenceMethods|PyModuleDef|PyBufferProcs|PyAsyncMethods)\b")
-# The method tables of torch._C's binding types, by the Python class each serves: Tensor's
-# (torch._C._TensorBase: the generated table, and python_variable.cpp's own) and the storages'
-# (``THPStorage_(methods)``, once per scalar type). An entry there, or a binding only they name,
-# runs only when that class's method of that name is called (or looked up, for one a fix adds),
-# which the trace records (``harness.trace.BindingMethods``).
+# The method and property tables of torch._C's binding types, by the Python class each serves:
+# Tensor's (torch._C._TensorBase: the generated method table, python_variable.cpp's own, and its
+# properties) and the storages' (``THPStorage_(methods)``, once per scalar type). An entry there,
+# or a binding only they name, runs only when that class's method of that name is called (or
+# looked up, for one a fix adds), or its property read (``grad``: the getter) or set (``grad=``:
+# the setter), which the trace records (``harness.trace.BindingMethods``).
 METHOD_TABLES = ((re.compile(r"\bPyMethodDef\s+(variable_methods|extra_methods)\s*\["), "Tensor"),
+                 (re.compile(r"\bPyGetSetDef\s+THPVariable_properties\s*\["), "Tensor"),
                  (re.compile(r"\bPyMethodDef\s+THPStorage_(\(methods\)|methods)\s*\["), "Storage"))
 METHOD_ENTRY = re.compile(r'^\s*\{\s*"(\w+)"\s*,')
 
@@ -42,8 +44,9 @@ def binding_change(fd, tables, old_tree, new_tree, mapping):
             elif fn is not None:
                 _binding_body(fd.name, fn, src, code, inits, mapping, reasons)
             elif entry and _owner(table):
-                mapping.methods.setdefault(f"{_owner(table)}.{entry.group(1)}",
-                                           f"its entry in {_table_name(table)} changed ({fd.name})")
+                for name in _entry_names(entry.group(1), table):
+                    _kind(mapping, table).setdefault(f"{_owner(table)}.{name}",
+                                                     f"its entry in {_table_name(table)} changed ({fd.name})")
             elif table is not None and code[n - 1].strip():
                 tables_hit.add(_table_name(table))
             else:
@@ -61,6 +64,17 @@ def _owner(table):
     return next((owner for pattern, owner in METHOD_TABLES if pattern.search(table.head)), None)
 
 
+def _kind(mapping, table):
+    """Where a use of ``table``'s entries goes in a mapping: its properties or its methods."""
+    return mapping.properties if "PyGetSetDef" in table.head else mapping.methods
+
+
+def _entry_names(name, table):
+    """What the trace records for a use of a table's entry ``name``: a method's name; a property's
+    read and its write (``grad``, ``grad=``)."""
+    return [name, name + "="] if "PyGetSetDef" in table.head else [name]
+
+
 def _table_name(table):
     return " ".join(table.head.rstrip("= ").split()[-2:])  # PyMethodDef variable_methods[]
 
@@ -70,11 +84,12 @@ def _binding_body(path, fn, src, code, inits, mapping, reasons):
     name it and nothing else in the file calls it; else why its change is unknown (the Python
     methods it binds run only when Python calls them, in ways the trace does not see)."""
     name = th_name(src, fn)  # THPStorage_(setFromFile) is setFromFile
-    methods = _methods_bound_to(name, src, inits)
-    bound = [(_owner(d), m) for d in inits if PY_TABLE.search(d.head) for m in _methods_bound_to(name, src, [d])]
-    if bound and all(owner for owner, _ in bound) and not _used_elsewhere(name, fn, code, inits):
-        for owner, method in bound:
-            mapping.methods.setdefault(f"{owner}.{method}", f"the body of its binding {name}() changed ({path})")
+    bound = [(d, m) for d in inits if PY_TABLE.search(d.head) for m in _methods_bound_to(name, src, d)]
+    methods = sorted({m.rstrip("=") for _, m in bound})
+    if bound and all(_owner(table) for table, _ in bound) and not _used_elsewhere(name, fn, code, inits):
+        for table, method in bound:
+            _kind(mapping, table).setdefault(f"{_owner(table)}.{method}",
+                                             f"the body of its binding {name}() changed ({path})")
         return
     reasons.setdefault(name, f"{name}() binds {', '.join(methods)}: it runs only when Python calls that, "
                              f"in ways the trace does not see" if methods else why_unbounded(path))
@@ -91,9 +106,17 @@ def _used_elsewhere(name, fn, code, inits):
     return any(word.search(line) for i, line in enumerate(code, 1) if i not in skip)
 
 
-def _methods_bound_to(function, src, inits):
-    """The Python names the file's binding tables give ``function`` (``{"record_stream",
-    (PyCFunction)THPVariable_record_stream, METH_O, NULL}``)."""
-    entry = re.compile(r'\{\s*"(\w+)"\s*,[^}]*\b%s\b' % re.escape(function))
-    return sorted({m for d in inits if PY_TABLE.search(d.head)
-                   for m in entry.findall("\n".join(src[d.start - 1:d.end]))})
+def _methods_bound_to(function, src, table):
+    """What ``table`` binds ``function`` to, as the trace records its use: a method's name
+    (``{"record_stream", (PyCFunction)THPVariable_record_stream, METH_O, NULL}``), a property's
+    when it is the getter (``{"grad", (getter)THPVariable_get_grad, (setter)THPVariable_set_grad}``:
+    ``grad``), and with ``=`` when it is the setter (``grad=``)."""
+    entry = re.compile(r'\{\s*"(\w+)"\s*,([^}]*)\}')
+    word = re.compile(r"\b%s\b" % re.escape(function))
+    found = set()
+    for m in entry.finditer("\n".join(src[table.start - 1:table.end])):
+        fields = m.group(2).split(",")
+        for i, field in enumerate(fields):
+            if word.search(field):
+                found.add(m.group(1) + ("=" if "PyGetSetDef" in table.head and i == 1 else ""))
+    return sorted(found)

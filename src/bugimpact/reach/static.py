@@ -7,8 +7,9 @@ Each file of the diff ends in one of:
   its formulas call) it changes;
 - ``at import``: the tables of torch._C's Python bindings (``PyMethodDef``, ``PyTypeObject``, ...),
   which it builds into its types and modules when it loads: every workload reads them;
-- ``methods``: the methods of a binding class (``Tensor``, the storages) whose table entry or
-  binding body it changes, which run only when called (``bindings``);
+- ``methods`` and ``properties``: the methods of a binding class (``Tensor``, the storages) and
+  the properties of its binding type whose table entry or binding body it changes, which run only
+  when called, or read or set (``bindings``);
 - ``cuda``: a CUDA-only source, which no CPU run executes;
 - ``not shipped`` (tests, docs, CI) or ``frontend`` (the C++ frontend and mobile bindings, which a
   Python workload never calls);
@@ -71,6 +72,7 @@ class Mapping:
     entered: list = field(default_factory=list)      # (path, the Python package it is entered through)
     at_import: list = field(default_factory=list)    # binding tables torch._C reads when it loads
     methods: dict = field(default_factory=dict)      # "Tensor.name" -> why (its binding changed)
+    properties: dict = field(default_factory=dict)   # "Tensor.name" (read), "Tensor.name=" (set) -> why
     compiled_under: list = field(default_factory=list)  # (path, the build setting its changes need)
     unknown: list = field(default_factory=list)      # reasons
     tables: str = ""
@@ -82,7 +84,7 @@ class Mapping:
                 "cuda_ops": self.cuda_ops, "cuda_unknown": self.cuda_unknown,
                 "not_shipped": self.not_shipped,
                 "frontend": self.frontend, "entered": [list(e) for e in self.entered],
-                "at_import": self.at_import, "methods": self.methods,
+                "at_import": self.at_import, "methods": self.methods, "properties": self.properties,
                 "compiled_under": [list(c) for c in self.compiled_under],
                 "unknown": self.unknown, "tables": self.tables}
 

@@ -61,13 +61,18 @@ def judge(mapping, trace):
         if op in traced_ops:
             reached.append(f"backward of {op} ({why})")
     reached += [f"{table}: a binding table torch._C reads when it loads" for table in mapping.at_import]
-    for method, why in sorted(mapping.methods.items()):
+    for method, why, watched in sorted([*((m, w, None) for m, w in mapping.methods.items()),
+                                        *((p, w, True) for p, w in mapping.properties.items())]):
         owner, name = method.split(".", 1)
         seen = (trace.get("methods") or {}).get(owner)
         if seen is None:
             why_not = (trace.get("methods_unrecorded") or {}).get(owner, "made before it could: trace again")
             unknown.append(f"{method} ({why}): this trace does not record the {owner} methods called "
                            f"({why_not})")
+        elif watched and name.rstrip("=") not in seen.get("properties", ()):
+            unknown.append(f"{method} ({why}): this trace does not watch the {owner} property "
+                           f"{name.rstrip('=')} (made before properties were: trace again; or the "
+                           f"class's own Python property shadows the binding's)")
         elif method_used(name, seen):
             reached.append(f"{method} called ({why})")
         else:
@@ -107,7 +112,7 @@ def judge(mapping, trace):
                            f"{'has' if has else 'does not say whether it has'}: "
                            f"{why_unbounded(path)}")
     runs_anything = bool(mapping.ops or mapping.backward_ops or mapping.python or mapping.at_import or
-                         mapping.methods or
+                         mapping.methods or mapping.properties or
                          (mapping.cuda_ops and device == "cuda"))
     if reached:
         verdict = "reached"
