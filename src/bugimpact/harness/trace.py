@@ -107,7 +107,8 @@ def _binding_bases(klass):
 
 
 class WatchedProperty(property):
-    """A binding type's property that records its reads and writes (``BindingMethods``)."""
+    """A binding type's property that records its reads and writes (``BindingMethods``): a
+    subclass, since a plain property takes no attributes of the binding's own."""
 
 
 class BindingMethods(object):

@@ -49,7 +49,7 @@ def key(cmd):
 def compiled(cache, digest, cmd):
     """The object ``cmd`` makes: taken from ``cache`` where one with this digest is kept, else
     compiled and kept (a failed compile keeps nothing). One process at a time per digest, so two
-    arms' jobs never compile the same object at once. Returns (the compiler's output, or None for
+    overrides' jobs never compile the same object at once. Returns (the compiler's output, or None for
     one taken from the cache)."""
     cache = Path(cache)
     cache.mkdir(parents=True, exist_ok=True)

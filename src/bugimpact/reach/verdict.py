@@ -61,7 +61,7 @@ def judge(mapping, trace):
         if op in traced_ops:
             reached.append(f"backward of {op} ({why})")
     reached += [f"{table}: a binding table torch._C reads when it loads" for table in mapping.at_import]
-    for method, why, watched in sorted([*((m, w, None) for m, w in mapping.methods.items()),
+    for method, why, watched in sorted([*((m, w, False) for m, w in mapping.methods.items()),
                                         *((p, w, True) for p, w in mapping.properties.items())]):
         owner, name = method.split(".", 1)
         seen = (trace.get("methods") or {}).get(owner)
