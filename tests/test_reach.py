@@ -384,6 +384,23 @@ def test_a_tensor_property_binding_is_reached_when_read_or_set_as_its_getter_or_
     assert not from_c.properties and "THPVariable_get_names() binds names" in from_c.unknown[0]
 
 
+def test_the_tracers_python_side_is_entered_through_torch_jit_and_the_tracer_every_operator_consults_is_not(tmp_path):
+    """pr29791 (``preRecordPythonTrace``, which autograd's Python functions call only while a trace
+    that torch.jit started runs) was unknown: every path with "tracer" in it was left out of
+    torch.jit's files, where only the tracer that every operator consults had to be."""
+    source = "bool isTracing() {\n  return state != nullptr;\n}\n"
+    untraced = {"ops": {}, "lines": {}, "sources": {}}
+    for path in ("torch/csrc/jit/python_tracer.cpp", "torch/csrc/jit/python/python_tracer.cpp",
+                 "torch/csrc/jit/script/init.cpp", "torch/csrc/jit/tracer.cpp", "torch/csrc/jit/tracer.h",
+                 "torch/csrc/jit/frontend/tracer.cpp"):
+        mapping = binding_fix(tmp_path / path, "!= nullptr", "!= NULL", base=source, path=path)
+        if "/python_tracer." in path or path.endswith("init.cpp"):
+            assert mapping.entered == [(path, "torch/jit/")] and not mapping.unknown, path
+            assert judge(mapping, untraced)["verdict"] == "not reached"
+        else:
+            assert not mapping.entered and mapping.unknown, path
+
+
 # --- traces of a real workload --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

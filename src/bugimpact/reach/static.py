@@ -44,10 +44,11 @@ from .python_files import python_scopes
 
 # C++ that Python reaches only through one Python package: not reached when none of that package's
 # functions ran (TorchScript's compiler and interpreter through torch.jit, ONNX export through
-# torch.onnx, process groups and RPC through torch.distributed). The tracer is excluded: every
-# operator consults it.
+# torch.onnx, process groups and RPC through torch.distributed). The tracer itself (``tracer.cpp``,
+# ``tracer.h``) is excluded: every operator consults it. Its Python side (``python_tracer.cpp``)
+# is not: autograd's Python functions enter it only while a trace that torch.jit started runs.
 ENTERED_THROUGH = ((re.compile(r"^torch/csrc/(jit/passes/onnx|onnx)"), "torch/onnx/"),
-                   (re.compile(r"^torch/csrc/jit/(?!.*tracer)"), "torch/jit/"),
+                   (re.compile(r"^torch/csrc/jit/(?!(.*/)?tracer\.)"), "torch/jit/"),
                    (re.compile(r"^torch/(lib/c10d|csrc/distributed)/"), "torch/distributed/"))
 # Machinery that most kernels run through: a change there cannot be bounded to a few operators.
 HUBS = re.compile(r"(^|/)(TensorIterator|DispatchStub|Loops|TensorIteratorReduce|Resize|"
