@@ -192,11 +192,53 @@ def test_a_change_the_release_no_longer_holds_is_placed_by_the_fixs_own_files(tm
     mapping = map_diff(change, None, old_tree, new_tree)
     verdict = judge(mapping, trace_of([]))  # helper never ran
     assert verdict["verdict"] == "not reached"
-    assert "are in functions that did not run, by the fix's own files" in verdict["not_reached"][0]
+    assert "are in functions that did not run: at lines 5, by the fix's own files" in verdict["not_reached"][0]
     verdict = judge(mapping, trace_of([19, 6, 7]))  # forward ran, and helper with it
     assert verdict["verdict"] == "unknown" and "its function helper ran" in verdict["unknown"][0]
     # without the fix's files nothing says where the lines were: unknown, never not reached
     assert judge(map_diff(change, None), trace_of([]))["verdict"] == "unknown"
+
+
+RENAMED = textwrap.dedent("""\
+    import inspect
+
+
+    def infer_concrete_type_builder(nn_module):
+        for name, item in nn_module.__dict__.items():
+            if inspect.isfunction(item) and not inspect.ismethod(item):
+                builder.add_function_attribute(name, item)
+
+
+    class Module:
+        def forward(self, x):
+            return x
+    """)
+
+
+def test_a_change_in_a_function_the_release_renamed_is_not_reached_only_where_no_function_of_its_file_ran(tmp_path):
+    """pr28569 and pr27514 (torch/jit/_recursive.py): 1.4.0 renamed the function the fix changed
+    (infer_raw_concrete_type, infer_concrete_type_builder) and its lines moved on (concrete_type,
+    concrete_type_builder), so nothing placed the change; but no function of the file ran, and its
+    functions hold the change's other lines."""
+    buggy = RENAMED.replace("infer_concrete_type_builder", "infer_raw_concrete_type").replace(
+        "builder.add_function_attribute(name, item)", "item = torch.jit.script(item)")
+    fixed = buggy.replace("item = torch.jit.script(item)", "concrete_type.add_function_attribute(name, item)")
+    old_tree = tree(tmp_path / "old", {"torch/m.py": buggy})
+    new_tree = tree(tmp_path / "new", {"torch/m.py": fixed})
+    change = diff("torch/m.py", buggy.splitlines(), "            concrete_type.add_function_attribute(name, item)", 7)
+    mapping = map_diff(change, None, old_tree, new_tree)
+
+    def traced(ran, release=RENAMED):
+        return {"sources": {"torch/m.py": pack(release)}, "lines": {"torch/m.py": ran}, "ops": {},
+                "torch_version": "1.4.0", "device": "cpu"}
+    verdict = judge(mapping, traced([]))
+    assert verdict["verdict"] == "not reached"
+    assert "at lines 6, in functions the release renamed: none of the file's functions ran" in verdict["not_reached"][0]
+    # another function of the file ran: the renamed one may be what ran
+    assert "its function infer_raw_concrete_type is not in it" in judge(mapping, traced([12]))["unknown"][0]
+    # the file's functions do not hold the change's lines: the code may be in another file
+    elsewhere = RENAMED.replace("if inspect.isfunction(item) and not inspect.ismethod(item):", "if item:")
+    assert judge(mapping, traced([], elsewhere))["verdict"] == "unknown"
 
 
 def test_a_function_called_while_modules_load_ran_before_the_trace(tmp_path):

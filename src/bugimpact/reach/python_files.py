@@ -238,15 +238,39 @@ def called_while_loading(uses, qualified):
         "." not in qualified and ("name", name) in uses.import_calls)
 
 
-def _unplaced(scopes, source, ran, uses):
+# a line long enough to say which code it is, where it is found again (not ``return x``)
+DISTINCT = 24
+# how a change the traced copy does not hold was found to be in functions that did not run
+OWN_FILES = "by the fix's own files"
+RENAMED = ("in functions the release renamed: none of the file's functions ran, and they hold the "
+           "change's lines")
+
+
+def _held_in_functions(hunk, source):
+    """Whether the traced copy holds the hunk's code in its functions: one of the hunk's lines
+    (context, removed or added) long enough to tell (``DISTINCT``) is a line of a function body
+    there. A function the release renamed keeps most of its lines."""
+    body = {source.lines[n - 1].strip() for name, span in source.qualified().items()
+            for n in range(span[2], span[3] + 1) if n - 1 < len(source.lines)}
+    return any(len(text) >= DISTINCT and not text.startswith("#") and text in body
+               for text in (line.strip() for _, line in hunk.lines))
+
+
+def _no_function_ran(source, ran, uses):
+    """Whether no function of the traced copy ran in the trace, or may have while modules loaded."""
+    return not source.entered(ran) and not any(called_while_loading(uses, name) for name in source.qualified())
+
+
+def _unplaced(scopes, source, ran, uses, hunk):
     """For a change not found in the traced copy, from where the fix's own files put its lines
     (``python_scopes``): ``("reached", how)`` when a changed line runs while its module
-    loads (the module was loaded) or in a function that ran or is called then; ``(None, "")``
-    when every changed line is an import or in the body of a function (by its qualified name in
-    the traced copy) that did not run; else ``("unknown", why)``."""
+    loads (the module was loaded) or in a function that ran or is called then; ``(None, how)``
+    when every changed line is an import or in the body of a function that did not run: found in
+    the traced copy by its qualified name, or, where the release renamed it, no function of the
+    copy ran and the copy's functions hold the hunk's lines; else ``("unknown", why)``."""
     if not scopes:
         return "unknown", "no clone gave the fix's own files to say where its lines run"
-    outcome = (None, "")
+    outcome = (None, OWN_FILES)
     for kind, name in scopes:
         if kind == "binding":  # an import: it only binds names, as a placed one
             continue
@@ -255,7 +279,9 @@ def _unplaced(scopes, source, ran, uses):
         if kind != "body":
             return "unknown", f"a changed line runs where the nested {name} is defined"
         span = source.qualified().get(name)
-        if span is None:
+        if span is None and _no_function_ran(source, ran, uses) and _held_in_functions(hunk, source):
+            outcome = outcome if outcome[0] else (None, RENAMED)
+        elif span is None:
             outcome = ("unknown", f"its function {name} is not in it")
         elif any(span[2] <= m <= span[3] for m in ran):
             outcome = ("unknown", f"its function {name} ran, and which of its lines cannot be told")
@@ -280,14 +306,14 @@ def python_reach(path, hunks, trace, uses=None, scopes=None):
     for index, hunk in enumerate(hunks):
         found = patch.locate(hunk, lines)
         if found is None:
-            outcome, why = _unplaced((scopes or {}).get(index), source, ran, uses)
+            outcome, why = _unplaced((scopes or {}).get(index), source, ran, uses, hunk)
             where = f"{path}: the hunk at line {hunk.new_start} (not in the traced copy)"
             if outcome == "reached":
                 reached.append(f"{where}: {why}")
             elif outcome == "unknown":
                 unknown.append(f"{where}: {why}")
             else:
-                unplaced.append(hunk.new_start)
+                unplaced.append((hunk.new_start, why))
             continue
         for n in found[1]:
             text = lines[n - 1].strip() if n - 1 < len(lines) else ""
@@ -309,8 +335,9 @@ def python_reach(path, hunks, trace, uses=None, scopes=None):
             elif where == "import":
                 reached.append(f"{path}:{n} ran at import")
     note = None if reached or unknown else f"{path}: no changed line that matters ran" + (
-        f" (the hunks at lines {', '.join(map(str, unplaced))}, not in the traced copy, are in "
-        "functions that did not run, by the fix's own files)" if unplaced else "")
+        " (the hunks not in the traced copy are in functions that did not run: "
+        + "; ".join(f"at lines {', '.join(str(n) for n, w in unplaced if w == how)}, {how}"
+                    for how in dict.fromkeys(w for _, w in unplaced)) + ")" if unplaced else "")
     return reached, unknown, note
 
 
