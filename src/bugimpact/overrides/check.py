@@ -29,9 +29,9 @@ OUTCOMES = ("verified", "not exercised", "failed")
 FINGERPRINTS = ("init", "epochs", "losses", "logits", "predictions")
 BUILDS = ("release", "faithful", "canary", "arm")
 # flags a rebuilt object is compiled with besides the release's own codegen flags: the language,
-# ABI, position-independent code, warnings off, a newer compiler's leniency and which path
-# __FILE__ names (``objects.path_maps``); none of them changes the code generated for a given source
-NEUTRAL_FLAGS = ("-std=", "-D_GLIBCXX_USE_CXX11_ABI=", "-fPIC", "-w", "-fpermissive", "-fmacro-prefix-map=")
+# ABI, position-independent code, warnings off and a newer compiler's leniency; none of them
+# changes the code generated for a given source
+NEUTRAL_FLAGS = ("-std=", "-D_GLIBCXX_USE_CXX11_ABI=", "-fPIC", "-w", "-fpermissive")
 CODEGEN = ("-O", "-f", "-m", "-D", "-g")
 
 

@@ -238,9 +238,10 @@ def release_flags(settings):
 
 
 def flags_of(cmd):
-    """The flags of a compile command, without its compiler, include folders, source and object."""
+    """The flags of a compile command, without its compiler, the flags that name folders
+    (``objects.PATH_FLAGS``), its source and object."""
     skip = {cmd[0], "-c", "-o", cmd[-1], cmd[-3]}
-    return [f for f in cmd if f not in skip and not f.startswith("-I")]
+    return [f for f in cmd if f not in skip and not f.startswith(objects.PATH_FLAGS)]
 
 
 def compile_job(cxx, name, path, data, folder, flags):

@@ -64,15 +64,20 @@ def _owner(table):
     return next((owner for pattern, owner in METHOD_TABLES if pattern.search(table.head)), None)
 
 
+def _properties(table):
+    """Whether ``table`` holds properties (a getter and a setter per entry), not methods."""
+    return "PyGetSetDef" in table.head
+
+
 def _kind(mapping, table):
     """Where a use of ``table``'s entries goes in a mapping: its properties or its methods."""
-    return mapping.properties if "PyGetSetDef" in table.head else mapping.methods
+    return mapping.properties if _properties(table) else mapping.methods
 
 
 def _entry_names(name, table):
     """What the trace records for a use of a table's entry ``name``: a method's name; a property's
     read and its write (``grad``, ``grad=``)."""
-    return [name, name + "="] if "PyGetSetDef" in table.head else [name]
+    return [name, name + "="] if _properties(table) else [name]
 
 
 def _table_name(table):
@@ -118,5 +123,5 @@ def _methods_bound_to(function, src, table):
         fields = m.group(2).split(",")
         for i, field in enumerate(fields):
             if word.search(field):
-                found.add(m.group(1) + ("=" if "PyGetSetDef" in table.head and i == 1 else ""))
+                found.add(m.group(1) + ("=" if _properties(table) and i == 1 else ""))
     return sorted(found)
