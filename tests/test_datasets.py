@@ -102,3 +102,19 @@ def test_prepared_cifar_trains_in_the_harness(tmp_path):
     assert loaded["x_train"].shape == (30, 3, 32, 32) and loaded["x_test"].shape == (6, 3, 32, 32)
     assert np.allclose(loaded["x_train"].mean(axis=(0, 2, 3)), 0, atol=1e-5)
     assert np.allclose(loaded["x_train"].std(axis=(0, 2, 3)), 1, atol=1e-4)
+
+
+def test_digits32_is_digits_at_cifar_shape(tmp_path):
+    """Each digit pixel, scaled from 0-16 to 0-255, fills a 4x4 block of each of three channels;
+    the labels are digits' own."""
+    meta = prepare("digits32", tmp_path / "d.npz", tmp_path / "d.json")
+    assert meta["shapes"] == {"x": [1797, 3, 32, 32], "y": [1797]}
+    from sklearn.datasets import load_digits as sk_digits
+    digits = sk_digits()
+    with np.load(tmp_path / "d.npz") as back:
+        x, y = back["x"], back["y"]
+    assert x.dtype == np.uint8 and (y == digits.target).all()
+    assert x.max() == 255 and x.min() == 0
+    assert (x[:, 0] == x[:, 1]).all() and (x[:, 0] == x[:, 2]).all()
+    expected = np.round(digits.images * 255 / 16).astype(np.uint8)
+    assert (x[:, 0, ::4, ::4] == expected).all() and (x[:, 0, 3::4, 3::4] == expected).all()

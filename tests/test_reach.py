@@ -71,6 +71,34 @@ void launch(int n) { kern<<<1, 2>>>(n); }
     assert cpp.enclosing(list(found.values()), 13) is None  # namespace-level data
 
 
+def test_a_specialisation_is_named_by_its_template_and_a_macro_body_calls_for_its_function():
+    """``interleave2<double>(`` is interleave2 (its argument is not its name), a comparison in a
+    template argument is not an initializer, and what a macro defined in a body calls is called
+    by that body (``HANDLE_CASE`` in GridSamplerKernel.cpp): vec256.h's pr28207 went unplaced."""
+    source = """template <typename T>
+inline c10::guts::enable_if_t<Vec256<T>::size() % 2 == 0, std::pair<Vec256<T>, Vec256<T>>>
+interleave2(const Vec256<T>& a, const Vec256<T>& b) {
+  return a;
+}
+template <>
+std::pair<Vec256<double>, Vec256<double>>
+inline interleave2<double>(const Vec256<double>& a, const Vec256<double>& b) {
+  return a;
+}
+void kernel(int mode) {
+#define HANDLE_CASE(m)                     \\
+  case m: slice_iterator<m>(mode); \\
+    return;
+  switch (mode) { HANDLE_CASE(1) }
+#undef HANDLE_CASE
+}
+"""
+    found = cpp.functions(source)
+    assert [(f.name, f.start, f.end) for f in found] == [("interleave2", 1, 5), ("interleave2", 6, 10),
+                                                       ("kernel", 11, 17)]
+    assert found[2].calls == {"HANDLE_CASE", "slice_iterator"}
+
+
 def test_tables_find_what_each_operator_dispatches_to(aten, aten_root):
     # every dispatch target that these files define (a line that starts with a return type and
     # the name: a definition at namespace level) is found by the lexer

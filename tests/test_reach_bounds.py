@@ -342,3 +342,97 @@ def test_a_file_its_release_compiles_out_is_not_reached_and_the_build_decides_it
     assert judge(on, dict(base, build={"mkl": False}))["verdict"] == "not reached"
     off = map_diff(diff("aten/src/ATen/MklOnly.cpp", mkl, "int with_mkl() { return 3; }", 5), tables)
     assert not off.compiled_under and off.unknown  # the #else branch: compiled without MKL
+
+
+GRID_YAML = """\
+- func: grid_sampler_2d(Tensor input, Tensor grid) -> Tensor
+  dispatch:
+    CPU: grid_sampler_2d_cpu
+
+- func: addmm(Tensor self, Tensor mat1, Tensor mat2) -> Tensor
+"""
+GRID = """\
+namespace at { namespace native {
+DEFINE_DISPATCH(grid_sampler_2d_cpu_kernel);
+Tensor grid_sampler_2d_cpu(const Tensor& input, const Tensor& grid) {
+  return grid_sampler_2d_cpu_kernel(kCPU, input, grid);
+}
+}}
+"""
+GRID_KERNEL = """\
+namespace at { namespace native { namespace {
+Tensor grid_sampler_2d_cpu_kernel_impl(const Tensor& input, const Tensor& grid) {
+  auto pair = vec256::interleave2(input, grid);
+  return pair.first;
+}
+}
+REGISTER_DISPATCH(grid_sampler_2d_cpu_kernel, &grid_sampler_2d_cpu_kernel_impl);
+}}
+"""
+VEC = """\
+namespace at { namespace vec256 { namespace {
+template <typename T>
+inline std::pair<T, T> interleave2(const T& a, const T& b) {
+  return std::make_pair(a, b);
+}
+template <>
+inline std::pair<double, double> interleave2<double>(const double& a, const double& b) {
+  static constexpr int swap = 0 | (2 << 4);
+  return std::make_pair(permute(a, swap), b);
+}
+inline double operator+(const double& a, const double& b) {
+  return add(a, b);
+}
+constexpr int kLanes = 4;
+}}}
+"""
+VEC_PATH = "aten/src/ATen/cpu/vec256/vec256.h"
+
+
+def grid_tree(root, **more):
+    return Tables(tree(root, {"aten/src/ATen/native/native_functions.yaml": GRID_YAML,
+                              "aten/src/ATen/native/GridSampler.cpp": GRID,
+                              "aten/src/ATen/native/cpu/GridSamplerKernel.cpp": GRID_KERNEL,
+                              VEC_PATH: VEC, **more}))
+
+
+def test_a_header_function_only_native_code_calls_is_bounded_by_its_callers(tmp_path):
+    """vec256.h is included by every CPU kernel, but a change in ``interleave2`` (pr28207) runs
+    only where it is called: every place the library's sources write its name is its own
+    definition or a call the tables follow, so the operators of its callers bound it."""
+    lines = VEC.splitlines()
+    mapping = map_diff(diff(VEC_PATH, lines, "  return std::make_pair(permute(a, 32), b);", 9),
+                       grid_tree(tmp_path))
+    assert set(mapping.ops) == {"grid_sampler_2d"} and not mapping.unknown, mapping.unknown
+    assert "interleave2 <- grid_sampler_2d_cpu_kernel_impl" in mapping.ops["grid_sampler_2d"]
+    trace = {"ops": {"addmm": 3}, "lines": {}, "sources": {}, "torch_version": "1.4.0"}
+    assert judge(mapping, trace)["verdict"] == "not reached"
+    assert judge(mapping, dict(trace, ops={"grid_sampler_2d": 1}))["verdict"] == "reached"
+
+
+def test_a_header_function_named_where_the_tables_do_not_follow_stays_unknown(tmp_path):
+    lines, change = VEC.splitlines(), "  return std::make_pair(permute(a, 32), b);"
+    # called from outside ATen/native (a function of another library), from a macro at namespace
+    # level, or from native code the tables cannot follow (a pointer to it): each could run anywhere
+    for n, (path, text) in enumerate((
+            ("c10/util/Mix.h", "void mix(double a) { interleave2(a, a); }\n"),
+            ("aten/src/ATen/cpu/Macros.h", "#define MIX(a, b) \\\n  interleave2(a, b)\n"),
+            ("aten/src/ATen/native/Pointer.cpp",
+             "namespace at { namespace native {\nvoid take() { auto f = &vec256::interleave2<double>; f(1, 2); }\n}}\n"),
+            ("aten/src/ATen/Loaded.cpp", "namespace at {\nstatic auto pair = vec256::interleave2(1.0, 2.0);\n}\n"))):
+        mapping = map_diff(diff(VEC_PATH, lines, change, 9), grid_tree(tmp_path / str(n), **{path: text}))
+        assert not mapping.ops and mapping.unknown == [
+            f"{VEC_PATH}: interleave2(), changed there, is named at {path}:{text.count(chr(10)) - (n >= 2)}, "
+            "which the operator tables do not follow"], mapping.unknown
+    # a comment, a declaration and a using-declaration naming it are not uses
+    mapping = map_diff(diff(VEC_PATH, lines, change, 9), grid_tree(tmp_path / "c", **{
+        "c10/Note.h": "// interleave2 is in vec256\n",
+        "aten/src/ATen/cpu/Declared.h": "namespace at {\ntemplate <typename T>\nstd::pair<T, T> interleave2(const T& a,\n"
+                                        "    const T& b);\nusing vec256::interleave2;\n}\n"}))
+    assert set(mapping.ops) == {"grid_sampler_2d"}
+    # an operator runs where its name is never written, and a line outside any function is the
+    # whole header's: both as before
+    for at, change in ((12, "  return add(b, a);"), (14, "constexpr int kLanes = 8;")):
+        mapping = map_diff(diff(VEC_PATH, lines, change, at), grid_tree(tmp_path / f"op{at}"))
+        assert not mapping.ops and mapping.unknown == [
+            f"{VEC_PATH}: outside ATen's native kernels, which the operator tables do not map"]

@@ -63,6 +63,20 @@ def load_digits():
     return {"x": x, "y": bunch.target.astype(np.int64)}
 
 
+def at_cifar_shape(arrays, top):
+    """Images of another challenge at CIFAR-10's shape (3 x 32 x 32, 0-255): each pixel scaled
+    from 0-``top`` to 0-255, repeated to a square block (8x8 grows by 4), and put in each of the
+    three channels. A model made for 32x32 colour images then runs on real images and labels, with
+    every shape its CIFAR-10 runs have, where CIFAR-10 itself is not at hand."""
+    x = arrays["x"]
+    factor = 32 // x.shape[-1]
+    if x.shape[1] != 1 or x.shape[-2:] != (32 // factor, 32 // factor):
+        raise ValueError(f"images of shape {x.shape[1:]}: a grey square that divides 32 is needed")
+    scaled = ((x.astype(np.uint32) * 255 + top // 2) // top).astype(np.uint8)
+    grown = scaled.repeat(factor, axis=2).repeat(factor, axis=3)
+    return {"x": np.ascontiguousarray(grown.repeat(3, axis=1)), "y": arrays["y"]}
+
+
 def load_cifar10(tarball, md5=CIFAR10_MD5):
     """The official python tarball: data_batch_1..5 and test_batch, pickled dicts."""
     tarball = Path(tarball)

@@ -142,8 +142,7 @@ def definitions(text):
                 kind, what = stack.pop()
                 if kind == "function":
                     what.end = line
-                    body = code[what._open + 1:i]
-                    what.calls = direct_calls(body)
+                    what.calls = direct_calls(code[what._open + 1:i]) | _macro_calls(text[what._open + 1:i])
                     del what._open
                     found.append(what)
                 elif kind == "data" and what is not None:
@@ -175,6 +174,16 @@ def direct_calls(body):
     return names - NOT_CALLS
 
 
+DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+\w+(?:\([^)]*\))?((?:.*\\\n)*.*)", re.M)
+
+
+def _macro_calls(body):
+    """Names called by the macros a function body defines (``#define HANDLE_CASE(...) f(...)``),
+    which blanking the body's preprocessor lines hides: the function that defines them uses them."""
+    expansions = "\n".join(m.group(1).replace("\\\n", "\n") for m in DEFINE.finditer(body))
+    return direct_calls(blank(expansions)) if expansions else set()
+
+
 def _head_kind(head):
     flat = " ".join(head.split())
     if not flat or flat.endswith("="):  # an initializer, whatever its type (``static struct T x[] =``)
@@ -184,13 +193,13 @@ def _head_kind(head):
     if re.match(r'^extern\s*" *"$', flat):
         return "scope"
     depth, eq_top = 0, False
-    for ch in flat:
+    for j, ch in enumerate(flat):
         if ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
-        elif ch == "=" and depth == 0:
-            eq_top = True
+        elif ch == "=" and depth == 0 and flat[j + 1:j + 2] != "=" and flat[j - 1:j] not in ("=", "<", ">", "!"):
+            eq_top = True  # an initializer's ``=``, not a comparison (``enable_if_t<N % 2 == 0, T>``)
     if "(" in flat and not eq_top:
         return "function"
     if "(" in flat and re.search(r"\boperator\s*(==|=|<=|>=|!=)", flat):
@@ -206,7 +215,8 @@ def _name(head):
     depth, name = 0, ""
     for j, ch in enumerate(flat):  # the first top-level '(' after a name that is not a macro
         if ch == "(" and depth == 0:
-            names = IDENT.findall(flat[:j])
+            # a specialisation's template arguments (``interleave2<double>(``) are not its name
+            names = IDENT.findall(_without_template_arguments(flat[:j]))
             if names and not re.fullmatch(r"[A-Z0-9_]+", names[-1]):
                 return names[-1]
             name = name or (names[-1] if names else "")
@@ -215,6 +225,40 @@ def _name(head):
         elif ch == ">" and depth:
             depth -= 1
     return name
+
+
+def _without_template_arguments(head):
+    """``head`` less the template argument list that closes it (``f<double, 2>`` is ``f``)."""
+    head = head.rstrip()
+    if not head.endswith(">") or head.endswith("->"):
+        return head
+    depth = 0
+    for j in range(len(head) - 1, -1, -1):
+        depth += {">": 1, "<": -1}.get(head[j], 0)
+        if depth == 0:
+            return head[:j]
+    return head
+
+
+def declares(text, lineno, name):
+    """Whether line ``lineno`` writes ``name`` only to declare it, in a statement at namespace or
+    class level: a prototype (``TORCH_API Tensor f(const Tensor& a) const;``, with a return type
+    before the name and nothing assigned) or a using-declaration (``using vec256::f;``). A call
+    there (``static auto r = f(x);``, ``REGISTER(f(x));``) runs when the library loads: not one."""
+    code = blank(text)
+    lines = code.split("\n")
+    found = re.search(rf"\b{re.escape(name)}\b", lines[lineno - 1]) if 0 < lineno <= len(lines) else None
+    if found is None:
+        return False
+    start = sum(len(line) + 1 for line in lines[:lineno - 1]) + found.start()
+    begin = max(code.rfind(c, 0, start) for c in ";{}") + 1
+    end = code.find(";", start)
+    statement = " ".join(code[begin:end + 1].split()) if end >= 0 else ""
+    if re.fullmatch(rf"using\s+[\w:]*\b{re.escape(name)}\s*;", statement):
+        return True
+    prototype = re.fullmatch(rf"(?:template\s*<[^;]*?>\s*)?([\w:<>,*&\s]*?[\w>*&])\s*\b{re.escape(name)}\s*"
+                             rf"(?:<[^;()]*>\s*)?\(([^;=]*)\)\s*(?:const|noexcept|override|final|\s)*;", statement)
+    return bool(prototype) and not re.search(r"\b(return|auto|static_assert)\b", prototype.group(1))
 
 
 def enclosing(funcs, lineno):

@@ -20,7 +20,7 @@ from .cpp import IDENT
 from .declarations import dispatch_targets, yaml_entries
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
-TABLES_VERSION = 3  # bump when what the tables hold changes: cached tables are then remade
+TABLES_VERSION = 4  # bump when what the tables hold changes: cached tables are then remade
 
 
 def checked_sha(value, what):
@@ -140,6 +140,49 @@ class GitTree:
                     self._cache[p] = None
                     pos = end + 1
         return {p: self._cache[p] for p in paths}
+
+
+# What the library is compiled from: its C and C++ sources, and the code generators and their
+# inputs, which can write any name into the generated sources
+COMPILED_FROM = re.compile(r"\.(cpp|cc|cu|h|cuh|hpp|c)$|^(tools|aten)/.*\.(py|yaml|cwrap|in)$")
+
+
+def written_at(tree, word):
+    """Where ``word`` is written in the files the library is compiled from, as {path: [line]}
+    (in C and C++, outside comments and literals: ``_lines_writing``); None
+    where the tree cannot be searched whole (the fix's own files), so nothing can be said of where
+    else it is written."""
+    if isinstance(tree, GitTree):
+        out = subprocess.run(["git", "-C", tree.clone, "grep", "-I", "-l", "-w", "-e", word, tree.commit, "--"],
+                             capture_output=True, text=True)
+        if out.returncode not in (0, 1):
+            return None
+        paths = [line.split(":", 1)[1] for line in out.stdout.splitlines()]
+    elif hasattr(tree, "files"):
+        paths = tree.files("")
+    else:
+        return None
+    paths = [p for p in paths if COMPILED_FROM.search(p) and not TESTS.search(p)]
+    texts = tree.read_many(paths) if hasattr(tree, "read_many") else {p: tree.read(p) for p in paths}
+    pattern, found = re.compile(rf"\b{re.escape(word)}\b"), {}
+    for path, text in texts.items():
+        lines = _lines_writing(text or "", pattern) if path.endswith(CPP_SUFFIXES + (".c",)) else \
+            [n for n, line in enumerate((text or "").splitlines(), 1) if pattern.search(line)]
+        if lines:
+            found[path] = lines
+    return found
+
+
+def _lines_writing(text, pattern):
+    """The lines of a C or C++ source where ``pattern`` is in code, outside comments and literals;
+    a preprocessor directive's lines are read as they are (a macro can call what it names)."""
+    code, lines, directive = cpp.blank(text).splitlines(), [], False
+    for n, line in enumerate(text.splitlines(), 1):
+        directive = directive or line.lstrip().startswith("#")
+        if pattern.search(line if directive else code[n - 1] if n - 1 < len(code) else ""):
+            lines.append(n)
+        directive = directive and line.rstrip().endswith("\\")
+    return lines
 
 
 def cwrap_entries(text):

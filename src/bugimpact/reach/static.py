@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from ..framework import cpp, patch
 from ..framework.declarations import yaml_entries
-from ..framework.paths import CUDA, kind_of, why_unbounded
+from ..framework.paths import CUDA, kind_of, part_of, why_unbounded
 from ..framework.tables import (
     AUTOGRAD_TEMPLATES,
     CPP_SUFFIXES,
@@ -37,6 +37,7 @@ from ..framework.tables import (
     TH,
     cwrap_entries,
     th_name,
+    written_at,
 )
 from .bindings import binding_change
 from .located import located, outside_functions
@@ -152,14 +153,58 @@ CHANGE_KINDS = (
 )
 def _unbounded(fd, tables, old_tree, new_tree, mapping):
     """A C++ file the tables cannot map: compiled only under one build setting (each changed line
-    inside its ``#if``, in every copy that holds it), or unknown."""
+    inside its ``#if``, in every copy that holds it), or changed only in functions that ATen's
+    native code alone calls (``_called_from_native``), or unknown."""
     unplaced = Mapping()  # a hunk no copy holds cannot be said to be under anything
-    settings = {cpp.guard_of(text.splitlines(), lines) for _, lines, text in
-                located(fd, tables, old_tree, new_tree, unplaced)} if tables else {None}
+    placed = list(located(fd, tables, old_tree, new_tree, unplaced)) if tables else []
+    settings = {cpp.guard_of(text.splitlines(), lines) for _, lines, text in placed} if tables else {None}
     if len(settings) == 1 and None not in settings and not unplaced.unknown:
         mapping.compiled_under.append((fd.name, settings.pop()))
+        return
+    changed, why = _called_from_native(fd.name, placed, tables) if placed and not unplaced.unknown \
+        else (None, why_unbounded(fd.name))
+    ops, chains, loose = tables.affected_ops(changed) if changed else (set(), {}, set())
+    if changed and not loose:
+        for op in ops:
+            mapping.ops.setdefault(op, f"{chains[op]} (in {fd.name})")
     else:
-        mapping.unknown.append(f"{fd.name}: {why_unbounded(fd.name)}")
+        mapping.unknown.append(f"{fd.name}: {why if not changed else why_unbounded(fd.name)}")
+
+
+def _called_from_native(path, placed, tables):
+    """The changed functions of a C++ file outside ATen/native (a header such as ``vec256.h``),
+    as (path, cpp.Function) pairs, where every changed line lies in the body of a function that is
+    called by its name (not an operator, a constructor or a destructor, which run unnamed) and
+    every place the library's sources and code generators write that name is its own definition, a
+    declaration, or a call the tables follow: the tables' callers then bound it. Else
+    ``(None, why)``."""
+    if part_of(path) == "codegen" or not path.endswith(CPP_SUFFIXES + (".c",)):
+        return None, why_unbounded(path)
+    changed = {}
+    for _, lines, text in placed:
+        funcs = cpp.functions(text)
+        for n in lines:
+            fn = cpp.enclosing(funcs, n)
+            if fn is None or not fn.name or fn.name.startswith("operator") or fn.name == fn.owner:
+                return None, why_unbounded(path)
+            changed[(fn.owner, fn.name)] = fn
+    for fn in changed.values():
+        where = written_at(tables.tree, fn.name)
+        if where is None:
+            return None, why_unbounded(path)
+        for user, lines in sorted(where.items()):
+            text = tables.tree.read(user) or ""
+            funcs = tables.functions.get(user)
+            if funcs is None:
+                funcs = cpp.functions(text)
+            for n in lines:
+                at = cpp.enclosing(funcs, n)
+                if at is not None and at.name == fn.name or at is None and cpp.declares(text, n, fn.name):
+                    continue  # its own definition (a specialisation, an overload), or a declaration
+                if at is None or (user, at) not in tables.callers.get(fn.name, ()):
+                    return None, (f"{fn.name}(), changed there, is named at {user}:{n}, which the "
+                                  f"operator tables do not follow")
+    return [(path, fn) for fn in changed.values()], ""
 
 
 def map_diff(diff_text, tables, old_tree=None, new_tree=None):
