@@ -548,6 +548,23 @@ def test_the_trace_records_forward_and_backward_operators_and_torch_lines(smallc
     assert isinstance(trace["build"]["mkldnn"], bool)
 
 
+def test_the_trace_holds_the_workloads_operators_not_those_of_its_own_probes():
+    """The binding-methods recorder checks itself with a probe (``torch.zeros(1)``, ``t + t``)
+    before the steps: run under the profiler, its ``add`` made the paper's pr36832 (a change in
+    ``add_kernel``) ``reached`` for VGG-X, which adds no tensors out of place."""
+    import torch
+
+    from bugimpact.harness import trace
+
+    def train(spec):
+        torch.ones(2).mul(3)
+        return {"fingerprints": {}}
+    record = trace.traced({"trace": {"steps": 1}, "device": "cpu"}, train)
+    assert {"ones", "mul"} <= set(record["ops"]), record["ops"]
+    assert not {"zeros", "add"} & set(record["ops"]), record["ops"]
+    assert record["methods"]["Tensor"]["called"] == ["mul"] and not record["methods_unrecorded"]
+
+
 def test_verdicts_of_real_fixes_against_a_real_trace(aten, smallcnn_trace):
     trace = smallcnn_trace[0]
     verdicts = {fix: judge(mapped(aten, fix), trace) for fix in

@@ -424,9 +424,11 @@ def test_a_header_function_named_where_the_tables_do_not_follow_stays_unknown(tm
         assert not mapping.ops and mapping.unknown == [
             f"{VEC_PATH}: interleave2(), changed there, is named at {path}:{text.count(chr(10)) - (n >= 2)}, "
             "which the operator tables do not follow"], mapping.unknown
-    # a comment, a declaration and a using-declaration naming it are not uses
+    # a comment, a declaration and a using-declaration naming it are not uses, nor is code that
+    # no Python workload runs (a benchmark binary)
     mapping = map_diff(diff(VEC_PATH, lines, change, 9), grid_tree(tmp_path / "c", **{
         "c10/Note.h": "// interleave2 is in vec256\n",
+        "binaries/bench_vec.cc": "int main() { interleave2(1.0, 2.0); }\n",
         "aten/src/ATen/cpu/Declared.h": "namespace at {\ntemplate <typename T>\nstd::pair<T, T> interleave2(const T& a,\n"
                                         "    const T& b);\nusing vec256::interleave2;\n}\n"}))
     assert set(mapping.ops) == {"grid_sampler_2d"}

@@ -18,6 +18,7 @@ from ..io import atomic_open
 from . import cpp
 from .cpp import IDENT
 from .declarations import dispatch_targets, yaml_entries
+from .paths import kind_of
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
 TABLES_VERSION = 4  # bump when what the tables hold changes: cached tables are then remade
@@ -144,7 +145,7 @@ class GitTree:
 
 # What the library is compiled from: its C and C++ sources, and the code generators and their
 # inputs, which can write any name into the generated sources
-COMPILED_FROM = re.compile(r"\.(cpp|cc|cu|h|cuh|hpp|c)$|^(tools|aten)/.*\.(py|yaml|cwrap|in)$")
+COMPILED_FROM = re.compile(r"\.(cpp|cc|cu|h|cuh|hpp|c)$|^(tools|aten/src/ATen)/.*\.(py|yaml|cwrap|in)$")
 
 
 def written_at(tree, word):
@@ -162,7 +163,9 @@ def written_at(tree, word):
         paths = tree.files("")
     else:
         return None
-    paths = [p for p in paths if COMPILED_FROM.search(p) and not TESTS.search(p)]
+    # what a Python workload never runs (tests, mobile, binaries, the C++ frontend) calls nothing
+    paths = [p for p in paths if COMPILED_FROM.search(p) and not TESTS.search(p)
+             and kind_of(p) not in ("not_shipped", "frontend")]
     texts = tree.read_many(paths) if hasattr(tree, "read_many") else {p: tree.read(p) for p in paths}
     pattern, found = re.compile(rf"\b{re.escape(word)}\b"), {}
     for path, text in texts.items():
