@@ -163,12 +163,10 @@ def _unbounded(fd, tables, old_tree, new_tree, mapping):
         return
     changed, why = _called_from_native(fd.name, placed, tables) if placed and not unplaced.unknown \
         else (None, why_unbounded(fd.name))
-    ops, chains, loose = tables.affected_ops(changed) if changed else (set(), {}, set())
-    if changed and not loose:
-        for op in ops:
-            mapping.ops.setdefault(op, f"{chains[op]} (in {fd.name})")
+    if changed:
+        _add_ops(mapping, *tables.affected_ops(changed), fd.name)
     else:
-        mapping.unknown.append(f"{fd.name}: {why if not changed else why_unbounded(fd.name)}")
+        mapping.unknown.append(f"{fd.name}: {why}")
 
 
 def _called_from_native(path, placed, tables):
