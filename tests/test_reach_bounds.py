@@ -2,8 +2,11 @@
 change the traced release no longer holds (placed by the fix's own files), and functions that run
 while modules load, before any trace starts."""
 import base64
+import re
 import textwrap
 import zlib
+
+import pytest
 
 from bugimpact.framework import patch
 from bugimpact.framework.tables import DirTree, Tables
@@ -438,3 +441,40 @@ def test_a_header_function_named_where_the_tables_do_not_follow_stays_unknown(tm
         mapping = map_diff(diff(VEC_PATH, lines, change, at), grid_tree(tmp_path / f"op{at}"))
         assert not mapping.ops and mapping.unknown == [
             f"{VEC_PATH}: outside ATen's native kernels, which the operator tables do not map"]
+
+
+def test_a_patch_alone_is_read_at_the_commits_the_clone_says_it_was_made_between(tmp_path):
+    """A fix given as a patch file (``bugs.fixes.<id>.patch``) with a clone: the blobs its index
+    lines name find the commit that made it, and the operator tables are read there. Before, its
+    reach was ``unknown`` ("no operator tables: set resolve.clone", with the clone set): pr28613
+    and pr37788 in a VGG-X study."""
+    from conftest import git
+
+    from bugimpact.artifacts.diffs import landed_commits
+    from bugimpact.reach.run import map_fix
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    path = "aten/src/ATen/native/cpu/GridSamplerKernel.cpp"
+    tree(repo, {"aten/src/ATen/native/native_functions.yaml": GRID_YAML,
+                "aten/src/ATen/native/GridSampler.cpp": GRID, path: GRID_KERNEL})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    buggy = git(repo, "rev-parse", "HEAD")
+    (repo / path).write_text(GRID_KERNEL.replace("pair.first", "pair.second"))
+    git(repo, "commit", "-qam", "the fix")
+    corrected = git(repo, "rev-parse", "HEAD")
+    (repo / "aten/src/ATen/native/GridSampler.cpp").write_text(GRID + "// later\n")
+    git(repo, "commit", "-qam", "after it")
+    fix = tmp_path / "fix.diff"
+    fix.write_text(git(repo, "diff", buggy, corrected) + "\n")
+    assert landed_commits(repo, fix.read_text()) == (buggy, corrected)
+    mapping = map_fix(fix.read_text(), {"fix_clone": str(repo)}, {}, {"patch": str(fix)}, tmp_path / "tables")
+    assert set(mapping.ops) == {"grid_sampler_2d"} and corrected[:12] in mapping.tables
+    # a patch whose blobs the clone lacks (made by hand, or from another history): no commits,
+    # and the error says what to give
+    other = fix.read_text().replace("pair.second", "pair.third")
+    other = re.sub(r"(?m)^index [0-9a-f]+\.\.[0-9a-f]+", "index 1234567..89abcde", other)
+    assert landed_commits(repo, other) is None
+    with pytest.raises(LookupError, match="holds no commit that makes this patch"):
+        map_fix(other, {"fix_clone": str(repo)}, {}, {"patch": str(fix)}, tmp_path / "tables")

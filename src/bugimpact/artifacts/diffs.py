@@ -1,6 +1,7 @@
 """A fix's own diff, from where the config says: a patch file, a clone, or the GitHub API; and
 its own files at both commits, from a clone or an archive shipped beside the patch."""
 import io
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -38,6 +39,43 @@ def fix_diff(sources, spec):
                 f"GitHub API: compare {buggy}...{corrected}")
     raise Refused("no source for the fix's diff: give a patch file, set artifacts.onefix.clone "
                   "(or resolve.clone), or set artifacts.onefix.api")
+
+
+INDEX = re.compile(r"^index ([0-9a-f]{7,40})\.\.([0-9a-f]{7,40})\b")
+GIT_PATHS = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
+
+
+def landed_commits(clone, diff_text):
+    """The commits a patch was made between, found in ``clone`` by the blobs its ``index`` lines
+    name (``git diff`` writes them): a commit that makes every changed file its post-image from a
+    first parent where each is its pre-image. ``(buggy_sha, corrected_sha)``, or None where the
+    patch names no blobs or the clone holds no such commit (a hand-made patch, another history)."""
+    blobs, paths = [], None
+    for line in diff_text.splitlines():
+        if line.startswith("diff --git "):
+            paths = GIT_PATHS.match(line)
+        elif paths and (index := INDEX.match(line)):
+            blobs.append((paths.group(1), index.group(1), paths.group(2), index.group(2)))
+            paths = None
+
+    def git(*args):
+        out = subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    def holds(commit, path, blob):  # an all-zero blob: the file is not there
+        found = git("rev-parse", "--verify", "-q", f"{commit}:{path}")
+        return not found if set(blob) == {"0"} else found.startswith(blob)
+
+    added = next(((new_path, new) for _, _, new_path, new in blobs if set(new) != {"0"}), None)
+    full = git("rev-parse", "--verify", "-q", f"{added[1]}^{{blob}}") if added else ""
+    if not full:
+        return None
+    for corrected in git("log", "--all", "--format=%H", f"--find-object={full}", "--", added[0]).split():
+        buggy = git("rev-parse", "--verify", "-q", f"{corrected}^1")
+        if buggy and all(holds(corrected, new_path, new) and holds(buggy, old_path, old)
+                         for old_path, old, new_path, new in blobs):
+            return buggy, corrected
+    return None
 
 
 def files_archive(patch):

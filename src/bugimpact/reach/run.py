@@ -3,7 +3,7 @@ import logging
 import time
 from pathlib import Path
 
-from ..artifacts.diffs import fix_diff, fix_trees
+from ..artifacts.diffs import fix_diff, fix_trees, landed_commits
 from ..artifacts.launch import launch_once
 from ..artifacts.source_kinds import source
 from ..framework import patch
@@ -56,8 +56,13 @@ def tables_tree(sources, reach_cfg, arm, diff_text):
             return SourceTree(read_archive(archive, []))
     folder = Path(reach_cfg.get("tables") or "")
     if not reach_cfg.get("tables") or not folder.is_dir():
-        raise LookupError("no operator tables: set resolve.clone (or artifacts.onefix.clone), or "
-                          "reach.tables to a folder of source snapshots")
+        raise LookupError(
+            "no operator tables: " + (f"the clone {clone} holds no commit that makes this patch (its "
+                                      "index lines name blobs it lacks): give the fix's buggy_sha and "
+                                      "corrected_sha" if clone else
+                                      "set resolve.clone (or artifacts.onefix.clone)")
+            + ", ship its release's source beside the patch (bin/release-sources), or set reach.tables "
+              "to a folder of source snapshots")
     candidates = ([folder] if (folder / "aten").is_dir()
                   else sorted(p for p in folder.iterdir() if (p / "aten").is_dir()))
     files = patch.parse(diff_text)
@@ -71,7 +76,14 @@ def tables_tree(sources, reach_cfg, arm, diff_text):
 
 def map_fix(diff_text, sources, reach_cfg, arm, cache_dir):
     """The static mapping of one fix's diff; the operator tables are read only for C++ changes,
-    the fix's own files (``artifacts.diffs.fix_trees``) for where its changed lines run."""
+    the fix's own files (``artifacts.diffs.fix_trees``) for where its changed lines run. A fix
+    given as a patch alone is read at the commits the clone says it was made between
+    (``landed_commits``), where the clone holds them."""
+    clone = sources.get("fix_clone")
+    if clone and arm.get("patch") and not (arm.get("buggy_sha") and arm.get("corrected_sha")):
+        found = landed_commits(clone, diff_text)
+        if found:
+            arm = dict(arm, buggy_sha=found[0], corrected_sha=found[1])
     old_tree, new_tree = fix_trees(sources, arm)
     if not needs_tables(diff_text):
         return map_diff(diff_text, None, old_tree, new_tree)
