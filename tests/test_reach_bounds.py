@@ -2,6 +2,7 @@
 change the traced release no longer holds (placed by the fix's own files), and functions that run
 while modules load, before any trace starts."""
 import base64
+import difflib
 import re
 import textwrap
 import zlib
@@ -9,6 +10,7 @@ import zlib
 import pytest
 
 from bugimpact.framework import patch
+from bugimpact.framework.paths import kind_of
 from bugimpact.framework.tables import DirTree, Tables
 from bugimpact.reach.python_files import python_scopes
 from bugimpact.reach.static import map_diff
@@ -478,3 +480,75 @@ def test_a_patch_alone_is_read_at_the_commits_the_clone_says_it_was_made_between
     assert landed_commits(repo, other) is None
     with pytest.raises(LookupError, match="holds no commit that makes this patch"):
         map_fix(other, {"fix_clone": str(repo)}, {}, {"patch": str(fix)}, tmp_path / "tables")
+
+
+CMAKE = """\
+if (NOT INTERN_BUILD_MOBILE)
+  list(APPEND TORCH_SRCS
+    ${TORCH_SRC_DIR}/csrc/autograd/engine.cpp
+    ${TORCH_SRC_DIR}/csrc/cuda/comm.cpp)
+endif()
+
+add_library(torch ${TORCH_SRCS})
+"""
+NCCL_BLOCK = """
+if (USE_NCCL)
+  list(APPEND TORCH_SRCS ${TORCH_SRC_DIR}/csrc/cuda/nccl.cpp)  # moved from torch_python
+  target_link_libraries(torch PRIVATE __caffe2_nccl)
+  target_compile_definitions(torch PRIVATE USE_NCCL)
+endif()
+"""
+
+
+def udiff(path, old, new):
+    lines = difflib.unified_diff(old.splitlines(), new.splitlines(), f"a/{path}", f"b/{path}", lineterm="", n=1)
+    return f"diff --git a/{path} b/{path}\n" + "\n".join(lines) + "\n"
+
+
+def build_change(tmp_path, old, new, sources):
+    """A change of caffe2/CMakeLists.txt from ``old`` to ``new``, mapped with the tables of a tree
+    that holds ``new`` and ``sources``."""
+    path = "caffe2/CMakeLists.txt"
+    files = {"aten/src/ATen/native/native_functions.yaml": GRID_YAML, **sources}
+    tables = Tables(tree(tmp_path / "new", {**files, path: new}))
+    return map_diff(udiff(path, old, new), tables, tree(tmp_path / "old", {**files, path: old}), tables.tree)
+
+
+def test_a_build_file_changed_only_under_a_cuda_option_is_not_reached_on_cpu(tmp_path):
+    """pr27124 moves nccl.cpp into libtorch under ``if (USE_NCCL)``, links NCCL there and defines
+    USE_NCCL for it: every source, library and macro it names is CUDA-only code, so a CPU run runs
+    none of it. Before, any build file was unknown."""
+    cuda = {"torch/csrc/cuda/nccl.cpp": "#ifdef USE_NCCL\nvoid broadcast() {}\n#endif\n"}
+    mapping = build_change(tmp_path, CMAKE, CMAKE + NCCL_BLOCK, cuda)
+    assert mapping.cuda == ["caffe2/CMakeLists.txt (every change under USE_NCCL)"] and not mapping.unknown
+    trace = {"ops": {"addmm": 1}, "lines": {}, "sources": {}, "torch_version": "1.4.0", "device": "cpu"}
+    assert judge(mapping, trace)["verdict"] == "not reached on cpu"
+    assert judge(mapping, dict(trace, device="cuda"))["verdict"] == "unknown"
+    # a source taken out of a list inside the block: the same
+    removed = build_change(tmp_path / "r", CMAKE + NCCL_BLOCK,
+                           CMAKE + NCCL_BLOCK.replace("  list(APPEND TORCH_SRCS ${TORCH_SRC_DIR}/csrc/cuda/nccl.cpp)"
+                                                      "  # moved from torch_python\n", ""), cuda)
+    assert removed.cuda and not removed.unknown
+
+
+def test_a_build_file_change_a_cpu_build_runs_or_cpu_code_reads_stays_unknown(tmp_path):
+    cuda = {"torch/csrc/cuda/nccl.cpp": "#ifdef USE_NCCL\nvoid broadcast() {}\n#endif\n"}
+    cases = (
+        # the macro it defines is tested by a CPU source too
+        (CMAKE + NCCL_BLOCK, {"aten/src/ATen/Context.cpp": "#if defined(USE_NCCL)\nint n = 1;\n#endif\n"},
+         "target_compile_definitions defines USE_NCCL, which code outside CUDA tests"),
+        # a CPU build runs it: not under the option, under its negation, or in its else branch
+        (CMAKE + NCCL_BLOCK.replace("if (USE_NCCL)", "if (NOT USE_NCCL)"), {}, "runs in builds without CUDA too"),
+        (CMAKE + NCCL_BLOCK.replace("if (USE_NCCL)", "if (USE_NCCL OR USE_GLOO)"), {}, "runs in builds without CUDA"),
+        (CMAKE + "if (USE_CUDA)\nelse()\n  list(APPEND TORCH_SRCS ${TORCH_SRC_DIR}/csrc/cuda/comm.cpp)\nendif()\n",
+         {}, "runs in builds without CUDA too"),
+        # a source that is not CUDA-only, and a flag of every file
+        (CMAKE + NCCL_BLOCK.replace("csrc/cuda/nccl.cpp", "csrc/autograd/engine.cpp"), {},
+         "list() names ${TORCH_SRC_DIR}/csrc/autograd/engine.cpp, not CUDA-only"),
+        (CMAKE + "if (USE_CUDA)\n  set(CMAKE_CXX_FLAGS \"${CMAKE_CXX_FLAGS} -O0\")\nendif()\n", {},
+         "set(), which can change what every file is built with"))
+    for n, (new, sources, why) in enumerate(cases):
+        mapping = build_change(tmp_path / str(n), CMAKE, new, {**cuda, **sources})
+        assert not mapping.cuda and len(mapping.unknown) == 1 and why in mapping.unknown[0], (n, mapping.unknown)
+    # the top-level CMakeLists.txt is a build input, not a document
+    assert kind_of("CMakeLists.txt") == "cpp" and kind_of("README.txt") == "not_shipped"

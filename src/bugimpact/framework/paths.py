@@ -8,7 +8,7 @@ PYTHON_PACKAGE = "torch/"
 # the C++ tests of ATen, c10 and caffe2: built into test binaries, never into the libraries
 CPP_TESTS = re.compile(r"^(aten|c10|caffe2)/(.*/)?tests?/|_test\.(cc|cpp)$")
 NOT_SHIPPED = re.compile(r"^(test|docs|benchmarks|scripts|\.github|\.circleci|\.jenkins|\.ci|"
-                         r"android|ios|binaries)/|^[^/]+\.(md|rst|txt)$|^\.[^/]+$|(^|/)README[^/]*$|"
+                         r"android|ios|binaries)/|^(?!CMakeLists\.txt$)[^/]+\.(md|rst|txt)$|^\.[^/]+$|(^|/)README[^/]*$|"
                          + CPP_TESTS.pattern)
 # The C++ frontend (libtorch's torch::nn, optim, data, serialize): a Python workload never calls it.
 FRONTEND = re.compile(r"^torch/csrc/api/(src|include/torch/(nn|optim|data|serialize|detail))/|"

@@ -31,13 +31,20 @@ def _trees(fd, tables, old_tree, new_tree):
 def located(fd, tables, old_tree, new_tree, mapping):
     """(hunk, changed line numbers, file text) for each copy of the file that holds the hunk; a
     hunk that no copy holds is unknown."""
+    for hunk, lines, text, _ in located_sides(fd, tables, old_tree, new_tree, mapping):
+        yield hunk, lines, text
+
+
+def located_sides(fd, tables, old_tree, new_tree, mapping):
+    """``located``, with the side of the fix each copy is (``old``, ``new``): a pure insertion is
+    marked in the old copy by the lines around it, which it does not change."""
     for hunk in fd.hunks:
         found = False
         for tree, side in _trees(fd, tables, old_tree, new_tree):
             lines, text = _locate(fd, hunk, tree, side)
             if lines is not None:
                 found = True
-                yield hunk, lines, text
+                yield hunk, lines, text, side
         if not found:
             mapping.unknown.append(f"{fd.name}: the hunk at line {hunk.new_start} is not in "
                                    f"{tables.label}'s copy")

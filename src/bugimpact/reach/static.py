@@ -10,20 +10,22 @@ Each file of the diff ends in one of:
 - ``methods`` and ``properties``: the methods of a binding class (``Tensor``, the storages) and
   the properties of its binding type whose table entry or binding body it changes, which run only
   when called, or read or set (``bindings``);
-- ``cuda``: a CUDA-only source, which no CPU run executes;
+- ``cuda``: a CUDA-only source, which no CPU run executes, or a build file changed only in what a
+  CUDA build alone does (``cmake``: under ``if (USE_NCCL)``, CUDA-only sources, libraries, macros);
 - ``not shipped`` (tests, docs, CI) or ``frontend`` (the C++ frontend and mobile bindings, which a
   Python workload never calls);
 - ``compiled under``: a file (outside the tables' reach) whose every changed line lies inside a
   conditional on one of the build's own settings (``cpp.BUILD_GUARD``: ``#if AT_PARALLEL_NATIVE``):
   the verdict reads the traced torch's build to say whether that code is in it at all;
 - ``unknown``, with the reason: everything the tables cannot bound (headers used everywhere,
-  TensorIterator, the dispatcher, codegen, build files, a conditional, a declaration no function
-  of its file uses).
+  TensorIterator, the dispatcher, codegen, other build changes, a conditional, a declaration no
+  function of its file uses).
 """
+import functools
 import re
 from dataclasses import dataclass, field
 
-from ..framework import cpp, patch
+from ..framework import cmake, cpp, patch
 from ..framework.declarations import yaml_entries
 from ..framework.paths import CUDA, kind_of, part_of, why_unbounded
 from ..framework.tables import (
@@ -40,7 +42,7 @@ from ..framework.tables import (
     written_at,
 )
 from .bindings import binding_change
-from .located import located, outside_functions
+from .located import located, located_sides, outside_functions
 from .python_files import python_scopes
 
 # C++ that Python reaches only through one Python package: not reached when none of that package's
@@ -149,8 +151,37 @@ CHANGE_KINDS = (
     (lambda c: c.path.startswith(TH) and c.path.endswith(CPP_SUFFIXES + (".c",)), lambda c: _th_change(*c.args)),
     (lambda c: any(rx.search(c.path) for rx, _ in ENTERED_THROUGH), _entered),
     (lambda c: BINDINGS.search(c.path), lambda c: binding_change(*c.args)),
+    (lambda c: cmake.BUILD_FILE.search(c.path) and c.tables is not None, lambda c: _build_file(*c.args)),
     (lambda c: True, lambda c: _unbounded(*c.args)),
 )
+
+
+def _build_file(fd, tables, old_tree, new_tree, mapping):
+    """A build file: CUDA-only where each change is a CUDA build's alone (``cmake``), else
+    unknown, with the first line that is not."""
+    unplaced = Mapping()
+    # a side the hunk only adds to or only removes from is marked by the lines around the change
+    placed = [(hunk, lines, text) for hunk, lines, text, side in
+              located_sides(fd, tables, old_tree, new_tree, unplaced)
+              if any(tag == ("+" if side == "new" else "-") for tag, _ in hunk.lines)]
+    tests = functools.lru_cache(maxsize=None)(lambda macro: _tested_outside_cuda(tables.tree, macro))
+    found = [cmake.cuda_build_only(text, lines, tests) for _, lines, text in placed]
+    if placed and not unplaced.unknown and all(option for option, _ in found):
+        options = sorted({o for option, _ in found for o in option.split()})
+        mapping.cuda.append(f"{fd.name} (every change under {' or '.join(options)})")
+    else:
+        why = next((w for _, w in found if w), "")
+        mapping.unknown.append(f"{fd.name}: {why_unbounded(fd.name)}" + (f" ({why})" if why else ""))
+
+
+def _tested_outside_cuda(tree, macro):
+    """Whether any C or C++ source but a CUDA-only one tests ``macro`` with the preprocessor (a
+    tree that cannot be searched whole: assumed so)."""
+    where = written_at(tree, macro)
+    if where is None:
+        return True
+    test = re.compile(rf"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\b{re.escape(macro)}\b", re.M)
+    return any(test.search(tree.read(path) or "") for path in where if not CUDA.search(path))
 def _unbounded(fd, tables, old_tree, new_tree, mapping):
     """A C++ file the tables cannot map: compiled only under one build setting (each changed line
     inside its ``#if``, in every copy that holds it), or changed only in functions that ATen's
