@@ -417,10 +417,10 @@ def test_a_header_function_only_native_code_calls_is_bounded_by_its_callers(tmp_
 
 def test_a_header_function_named_where_the_tables_do_not_follow_stays_unknown(tmp_path):
     lines, change = VEC.splitlines(), "  return std::make_pair(permute(a, 32), b);"
-    # called from outside ATen/native (a function of another library), from a macro at namespace
-    # level, or from native code the tables cannot follow (a pointer to it): each could run anywhere
+    # called from a macro at namespace level, from native code the tables cannot follow (a pointer
+    # to it), or while the library loads: each could run anywhere
     for n, (path, text) in enumerate((
-            ("c10/util/Mix.h", "void mix(double a) { interleave2(a, a); }\n"),
+            ("c10/util/Mix.h", "#define MIX_ALL(a) \\\n  interleave2(a, a)\n"),
             ("aten/src/ATen/cpu/Macros.h", "#define MIX(a, b) \\\n  interleave2(a, b)\n"),
             ("aten/src/ATen/native/Pointer.cpp",
              "namespace at { namespace native {\nvoid take() { auto f = &vec256::interleave2<double>; f(1, 2); }\n}}\n"),
@@ -429,6 +429,15 @@ def test_a_header_function_named_where_the_tables_do_not_follow_stays_unknown(tm
         assert not mapping.ops and mapping.unknown == [
             f"{VEC_PATH}: interleave2(), changed there, is named at {path}:{text.count(chr(10)) - (n >= 2)}, "
             "which the operator tables do not follow"], mapping.unknown
+    # a caller outside ATen/native is bounded the same way: by its own callers, which lead to the
+    # operators; where nothing calls it, it is no operator's and stays unknown
+    mixer = "namespace at {\ninline double mix(double a) {\n  return interleave2(a, a).first;\n}\n}\n"
+    kernel = GRID_KERNEL.replace("vec256::interleave2(input, grid);", "vec256::interleave2(input, mix(1.0));")
+    mapping = map_diff(diff(VEC_PATH, lines, change, 9), grid_tree(tmp_path / "m", **{
+        "aten/src/ATen/cpu/Mix.h": mixer, "aten/src/ATen/native/cpu/GridSamplerKernel.cpp": kernel}))
+    assert set(mapping.ops) == {"grid_sampler_2d"} and not mapping.unknown, mapping.unknown
+    mapping = map_diff(diff(VEC_PATH, lines, change, 9), grid_tree(tmp_path / "u", **{"aten/src/ATen/cpu/Mix.h": mixer}))
+    assert "aten/src/ATen/cpu/Mix.h: mix() implements no operator" in " ".join(mapping.unknown)
     # a comment, a declaration and a using-declaration naming it are not uses, nor is code that
     # no Python workload runs (a benchmark binary)
     mapping = map_diff(diff(VEC_PATH, lines, change, 9), grid_tree(tmp_path / "c", **{

@@ -200,40 +200,58 @@ def _unbounded(fd, tables, old_tree, new_tree, mapping):
         mapping.unknown.append(f"{fd.name}: {why}")
 
 
+# how many functions outside ATen/native a changed function's callers may lead through
+MAX_CALLERS = 64
+
+
+def _called_by_name(fn):
+    """Whether ``fn`` runs only where its name is written: not an operator, a constructor or a
+    destructor."""
+    return bool(fn.name) and not fn.name.startswith("operator") and fn.name != fn.owner
+
+
 def _called_from_native(path, placed, tables):
     """The changed functions of a C++ file outside ATen/native (a header such as ``vec256.h``),
-    as (path, cpp.Function) pairs, where every changed line lies in the body of a function that is
-    called by its name (not an operator, a constructor or a destructor, which run unnamed) and
-    every place the library's sources and code generators write that name is its own definition, a
-    declaration, or a call the tables follow: the tables' callers then bound it. Else
-    ``(None, why)``."""
+    as (path, cpp.Function) pairs, where every changed line lies in the body of a function called
+    by its name (``_called_by_name``) and every place the library's sources and code generators
+    write that name is its own definition, a declaration, a call the tables follow, or a call
+    from another function outside ATen/native that is bounded so in turn: the tables' callers then
+    bound them all. Else ``(None, why)``."""
     if part_of(path) == "codegen" or not path.endswith(CPP_SUFFIXES + (".c",)):
         return None, why_unbounded(path)
-    changed = {}
+    queue = []
     for _, lines, text in placed:
         funcs = cpp.functions(text)
         for n in lines:
             fn = cpp.enclosing(funcs, n)
-            if fn is None or not fn.name or fn.name.startswith("operator") or fn.name == fn.owner:
+            if fn is None or not _called_by_name(fn):
                 return None, why_unbounded(path)
-            changed[(fn.owner, fn.name)] = fn
-    for fn in changed.values():
+            queue.append((path, fn))
+    bounded = {}
+    while queue:
+        where_fn, fn = queue.pop()
+        if (where_fn, fn.owner, fn.name) in bounded:
+            continue
+        if len(bounded) == MAX_CALLERS:
+            return None, f"{fn.name}() and more than {MAX_CALLERS} functions outside ATen/native call it"
+        bounded[(where_fn, fn.owner, fn.name)] = (where_fn, fn)
         where = written_at(tables.tree, fn.name)
         if where is None:
             return None, why_unbounded(path)
         for user, lines in sorted(where.items()):
             text = tables.tree.read(user) or ""
-            funcs = tables.functions.get(user)
-            if funcs is None:
-                funcs = cpp.functions(text)
+            native = tables.functions.get(user)
+            funcs = native if native is not None else cpp.functions(text)
             for n in lines:
                 at = cpp.enclosing(funcs, n)
                 if at is not None and at.name == fn.name or at is None and cpp.declares(text, n, fn.name):
                     continue  # its own definition (a specialisation, an overload), or a declaration
-                if at is None or (user, at) not in tables.callers.get(fn.name, ()):
+                if native is None and at is not None and _called_by_name(at):
+                    queue.append((user, at))  # a caller outside the tables: bounded the same way
+                elif at is None or (user, at) not in tables.callers.get(fn.name, ()):
                     return None, (f"{fn.name}(), changed there, is named at {user}:{n}, which the "
                                   f"operator tables do not follow")
-    return [(path, fn) for fn in changed.values()], ""
+    return list(bounded.values()), ""
 
 
 def map_diff(diff_text, tables, old_tree=None, new_tree=None):
