@@ -559,5 +559,10 @@ def test_a_build_file_change_a_cpu_build_runs_or_cpu_code_reads_stays_unknown(tm
     for n, (new, sources, why) in enumerate(cases):
         mapping = build_change(tmp_path / str(n), CMAKE, new, {**cuda, **sources})
         assert not mapping.cuda and len(mapping.unknown) == 1 and why in mapping.unknown[0], (n, mapping.unknown)
+    # a changed condition inside the option changes which commands of its block run
+    nested = CMAKE + "if (USE_CUDA)\n  if (CUDNN_STATIC_LINKAGE)\n    set(CMAKE_CXX_FLAGS \"-O0\")\n  endif()\nendif()\n"
+    mapping = build_change(tmp_path / "nested", nested, nested.replace("CUDNN_STATIC_LINKAGE", "CUDNN_STATIC"), cuda)
+    assert not mapping.cuda and "set(), which can change what every file is built with (line 10, in its block)" \
+        in mapping.unknown[0], mapping.unknown
     # the top-level CMakeLists.txt is a build input, not a document
     assert kind_of("CMakeLists.txt") == "cpp" and kind_of("README.txt") == "not_shipped"

@@ -80,28 +80,36 @@ def cuda_build_only(text, changed, tests_outside_cuda):
     build runs and that does only what CUDA-only code sees (module doc); ``tests_outside_cuda(macro)``
     says whether any source but a CUDA-only one tests a macro. Returns (the option it is under,
     or None, and why not)."""
-    stack, guard_of = [], {}
+    stack, guards, opened, opener, ends = [], [], [], {}, {}
     found = commands(text)
-    for name, args, first, _ in found:
+    for i, (name, args, _, _) in enumerate(found):
         if name == "if":
             stack.append(_needs_cuda(args))
+            opened.append(i)
         elif name in ("elseif", "else") and stack:
             stack[-1] = _needs_cuda(args) if name == "elseif" else None
-        guard_of[first] = next((g for g in reversed(stack) if g), None)
+        guards.append(next((g for g in reversed(stack) if g), None))
+        if name in ("if", "elseif", "else", "endif") and opened:
+            opener[i] = opened[-1]  # the if of the block this line belongs to
         if name == "endif" and stack:
             stack.pop()
+            ends[opened.pop()] = i
     options = set()
     for n in changed:
-        command = next(((name, args, first) for name, args, first, last in found if first <= n <= last), None)
-        if command is None:
+        i = next((i for i, (_, _, first, last) in enumerate(found) if first <= n <= last), None)
+        if i is None:
             continue  # a blank line or a comment
-        name, args, first = command
-        if guard_of[first] is None:
+        name = found[i][0]
+        if guards[i] is None:
             return None, f"line {n} ({name}) runs in builds without CUDA too"
-        why = _what_it_does(name, args.split(), tests_outside_cuda)
-        if why:
-            return None, f"line {n}: {why}"
-        options.add(guard_of[first])
+        # a changed condition changes which commands of its block run: each must be a CUDA build's
+        start = opener.get(i)
+        span = range(start, ends.get(start, len(found) - 1) + 1) if start is not None else [i]
+        for j in span:
+            why = _what_it_does(found[j][0], found[j][1].split(), tests_outside_cuda)
+            if why:
+                return None, f"line {n}: {why}" + (f" (line {found[j][2]}, in its block)" if j != i else "")
+        options.add(guards[i])
     return (" ".join(sorted(options)) or None), ""
 
 
