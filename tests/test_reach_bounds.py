@@ -438,6 +438,10 @@ def test_a_header_function_named_where_the_tables_do_not_follow_stays_unknown(tm
     assert set(mapping.ops) == {"grid_sampler_2d"} and not mapping.unknown, mapping.unknown
     mapping = map_diff(diff(VEC_PATH, lines, change, 9), grid_tree(tmp_path / "u", **{"aten/src/ATen/cpu/Mix.h": mixer}))
     assert "aten/src/ATen/cpu/Mix.h: mix() implements no operator" in " ".join(mapping.unknown)
+    mapping = map_diff(diff(VEC_PATH, lines, change, 9), grid_tree(tmp_path / "l", **{
+        "aten/src/ATen/cpu/Mix.h": mixer, "c10/Loaded.cpp": "static double mixed = at::mix(2.0);\n"}))
+    assert mapping.unknown == [f"{VEC_PATH}: mix(), which leads to the change, in aten/src/ATen/cpu/Mix.h, is named "
+                               "at c10/Loaded.cpp:1, which the operator tables do not follow"], mapping.unknown
     # a comment, a declaration and a using-declaration naming it are not uses, nor is code that
     # no Python workload runs (a benchmark binary)
     mapping = map_diff(diff(VEC_PATH, lines, change, 9), grid_tree(tmp_path / "c", **{

@@ -1,8 +1,9 @@
 """Build files (``CMakeLists.txt``, ``*.cmake``): whether a change to one is a CUDA build's alone.
 
-A change is, where each command it touches lies inside an ``if`` that only a CUDA build enters
-(its condition needs one of ``CUDA_OPTIONS``: ``if (USE_NCCL)``) and does nothing but what a CUDA
-build's own code sees:
+A change is a CUDA build's alone where each command it touches lies inside an ``if`` that only a
+CUDA build enters (its condition needs one of ``CUDA_OPTIONS``: ``if (USE_NCCL)``) and does
+nothing but what CUDA-only code sees (a changed ``if``, ``else`` or ``endif`` changes which
+commands of its block run: each of them, then):
 
 - ``list(APPEND|REMOVE_ITEM VAR items)``: every item a CUDA-only source or library (``paths.CUDA``:
   ``${TORCH_SRC_DIR}/csrc/cuda/nccl.cpp``, ``__caffe2_nccl``);
@@ -25,6 +26,7 @@ BUILD_FILE = re.compile(r"(^|/)CMakeLists\.txt$|\.cmake$")
 SCOPES = {"PRIVATE", "PUBLIC", "INTERFACE"}
 STRUCTURE = {"if", "elseif", "else", "endif", "message"}
 DEFINITIONS = {"target_compile_definitions", "add_definitions", "add_compile_definitions"}
+WORD = re.compile(r"\w+")
 
 
 def commands(text):
@@ -40,7 +42,7 @@ def commands(text):
             i = n if i < 0 else i
             continue
         elif c.isalpha() or c == "_":
-            name = re.match(r"\w+", text[i:]).group(0)
+            name = WORD.match(text, i).group(0)
             j = i + len(name)
             while j < n and text[j] in " \t":
                 j += 1

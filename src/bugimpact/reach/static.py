@@ -227,7 +227,7 @@ def _called_from_native(path, placed, tables):
             if fn is None or not _called_by_name(fn):
                 return None, why_unbounded(path)
             queue.append((path, fn))
-    bounded = {}
+    changed, bounded = {id(fn) for _, fn in queue}, {}
     while queue:
         where_fn, fn = queue.pop()
         if (where_fn, fn.owner, fn.name) in bounded:
@@ -249,8 +249,9 @@ def _called_from_native(path, placed, tables):
                 if native is None and at is not None and _called_by_name(at):
                     queue.append((user, at))  # a caller outside the tables: bounded the same way
                 elif at is None or (user, at) not in tables.callers.get(fn.name, ()):
-                    return None, (f"{fn.name}(), changed there, is named at {user}:{n}, which the "
-                                  f"operator tables do not follow")
+                    how = "changed there" if id(fn) in changed else f"which leads to the change, in {where_fn}"
+                    return None, (f"{fn.name}(), {how}, is named at {user}:{n}, which the operator "
+                                  f"tables do not follow")
     return list(bounded.values()), ""
 
 
