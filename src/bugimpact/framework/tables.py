@@ -39,6 +39,7 @@ NATIVE_YAML = NATIVE + "native_functions.yaml"
 DERIVATIVES = "tools/autograd/derivatives.yaml"
 AUTOGRAD_TEMPLATES = "tools/autograd/templates/"
 CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".h", ".cuh", ".hpp")
+C_SUFFIXES = CPP_SUFFIXES + (".c",)  # and TH's C
 TESTS = re.compile(r"(^|/)tests?/|_test\.(cc|cpp)$")  # compiled into test binaries, not the wheel
 REGISTER = re.compile(r"REGISTER_(?:\w+_)?DISPATCH\s*\(\s*(\w+)\s*,\s*&?\s*([\w:]+)\s*\)")
 
@@ -145,7 +146,7 @@ class GitTree:
 
 # What the library is compiled from: its C and C++ sources, and the code generators and their
 # inputs, which can write any name into the generated sources
-COMPILED_FROM = re.compile(r"\.(cpp|cc|cu|h|cuh|hpp|c)$|^(tools|aten/src/ATen)/.*\.(py|yaml|cwrap|in)$")
+COMPILED_FROM = re.compile("(" + "|".join(re.escape(x) for x in C_SUFFIXES) + r")$|^(tools|aten/src/ATen)/.*\.(py|yaml|cwrap|in)$")
 
 
 def written_at(tree, word):
@@ -169,7 +170,7 @@ def written_at(tree, word):
     texts = tree.read_many(paths) if hasattr(tree, "read_many") else {p: tree.read(p) for p in paths}
     pattern, found = re.compile(rf"\b{re.escape(word)}\b"), {}
     for path, text in texts.items():
-        lines = _lines_writing(text or "", pattern) if path.endswith(CPP_SUFFIXES + (".c",)) else \
+        lines = _lines_writing(text or "", pattern) if path.endswith(C_SUFFIXES) else \
             [n for n, line in enumerate((text or "").splitlines(), 1) if pattern.search(line)]
         if lines:
             found[path] = lines

@@ -30,6 +30,7 @@ from ..framework.declarations import yaml_entries
 from ..framework.paths import CUDA, kind_of, part_of, why_unbounded
 from ..framework.tables import (
     AUTOGRAD_TEMPLATES,
+    C_SUFFIXES,
     CPP_SUFFIXES,
     CWRAP,
     DERIVATIVES,
@@ -148,7 +149,7 @@ CHANGE_KINDS = (
     (lambda c: c.path == AUTOGRAD_TEMPLATES + "Functions.cpp", lambda c: _formula_helpers(*c.args)),
     (lambda c: CUDA.search(c.path), lambda c: c.mapping.cuda.append(c.path)),
     (lambda c: c.path == CWRAP, lambda c: _cwrap_change(*c.args)),
-    (lambda c: c.path.startswith(TH) and c.path.endswith(CPP_SUFFIXES + (".c",)), lambda c: _th_change(*c.args)),
+    (lambda c: c.path.startswith(TH) and c.path.endswith(C_SUFFIXES), lambda c: _th_change(*c.args)),
     (lambda c: any(rx.search(c.path) for rx, _ in ENTERED_THROUGH), _entered),
     (lambda c: BINDINGS.search(c.path), lambda c: binding_change(*c.args)),
     (lambda c: cmake.BUILD_FILE.search(c.path) and c.tables is not None, lambda c: _build_file(*c.args)),
@@ -217,7 +218,7 @@ def _called_from_native(path, placed, tables):
     write that name is its own definition, a declaration, a call the tables follow, or a call
     from another function outside ATen/native that is bounded so in turn: the tables' callers then
     bound them all. Else ``(None, why)``."""
-    if part_of(path) == "codegen" or not path.endswith(CPP_SUFFIXES + (".c",)):
+    if part_of(path) == "codegen" or not path.endswith(C_SUFFIXES):
         return None, why_unbounded(path)
     queue = []
     for _, lines, text in placed:
