@@ -63,17 +63,13 @@ rule runtime:
     threads: override_threads
     params:
         kind=lambda wc: PLAN.artifacts[wc.artifact].kind,  # per artifact
-        # how it is called (python or python3 of one environment) is not what it is: its
-        # identity is in the path ({runtime})
-        interpreter=untracked(PLAN.interpreter),
-        requirements=runtime_made_with,  # and the model's needs, the kind's settings
-        # the model, for what it needs (the experiment key names the model itself)
-        model=untracked({k: config["train"].get(k) for k in ("model", "model_options")}),
-        installer=untracked(config["runtime"]["installer"]),  # how, not what: the same files
-        cache=untracked(config["runtime"]["cache"]),
-        object_cache=untracked(config["runtime"]["object_cache"]),  # what was compiled is its key
-        # where a cached download the artifact names is fetched again from, if it has gone
-        sources=untracked(artifact_sources(config)),
+        # the extra requirements, the model's needs, the kind's settings: an edit remakes it
+        requirements=lambda wc: PLAN.runtime_made_with(wc.artifact),
+        # all it is made with (PLAN.runtime_settings), untracked: how it is called (python or
+        # python3 of one environment), how it is installed (uv or pip: the same files), the
+        # caches, where a cached download is fetched again from, are not what it is (its
+        # identity is in the path, {runtime}; its content in its record)
+        settings=lambda wildcards, output: PLAN.runtime_settings(wildcards.artifact),
     script:
         "../scripts/runtime.py"
 

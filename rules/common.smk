@@ -23,6 +23,9 @@ from bugimpact.artifacts.source_kinds import source as artifact_source
 from bugimpact.challenges import challenges, raw_file
 from bugimpact.steps import artifact_sources, study_design, study_setup
 from bugimpact.steps.training import job_settings
+from bugimpact.io import InputError
+from bugimpact.recovery import of_plan
+from bugimpact.status import command
 
 # the files the config was read from, which its errors name (--config values may change it)
 CONFIG_SOURCE = ", ".join(map(str, workflow.overwrite_configfiles)) or "config.yaml"
@@ -36,6 +39,23 @@ if PLAN.sheet_missing:
     print(f"bugimpact: {PLAN.sheet_missing}", file=sys.stderr)
 for bug, why in sorted(PLAN.cannot_run.items()):
     print(f"bugimpact: {bug} is accepted in {config['sheet']} but not run: {why}", file=sys.stderr)
+# A runtime that finished runs ran in, gone: Snakemake would make it again and (a missing input
+# being a changed one) train them again. Refused before anything runs; the CLI makes it first.
+for runtime_json, bugs in PLAN.lost_runtimes().items():
+    raise InputError(
+        runtime_json,
+        f"gone, and finished runs of {', '.join(bugs)} ran in it: made again by this run, it would "
+        f"train them again. `{command(PLAN, 'run', '--bug', bugs[0])}` (or "
+        f"`{command(PLAN, 'retry-failed')}`) makes it again in place first, and keeps them",
+    )
+# What a run keeps that is not whole is said at its start too: with nothing else to do, Snakemake
+# says only "Nothing to be done" (its end hooks do not run)
+if workflow.is_main_process and (KEPT := [f for f in of_plan(PLAN) if f.state != "refused"]):
+    print(
+        f"bugimpact: {len(KEPT)} record(s) broken, failed or stale are kept (`{command(PLAN, 'status')}` "
+        f"names them): `{command(PLAN, 'retry-failed')}` makes them again",
+        file=sys.stderr,
+    )
 # How many cuda jobs run at once here: one per GPU slot (train.runs_per_gpu on each GPU the runs
 # may use), unless --resources gpu=N says so. Snakemake has no option for a resource known only on
 # the machine; a cluster's executor gives each job a GPU of its own instead.
@@ -81,11 +101,14 @@ def train_inputs(wildcards):
     is never the product of a gate (seeds, arms, decisions), so a gate being missing, failed or
     rewritten retrains nothing. The seeds are archived by their own rule, which the arms gate
     waits for (so before any run is asked for), and read by the run itself; the decisions ask
-    for records (``needed``)."""
+    for records (``needed``). (A runtime whose record is gone would be made again, and retrain
+    what ran in it: the workflow refuses to start then, ``PLAN.lost_runtimes``.)"""
     return {
         "data": PLAN.data_files()[0],
         "meta": PLAN.data_files()[1],
-        "runtime": PLAN.artifact_of(wildcards.bug, wildcards.arm).runtime_json,
+        # the runtime's content decides, not its time stamp: a runtime made again with the same
+        # content retrains nothing, one with other content moves the bug to a new key (Plan)
+        "runtime": ancient(PLAN.artifact_of(wildcards.bug, wildcards.arm).runtime_json),
     }
 
 
@@ -160,21 +183,6 @@ def raw_data(wildcards):
     """The raw file a challenge is prepared from, which it names (digits ships with scikit-learn)."""
     raw = raw_file(wildcards.challenge, config["data"])
     return [raw] if raw else []
-
-
-def runtime_made_with(wildcards):
-    """What a runtime is made with besides its artifact, compared with the last run's (an edit
-    remakes it): the extra requirements, what the model needs of it (the torchvision table) and
-    its kind's own settings (runtime.<kind>). Where neither of the last two applies, the
-    requirements alone, the value this param had before they existed: such a runtime is kept."""
-    kind = PLAN.artifacts[wildcards.artifact].kind
-    made = {}
-    if PLAN.model.runtime_needs() is not None:
-        made["model_needs"] = PLAN.model.runtime_needs()
-    if runtime_kind(kind).settings_schema:
-        made["kind_settings"] = config["runtime"].get(kind, {})
-    requirements = config["runtime"]["requirements"]
-    return {"requirements": requirements, **made} if made else requirements
 
 
 def override_threads(wildcards, input):

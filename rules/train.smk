@@ -40,13 +40,16 @@ rule train:
         seeds_json=lambda wildcards, output: PLAN.bug(wildcards.bug).seeds,
         python=untracked(sys.executable),
         shim=untracked(TRAIN_SHIM),
+        # the content of the runtime the plan saw (or its runs ran in): a run never runs in
+        # another, made since (the next workflow run gives that one a key of its own)
+        runtime_content=lambda wildcards, output: PLAN.runtime_contents[wildcards.bug][wildcards.arm],
     shell:
         "{params.python:q} {params.shim:q} --bug {wildcards.bug:q} --key {wildcards.key:q}"
         " --arm {wildcards.arm} --run {wildcards.run} --arm-spec {params.arm:q}"
         " --train {params.train:q} --experiment {params.experiment:q}"
         " --experiment-json {params.experiment_json:q} --seeds {params.seeds_json:q}"
         " --data {input.data:q} --meta {input.meta:q} --runtime {input.runtime:q}"
-        " --out {output:q} --log {log:q}"
+        " --runtime-content={params.runtime_content:q} --out {output:q} --log {log:q}"
 
 
 # A measured repeat for the early decision: the same arm and seed run a second time. On CUDA a

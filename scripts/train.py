@@ -15,10 +15,12 @@ parser = argparse.ArgumentParser(description=__doc__)
 for name in ("bug", "key", "arm", "run", "arm-spec", "train", "experiment", "experiment-json", "seeds",
              "data", "meta", "runtime", "out", "log"):
     parser.add_argument(f"--{name}", required=True)
+parser.add_argument("--runtime-content", default="")
 a = parser.parse_args()
 run_logged_step(a.log, train_run, train_cfg=json.loads(a.train),
                 target=RunTarget(bug=a.bug, arm=a.arm, arm_spec=json.loads(a.arm_spec), run=int(a.run),
                                  key=a.key),
                 files={"seeds": a.seeds, "data": a.data, "meta": a.meta, "runtime": a.runtime,
                        "experiment": a.experiment_json},
-                out=a.out, log_path=a.log, experiment_spec=json.loads(a.experiment))
+                out=a.out, log_path=a.log, experiment_spec=json.loads(a.experiment),
+                runtime_content=a.runtime_content)

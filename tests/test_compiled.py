@@ -241,16 +241,18 @@ def kernel_fix(tmp_path):
     return repo, diff
 
 
-def release_of(version, headers=()):
-    """A release as the source finder sees it: its version and the headers its wheel ships."""
+def release_of(version, headers=(), sha256=""):
+    """A release as the source finder sees it: its version, the headers its wheel ships and its
+    wheel's sha256."""
     from bugimpact.overrides.release_source import Release
-    return Release(version, "", "", {name: b"" for name in headers}, "")
+    return Release(version, "", sha256, {name: b"" for name in headers}, "")
 
 
-def find(sources, arm, version, paths, headers, tmp_path):
+def find(sources, arm, version, paths, headers, tmp_path, sha256=""):
     from bugimpact.overrides import release_source
     from bugimpact.overrides.arm import Fix
-    return release_source.find(sources, arm, release_of(version, headers), paths, Fix([]), tmp_path / "rec.json")
+    return release_source.find(sources, arm, release_of(version, headers, sha256), paths, Fix([]),
+                               tmp_path / "rec.json")
 
 
 def test_the_release_source_comes_from_a_clone_at_the_releases_tag_before_anything_else(tmp_path):
@@ -294,19 +296,51 @@ def test_the_release_source_comes_from_githubs_files_at_the_tag(httpserver, tmp_
 
 def test_a_shipped_reconstruction_says_it_is_one(tmp_path):
     from bugimpact.overrides import release_source as release_files
+    made_for = {"release": "9.9.0", "wheel_sha256": "a" * 64}
     source = release_files.ReleaseSource("reconstructed: a branch point", True,
                                          {"aten/src/ATen/native/Convolution.cpp": KERNEL},
                                          {"ATen/native/utils/ParamUtils.h": PARAMS}, ["nnpack.h"],
-                                         {"tools/autograd/derivatives.yaml": b"[]\n"}, {"branch_point": "c" * 40})
+                                         {"tools/autograd/derivatives.yaml": b"[]\n"},
+                                         {"branch_point": "c" * 40, **made_for})
     patch = tmp_path / "pr1.diff"
     patch.write_text("")
-    release_files.write_archive(release_files.archive_of(patch), source)
-    found = find({}, {"patch": str(patch)}, "9.9.0", ["aten/src/ATen/native/Convolution.cpp"], set(), tmp_path)
-    assert found.reconstructed and found.origin == "reconstructed: a branch point (shipped: pr1.release.tar.xz)"
+    archive = release_files.archive_of(patch)
+    release_files.write_archive(archive, source)
+    conv = ["aten/src/ATen/native/Convolution.cpp"]
+    found = find({}, {"patch": str(patch)}, "9.9.0", conv, set(), tmp_path, "a" * 64)
+    assert found.reconstructed and found.origin == f"reconstructed: a branch point (shipped: {archive})"
     assert found.describe()["branch_point"] == "c" * 40 and found.standins == ["nnpack.h"]
     assert found.files == source.files and found.includes == source.includes
     with pytest.raises(LookupError, match="does not hold aten/src/ATen/native/Loss.cpp"):
-        find({}, {"patch": str(patch)}, "9.9.0", ["aten/src/ATen/native/Loss.cpp"], set(), tmp_path)
+        find({}, {"patch": str(patch)}, "9.9.0", ["aten/src/ATen/native/Loss.cpp"], set(), tmp_path, "a" * 64)
+
+
+def test_a_shipped_release_source_serves_only_the_release_it_was_made_for(tmp_path):
+    """Seen: with a study's release changed from 1.5.1 to 1.5.0, the 1.5.1 archive shipped beside
+    pr38674's patch was read as 1.5.0's source; the fix (not in 1.5.0) was taken as there already,
+    both arms ran the bug, and the check said verified. An archive names the release and wheel it
+    was made for (another wheel of that release, for another Python, ships the same headers)."""
+    from bugimpact.overrides import release_source as release_files
+    headers = {"ATen/ATen.h"}
+    made_for = release_of("1.5.1", headers, "b" * 64).identity
+    patch = tmp_path / "pr1.diff"
+    patch.write_text("")
+    archive = release_files.archive_of(patch)
+    release_files.write_archive(archive, release_files.ReleaseSource(
+        "reconstructed: 1.5.1's branch point", True, {"aten/src/ATen/native/Convolution.cpp": KERNEL},
+        facts={"branch_point": "c" * 40, **made_for}))
+    conv = ["aten/src/ATen/native/Convolution.cpp"]
+    assert find({}, {"patch": str(patch)}, "1.5.1", conv, headers, tmp_path, "b" * 64).files  # its own wheel
+    assert find({}, {"patch": str(patch)}, "1.5.1", conv, headers, tmp_path, "d" * 64).files  # same headers
+    with pytest.raises(LookupError) as other_release:
+        find({}, {"patch": str(patch)}, "1.5.0", conv, headers, tmp_path, "b" * 64)
+    assert f"{archive} is not torch 1.5.0's: it is torch 1.5.1's source, not torch 1.5.0's" in str(other_release.value)
+    with pytest.raises(LookupError, match="it was made from another wheel of torch 1.5.1 .sha256 bbbbbbbbbbbb."):
+        find({}, {"patch": str(patch)}, "1.5.1", conv, {"ATen/Other.h"}, tmp_path, "d" * 64)
+    release_files.write_archive(archive, release_files.ReleaseSource("made before archives named theirs", True,
+                                                                     {conv[0]: KERNEL}))
+    with pytest.raises(LookupError, match="it names no release it was made for"):
+        find({}, {"patch": str(patch)}, "1.5.1", conv, headers, tmp_path, "b" * 64)
 
 
 def test_every_shipped_kernel_fix_has_its_release_source_and_it_holds_the_files_it_rebuilds(tmp_path):
@@ -320,7 +354,9 @@ def test_every_shipped_kernel_fix_has_its_release_source_and_it_holds_the_files_
     for row in rows:
         patch = ROOT / "data/patches/pytorch" / f"{row['id']}.diff"
         _, _, kernels = onefix.isolate(patch.read_text())
-        found = find({}, {"patch": str(patch)}, row["release"].lstrip("v"), kernels.built, set(), tmp_path)
+        # each names the wheel it was made for, of its row's release
+        made_for = release_files.read_archive(release_files.archive_of(patch)).facts["wheel_sha256"]
+        found = find({}, {"patch": str(patch)}, row["release"].lstrip("v"), kernels.built, set(), tmp_path, made_for)
         facts = found.describe()
         assert found.reconstructed and facts["release"] == row["release"].lstrip("v"), row["id"]
         assert facts["files_same_in_ties"] and facts["headers_matched"][0] > 0.9 * facts["headers_matched"][1]
@@ -350,7 +386,8 @@ def mixed_fix(tmp_path, kernel_in_release=True):
         archive.writestr("torch/include/ATen/ATen.h", "")
     release_files.write_archive(release_files.archive_of(patch), release_files.ReleaseSource(
         "reconstructed: for a test", True, {"aten/src/ATen/native/Foo.cpp": new_cc if kernel_in_release else old_cc},
-        yamls={p: b"[]\n" for p in release_files.YAMLS}))
+        yamls={p: b"[]\n" for p in release_files.YAMLS},
+        facts=release_files.Release.of_wheel(wheel, "9.9.0").identity))
     return patch, wheel, old_py, old_cc
 
 

@@ -116,6 +116,25 @@ def test_the_branch_point_is_searched_once_per_release_and_shared_by_its_fixes(h
     assert again.describe()["branch_point"] == shas["cut"]
 
 
+def test_a_release_source_record_edited_to_name_another_commit_is_searched_again_and_named(history, tmp_path, caplog):
+    """Seen: a reconstruction record edited to name master's head was used as is: master's
+    Convolution.cpp was rebuilt, its origin line repeated the record's date and header count, and
+    the check said verified. A record is read again against its commit's headers."""
+    repo, shas = history
+    found(repo, tmp_path, shas["before"])
+    record = tmp_path / "rec.json"
+    made = json.loads(record.read_text())
+    for edit, says in (({"branch_point": shas["after"]}, f"its branch point {shas['after'][:12]} was made "),
+                       ({"branch_point": "f" * 40}, f"its branch point ffffffffffff is not a commit of {repo}"),
+                       ({"branch_point": shas["base"], "branch_point_date": "2020-01-01T00:00:00+00:00"},
+                        f"its branch point {shas['base'][:12]} holds 1 of the wheel's 2 headers, not the [2, 2]")):
+        record.write_text(json.dumps({**made, **edit}))
+        caplog.clear()
+        source = found(repo, tmp_path, shas["before"])
+        assert source.describe()["branch_point"] == json.loads(record.read_text())["branch_point"] == shas["cut"]
+        assert f"{record}: {says}" in caplog.text and "searched again" in caplog.text
+
+
 def test_a_fix_after_the_cut_is_in_the_release_only_where_its_notes_list_it(history, tmp_path):
     repo, shas = history
     listed = found(repo, tmp_path, shas["after"])  # no other release named: this release's notes list it
@@ -377,8 +396,13 @@ def test_a_broken_check_closes_the_arms_gate(tmp_path):
     assert failed["reason"] == "no runs: buggy: override check failed: the canary never ran"
 
 
+# a check record whose fields agree: verified, the faithful build identical, conv2d called through the library
+VERIFIED = {"outcome": "verified", "passed": True, "reason": "", "route": "registered", "workload_calls": ["conv2d"],
+            "faithful_identical": True, "faithful_calls": {"conv2d": 90}, "canary_entries": 1352}
+
+
 def test_an_operator_reach_runs_through_the_changed_code_that_the_library_leaves_out_closes_the_gate(tmp_path):
-    verified = json.dumps({"outcome": "verified", "passed": True, "reason": "", "workload_calls": ["conv2d"]})
+    verified = json.dumps(VERIFIED)
     reach = {"verdict": "reached", "reached": ["operator linear (scale <- linear)"],
              "mapping": {"ops": {"linear": "scale <- linear", "conv2d": "scale <- conv2d"}}}
     gate = gate_files(tmp_path, verified, reach)
@@ -406,7 +430,7 @@ def test_failed_and_broken_checks_and_a_runtime_whose_library_is_gone_are_recove
     checks.mkdir(parents=True)
     (checks / "onefix-buggy-1.json").write_text("{}")
     (checks / "onefix-buggy-2.json").write_text(json.dumps({"outcome": "failed", "passed": False, "reason": "x"}))
-    (checks / "onefix-buggy-3.json").write_text(json.dumps({"outcome": "verified", "passed": True}))
+    (checks / "onefix-buggy-3.json").write_text(json.dumps(VERIFIED))
     library = tmp_path / "arm.so"
     runtime = Path("results/runtimes/venv-x/onefix-buggy-1/runtime.json")
     runtime.parent.mkdir(parents=True)
@@ -748,7 +772,7 @@ def test_a_fix_a_later_commit_took_back_before_the_cut_is_refused_not_built_as_t
     source = found(repo, tmp_path, fixed)
     fix, _ = fix_of(repo, fixed)
     assert source.describe()["fix"] == "in the branch point"
-    with pytest.raises(Refused, match="making the fix in reverse changes none of torch 9.9.0's own files: the "
+    with pytest.raises(Refused, match="making the fix in reverse changes none of torch 9.9.0's own files .reconstructed: .*.: the "
                                       "release no longer holds it"):
         override_arm.made_on(fix, source, dict(source.files), "9.9.0")
 

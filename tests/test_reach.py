@@ -613,7 +613,7 @@ def test_a_cuda_trace_that_gets_no_gpu_is_a_recorded_failed_trace(tmp_path, monk
 
     from bugimpact.config import validate_config
     from bugimpact.io import read_json, write_json
-    from bugimpact.reach.run import trace
+    from bugimpact.steps import trace
     config = validate_config(yaml.safe_load((ROOT / "config.yaml").read_text()))
     meta = prepare("digits", tmp_path / "d.npz", tmp_path / "d.json")
     assert meta["sha256"]

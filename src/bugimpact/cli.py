@@ -107,9 +107,20 @@ def _parser():
     p.add_argument("--data", help="a prepared .npz (default: random pixels in the challenge's shapes)")
     p.add_argument("--steps", type=int, help="default: the config's reach.steps")
 
+    p = command("cpp-called", help="reach's ground truth: one whole run of the study's workload in an "
+                                   "interpreter, and the release's own C++ functions it called (the dynamic "
+                                   "loader's record, its blind spots named)")
+    p.add_argument("--python", required=True, help="an interpreter with torch and numpy")
+    p.add_argument("--out", required=True)
+    p.add_argument("--epochs", type=int, help="default: the config's train.epochs")
+    p.add_argument("--challenge", help="default: the config's train.challenge")
+    p.add_argument("--data", help="a prepared .npz (default: random pixels in the challenge's shapes)")
+
     p = command("reach", help="judge fixes against reach traces, with no build: reached, "
                               "not reached, not reached on cpu, unknown (why)")
     p.add_argument("--trace", nargs="+", required=True, help="traces from reach-trace or the workflow")
+    p.add_argument("--truth", nargs="+", help="ground truths from cpp-called: each not reached of a trace "
+                                              "of the same torch is checked against the release's calls")
     p.add_argument("--rows", help="a CSV of fixes (id, buggy_sha, corrected_sha): default the sheet")
     p.add_argument("--ids", nargs="+", help="only these ids")
     p.add_argument("--clone", help="a clone with the fixes' commits (default: the config's clones)")
@@ -232,12 +243,14 @@ def _retry_failed(args):
         plan = Plan(_config(args), SHEET_SCHEMA, args.config)
         _need_folder(Path(layout.RUNS).parent, "--config")
         found = recovery.of_plan(plan)
-    print("\n".join(recovery.remove(found, args.dry_run) or ["nothing broken, failed or stale"]))
-    if found and not args.dry_run:
+    lines = recovery.remove(found, args.dry_run)
+    print("\n".join(lines or ["nothing broken, failed or stale"]))
+    removed = sum(line.startswith("removed ") for line in lines)
+    if removed and not args.dry_run:
         configfile = "" if args.all or args.config == "config.yaml" else f" --configfile {args.config}"
         one = "bugimpact run --bug ID" if args.all else command(plan, "run", "--bug", "ID")
         again = f"`snakemake{configfile}`, or `{one}` for one bug"
-        print(f"{len(found)} removed; the next run makes them again ({again})")
+        print(f"{removed} removed; the next run makes them again ({again})")
 
 
 def _run_bug(bug, config_path, cores, extra):
@@ -287,13 +300,19 @@ def _reach(args):
         print(f"{args.out}: torch {trace['torch_version']}, {len(trace['ops'])} operators, "
               f"{sum(len(v) for v in trace['lines'].values())} torch lines, {seconds:.1f} s")
         return 0
+    if args.command == "cpp-called":
+        train = dict(config["train"], **({"challenge": args.challenge} if args.challenge else {}))
+        count = batch.called_in(args.python, train, args.out, args.epochs, data=args.data)
+        print(f"{args.out}: {count} functions of torch {read_json(args.out)['torch_version']} called")
+        return 0
     sources = steps.artifact_sources(config)
     if args.clone:
         sources["fix_clone"] = args.clone
     reach_cfg = dict(config["reach"], **({"tables": args.tables} if args.tables else {}))
     rows = batch.rows_of(args.rows or config["sheet"], args.ids)
+    truths = {truth["torch_version"]: truth for truth in map(read_json, args.truth or ())}
     table = batch.judge_rows(rows, batch.load_traces(args.trace), sources, reach_cfg,
-                             layout.REACH_TABLES, args.patches)
+                             layout.REACH_TABLES, args.patches, truths)
     batch.print_table(table)
     if args.out:
         batch.write_table(args.out, table)
@@ -302,6 +321,6 @@ def _reach(args):
 
 COMMANDS = {"run": _run, "status": _status, "steps": _steps, "validate-config": _validate_config,
             "validate-sheet": _validate_sheet, "preflight": _preflight, "verify": _verify, "gc": _gc,
-            "config-docs": _config_docs, "reach": _reach, "reach-trace": _reach,
+            "config-docs": _config_docs, "reach": _reach, "reach-trace": _reach, "cpp-called": _reach,
             "retry-failed": _retry_failed, "check-gpu": _check_gpu}
 

@@ -101,12 +101,14 @@ def derive_seeds(study_seed, bug, policy, count=MAX_RUNS):
 
     ``paired``: run i uses seed_i in both arms. ``fixed`` (the paper): every run uses seed_0.
     """
-    def seed(i):
-        digest = hashlib.sha256(f"{study_seed}:{bug}:{i}".encode()).hexdigest()
-        return int(digest[:8], 16) % (2 ** 31 - 1)
-    if policy == "fixed":
-        return [seed(0)] * count
-    return [seed(i) for i in range(count)]
+    return [run_seed(study_seed, bug, policy, i) for i in range(count)]
+
+
+def run_seed(study_seed, bug, policy, run):
+    """The seed of run ``run`` of ``bug`` (``derive_seeds``)."""
+    index = 0 if policy == "fixed" else run
+    digest = hashlib.sha256(f"{study_seed}:{bug}:{index}".encode()).hexdigest()
+    return int(digest[:8], 16) % (2 ** 31 - 1)
 
 
 def write_seeds(path, study_seed, bug, policy):
@@ -114,10 +116,10 @@ def write_seeds(path, study_seed, bug, policy):
                       "seeds": derive_seeds(study_seed, bug, policy)})
 
 
-def check_seeds(path, bug):
-    """An archived seeds file must read back as this bug's seeds: a corrupt one stops the workflow
-    before anything runs (nothing is deleted); restore it from a backup, or delete it only if no
-    finished run of this bug should be kept."""
+def check_seeds(path, bug, study_seed, policy):
+    """An archived seeds file must read back as this bug's seeds as the study derives them from its
+    study seed and policy: one corrupt, or edited so that it keeps its shape (every seed one more),
+    stops the workflow before anything runs (nothing is deleted)."""
     if not Path(path).exists():
         return
     seeds = read_json(path)
@@ -125,6 +127,16 @@ def check_seeds(path, bug):
             and seeds["seeds"] and all(isinstance(s, int) for s in seeds["seeds"])):
         raise InputError(path, f"not the archived seeds of bug {bug} (expected bug, seeds: a list of "
                          "integers); restore the file: the finished runs were made with it")
+    derived = derive_seeds(study_seed, bug, policy, len(seeds["seeds"]))
+    differ = next((i for i, (have, want) in enumerate(zip(seeds["seeds"], derived)) if have != want), None)
+    if differ is not None or (seeds.get("study_seed"), seeds.get("policy")) != (study_seed, policy):
+        at = (f"run {differ}'s seed is {seeds['seeds'][differ]}, the derivation's {derived[differ]}"
+              if differ is not None else f"it says study seed {seeds.get('study_seed')!r}, policy "
+              f"{seeds.get('policy')!r}")
+        raise InputError(path, f"not the seeds the study derives for bug {bug} from study seed {study_seed} "
+                         f"({policy}): {at}; edited? delete it and the workflow writes it again from the "
+                         "derivation (each run's record holds the seed it ran with: `bugimpact verify` names "
+                         "one whose seed is not the derivation's)", field="seeds")
 
 
 def run_seeds(path, train_cfg, bug):
@@ -135,7 +147,7 @@ def run_seeds(path, train_cfg, bug):
         log.warning("%s: the seeds archive %s is lost; its rule makes it again, the run derives "
                     "the same seeds from the study seed", bug, path)
         return derive_seeds(train_cfg["study_seed"], bug, train_cfg["seed_policy"])
-    check_seeds(path, bug)
+    check_seeds(path, bug, train_cfg["study_seed"], train_cfg["seed_policy"])
     return read_json(path)["seeds"]
 
 

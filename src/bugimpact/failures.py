@@ -16,6 +16,7 @@ The last two keep the traceback in the record; the step's log has it too.
 """
 import json
 import lzma
+import re
 import socket
 import tarfile
 import traceback
@@ -76,3 +77,22 @@ def cause(fields):
 def logged(fields):
     """A failure as the step's log says it: its cause, then its traceback where it has one."""
     return cause(fields) + (f"\n{fields['traceback']}" if fields.get("traceback") else "")
+
+
+# what says why a process stopped, in the order a cause is looked for in its output: the
+# exception's own line (Python's ``RuntimeError: ...``, C++'s ``what():  ...``), then what the
+# runtime said as it died; never a frame of the backtrace after it (``frame #23: ...``)
+CAUSES = (re.compile(r"\bwhat\(\):|^\w*(Error|Exception)\b.*:|\berror: "),
+          re.compile(r"terminate called|Segmentation fault|Aborted|Fatal Python error|Killed|core dumped"))
+NOT_A_CAUSE = re.compile(r"^\s*(frame #\d+|File \"|Traceback \(most recent|Exception raised from|attempt \d|device )")
+
+
+def cause_line(text, width=300, empty="no output"):
+    """The line of a process's output that says why it stopped (``CAUSES``), else its last line
+    that is not a backtrace's frame or bookkeeping (``empty`` where there is none)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip() and not NOT_A_CAUSE.match(line)]
+    for pattern in CAUSES:
+        found = [line for line in lines if pattern.search(line)]
+        if found:
+            return found[-1][:width]
+    return lines[-1][:width] if lines else empty

@@ -7,18 +7,20 @@ import re
 from pathlib import Path
 
 from . import layout
+from .artifacts.kinds import content_digest, runtime_id
 from .artifacts.kinds import kind as runtime_kind
-from .artifacts.kinds import runtime_id
+from .artifacts.runtimes import made_with
 from .artifacts.source_kinds import artifact_id, source
+from .artifacts.sources import artifact_sources
 from .experiment import arms_identity, check_seeds, experiment_file, experiment_key, study_bugs
 from .harness.registry import ARMS
 from .identities import Artifact, Bug, Study
-from .io import ConfigError, config_file, read_json
+from .io import ConfigError, InputError, config_file, read_json
 from .models import model_of
 from .reach.run import gate
-from .records import trained_on
-from .sheet import validate
-from .stats.decisions import pairs_for_rate
+from .records import ran_in, record_paths, record_status, trained_on
+from .sheet import sheet_missing, validate
+from .stats.decisions import pairs_for_rate, stops
 
 
 class Plan:
@@ -72,7 +74,7 @@ class Plan:
         keys, self.experiments = self._experiments(specs)
         self.bugs = {bug: Bug(bug, keys[bug], spec) for bug, spec in specs.items()}  # name -> Bug
         for bug in self.bugs:
-            check_seeds(Path(self.bug(bug).seeds), bug)
+            check_seeds(Path(self.bug(bug).seeds), bug, config["train"]["study_seed"], config["train"]["seed_policy"])
         self.reach_artifacts = {bug: self._reach_artifact(bug, recipe_sha, target) for bug in self.bugs}
         refused = sorted((why, a.ident) for a in self.artifacts.values()
                          if (why := runtime_kind(a.kind).refusal(a.spec["source"])))
@@ -87,7 +89,7 @@ class Plan:
         release or diff changed trains new runs beside them, and a change back finds them again.
         Runs of the layout before, keyed without the arms, are read where they are when every one
         of them was trained on these arms (``records.trained_on``)."""
-        keys, experiments = {}, {}
+        keys, experiments, self.runtime_contents = {}, {}, {}
         for bug, spec in specs.items():
             runtime = "+".join(sorted({self.artifacts[spec["arms"][arm]["artifact"]].runtime for arm in ARMS}))
             arms = arms_identity(spec)
@@ -97,8 +99,72 @@ class Plan:
                     [layout.BUG_RUNS.format(bug=bug, key=before["key"]),
                      layout.BUG_REPEATS.format(bug=bug, key=before["key"])], arms):
                 found = before
+            found, self.runtime_contents[bug] = self._in_contents(bug, spec, runtime, arms, found)
             keys[bug], experiments[found["key"]] = found["key"], found
         return keys, experiments
+
+    def _in_contents(self, bug, spec, runtime, arms, found):
+        """The experiment of a bug whose runs ran in a runtime of other content than its arm's
+        runtime has now (made again since with other bytes: ``steps.runtime``): its arms named with
+        their runtimes' contents, so new runs go beside the old ones (and a runtime made again as it
+        was finds them); and the content each arm's runs must run in (the train jobs refuse
+        another), "" where none is known yet."""
+        made = {arm: self._made_content(spec["arms"][arm]["artifact"]) for arm in ARMS}
+        ran = ran_in(layout.BUG_RUNS.format(bug=bug, key=found["key"]))
+        if any(made[arm] and ran.get(arm) and made[arm] != ran[arm] for arm in ARMS):
+            found = experiment_file(self.config["train"], runtime,
+                                    {arm: {**arms[arm], "runtime_content": made[arm]} for arm in ARMS})
+            ran = ran_in(layout.BUG_RUNS.format(bug=bug, key=found["key"]))
+        return found, {arm: made[arm] or ran.get(arm, "") for arm in ARMS}
+
+    def _made_content(self, ident):
+        """The content of artifact ``ident``'s runtime as made now (``kinds.content_digest``), or ""
+        where it is not made, failed or does not read."""
+        path = Path(self.artifacts[ident].runtime_json)
+        try:
+            record = read_json(path) if path.is_file() else None
+        except InputError:
+            return ""
+        return content_digest(record) if isinstance(record, dict) and record.get("kind") \
+            and record.get("status") != "failed" else ""
+
+    def runtime_made_with(self, ident):
+        """What the runtime of artifact ``ident`` is made with besides the artifact, compared with
+        the last run's (the runtime rule's tracked param: an edit remakes it): the extra
+        requirements, what the model needs of it (the torchvision table) and its kind's own
+        settings (runtime.<kind>). Where neither of the last two applies, the requirements alone,
+        the value this param had before they existed: such a runtime is kept."""
+        kind = self.artifacts[ident].kind
+        made, runtime_cfg = {}, self.config["runtime"]
+        if self.model.runtime_needs() is not None:
+            made["model_needs"] = self.model.runtime_needs()
+        if runtime_kind(kind).settings_schema:
+            made["kind_settings"] = runtime_cfg.get(kind, {})
+        return {"requirements": runtime_cfg["requirements"], **made} if made else runtime_cfg["requirements"]
+
+    def runtime_settings(self, ident):
+        """The settings the runtime of artifact ``ident`` is made with (``steps.runtime``; the job's
+        threads aside): its rule's, and ``bugimpact``'s when it makes one again in place."""
+        runtime_cfg = self.config["runtime"]
+        return {"interpreter": self.interpreter, **made_with(self.runtime_made_with(ident)),
+                "toolchain_json": self.toolchain_json() if self.kind.needs_toolchain else None,
+                "installer": runtime_cfg["installer"], "cache": runtime_cfg["cache"],
+                "object_cache": runtime_cfg["object_cache"], "sources": artifact_sources(self.config),
+                "model": {k: self.config["train"].get(k) for k in ("model", "model_options")}}
+
+    def lost_runtimes(self):
+        """The runtimes that whole runs of this study ran in whose records are gone (a folder
+        deleted by hand), with the bugs of those runs: the workflow would make them again and, a
+        missing input being a changed one, train those runs again. ``bugimpact run --bug`` and
+        ``retry-failed`` make each again in place first (``recovery``)."""
+        lost = {}
+        for name in sorted(self.bugs):
+            for arm in ARMS:
+                artifact = self.artifact_of(name, arm)
+                if not Path(artifact.runtime_json).exists() and any(
+                        record_status(p) == "ok" for p in record_paths(Path(self.bug(name).runs_folder) / arm)):
+                    lost.setdefault(artifact.runtime_json, []).append(name)
+        return lost
 
     def _reach_artifact(self, bug, recipe_sha, target):
         """The release a sheet bug's reach trace runs on (registered as an artifact), or None:
@@ -313,16 +379,6 @@ def _written(path):
     return read_json(path) if Path(path).exists() else None
 
 
-def sheet_missing(path):
-    """Said at the start where the config's sheet is not there: a first run makes it, and so does a
-    mistyped path, and either way the study has its controls only (the other sheets beside it
-    named, the one meant among them)."""
-    others = sorted(str(p) for p in path.parent.glob("*.csv")) if path.parent.is_dir() else []
-    beside = f"; beside it: {', '.join(others)}" if others else ""
-    return (f"the sheet {path} does not exist: this run makes it from the mined bugs, with no "
-            f"decisions, so the study has its controls only until rows there are accepted{beside}")
-
-
 def cannot_run(spec, config):
     """Why an accepted sheet row cannot run in this study, or "": unresolved (no commits and no
     diff where its arms need them), or an artifact the configured runtime cannot run."""
@@ -334,9 +390,3 @@ def cannot_run(spec, config):
                 "resolver, or type both SHAs in the sheet")
     kind = runtime_kind(config["runtime"]["kind"])
     return next((why for why in map(kind.refusal, sorted({a["source"] for a in arms})) if why), "")
-
-
-def stops(decision):
-    """Whether a decision ends its bug's runs: the early decision found it not triggered, or a
-    group-sequential look stopped it (impact or futility)."""
-    return decision.get("decision") in ("not_triggered", "impact", "futility")

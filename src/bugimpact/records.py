@@ -2,6 +2,7 @@
 with what to do, instead of failing a later step with a bare parse error."""
 from pathlib import Path
 
+from .experiment import run_seed
 from .harness.registry import RECORD_SCHEMA, record_digest
 from .io import InputError, read_json
 
@@ -25,6 +26,20 @@ def problem(record):
                     "(written by another harness version)")
         if not isinstance(record.get("metrics"), dict) or not isinstance(record.get("fingerprints"), dict):
             return "no 'metrics' or 'fingerprints'"
+        return _seed_problem(record["spec"])
+    return None
+
+
+def _seed_problem(spec):
+    """A run that did not run with its seed as the study derives it (trained from an edited seeds
+    archive), in words; None where it did (or its spec does not say how it was derived)."""
+    try:
+        want = run_seed(spec["study_seed"], spec["bug"], spec["seed_policy"], int(spec["run"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if spec.get("seed") != want:
+        return (f"it ran with seed {spec.get('seed')!r}, which is not run {spec['run']}'s as the study derives it "
+                f"({want}): trained from an edited seeds archive")
     return None
 
 
@@ -71,6 +86,25 @@ def trained_on(folders, arms):
             return False
         seen = True
     return seen
+
+
+def ran_in(folder):
+    """The content of the runtime each arm's runs under ``folder`` (a bug's runs under one key) ran
+    in (``kinds.content_digest``, as the first whole record of the arm says it), by arm; an arm
+    none of whose records says is left out (none yet, or records of before they said)."""
+    found = {}
+    for path in record_paths(folder):
+        arm = path.parent.name
+        if arm in found:
+            continue
+        try:
+            record = read_json(path)
+            content = record["spec"].get("runtime_sha256") if record.get("status") == "ok" else None
+        except (InputError, KeyError, TypeError, AttributeError):
+            continue
+        if content:
+            found[arm] = content
+    return found
 
 
 def why_broken(path):

@@ -14,9 +14,14 @@ that is broken, failed or stale, with what the next run does once it is removed.
 An arms gate that stopped a bug for a failed arm is removed with the failures: Snakemake keeps
 an output whose inputs were removed, so a gate left in place would stop the bug for ever.
 
+A runtime that finished runs ran in is never removed: made again by the workflow, it would train
+them again (a missing input is a changed one). It is made again in place instead, now, with the
+settings it was made with (its record's, or the study's), and so is one whose record is gone
+(``Plan.lost_runtimes``); made again with the same content, nothing made from it changes.
+
 Nothing else is touched: a record that is whole stays, and so does everything made from it.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import layout
@@ -30,6 +35,7 @@ from .stats.failures import failure_text
 
 RETRAINED = "the next run trains it again"
 REMADE = "the next run makes it again"
+IN_PLACE = "finished runs ran in it: made again where it is, never removed"
 REMADE_GATE = "the next run makes it again from its arms' runtimes, and the runs it lets through"
 # Snakemake keeps an output whose input was removed: what was made from a stale record, and is
 # whole, is kept, and the record is made again when a job needs it
@@ -39,13 +45,15 @@ STALE = "made again when a job needs it (what was made from it and is whole is k
 @dataclass(frozen=True)
 class Finding:
     path: Path
-    state: str  # broken, failed, skipped, stale, or refused (a fix a release cannot take)
+    state: str  # broken, failed, skipped, stale, gone, or refused (a fix a release cannot take)
     why: str
     then: str  # what the next workflow run does once it is removed
+    # a runtime that finished runs ran in: made again in place with these settings, never removed
+    settings: dict = field(default=None, compare=False, repr=False)
 
     def line(self, done=""):
         """What was done (``done``), or, where nothing was yet, what removing it leads to."""
-        then = self.then if done else f"once removed, {self.then}"
+        then = self.then if done or self.settings is not None else f"once removed, {self.then}"
         return f"{done + ' ' if done else ''}{self.path}: {self.state} ({self.why}); {then}"
 
 
@@ -77,12 +85,27 @@ def of_runtimes(paths):
                     REMADE)
 
 
-def of_checks(paths):
-    """The broken and failed among these override checks (``overrides.check.read``): made again
-    by the next run, from the runtime as it is then (a runtime that failed has its own record)."""
+def of_checks(paths, runtimes=layout.RUNTIMES):
+    """The broken and failed among these override checks (``overrides.check.read``, each held to
+    its artifact's runtime under ``runtimes``): made again by the next run, from the runtime as it
+    is then (a runtime that failed has its own record)."""
     def failed(check):
         return ("failed", check.get("reason", "")) if check.get("outcome") == "failed" else None
-    return _of_made(paths, failed, lambda check: [], REMADE, read=read_check)
+
+    def read(path):
+        return read_check(path, _runtime_of(path, runtimes))
+    return _of_made(paths, failed, lambda check: [], REMADE, read=read)
+
+
+def _runtime_of(check, runtimes):
+    """The runtime record a check (``results/checks/<key>/<artifact>.json``) is of: its artifact's
+    one runtime under ``runtimes`` (None where there is not exactly one, or it does not read: the
+    check's own ``runtime`` is then read, where it names one)."""
+    found = sorted(Path(runtimes).glob(f"*/{Path(check).stem}/runtime.json"))
+    try:
+        return read_json(found[0]) if len(found) == 1 else None
+    except InputError:
+        return None
 
 
 def of_gates(paths):
@@ -146,33 +169,92 @@ def _short(text, width=300):
 
 def under(runs=layout.RUNS, repeats=layout.REPEATS, artifacts=layout.ARTIFACTS,
           runtimes=layout.RUNTIMES, gates=layout.ARMS_GATES, checks=layout.CHECKS):
-    """Every finding under the results' folders, of every study."""
-    return (of_runs(record_paths(runs) + record_paths(repeats))
-            + of_artifacts(sorted(Path(artifacts).glob("*/manifest.json")))
-            + of_runtimes(sorted(Path(runtimes).glob("*/*/runtime.json")))
-            + of_checks(sorted(Path(checks).glob("*/*.json")))
+    """Every finding under the results' folders, of every study (a runtime whose artifact finished
+    runs ran on is made again in place, with the settings its record keeps, where it keeps them)."""
+    records = record_paths(runs) + record_paths(repeats)
+    ran_on = {_artifact_of(p) for p in records if record_status(p) == "ok"}
+    found = of_runtimes(sorted(Path(runtimes).glob("*/*/runtime.json")))
+    return (of_runs(records) + of_artifacts(sorted(Path(artifacts).glob("*/manifest.json")))
+            + [in_place(f, _kept_settings(f.path)) if f.path.parent.name in ran_on else f for f in found]
+            + of_checks(sorted(Path(checks).glob("*/*.json")), runtimes)
             + of_gates(sorted(Path(gates).glob("*/*.json"))))
+
+
+def _artifact_of(record):
+    try:
+        return read_json(record)["spec"]["artifact"]
+    except (InputError, KeyError, TypeError):
+        return None
+
+
+def _kept_settings(runtime_json):
+    """The settings a runtime's record keeps (``made_with``), or None (unreadable, or made before
+    records kept them)."""
+    try:
+        return read_json(runtime_json).get("made_with")
+    except (InputError, AttributeError):
+        return None
 
 
 def of_plan(plan, bugs=None):
     """The findings of a study's bugs (``bugs``: these only): their run records and repeats, the
-    manifests of their arms' artifacts, those artifacts' runtimes, and the bugs' arms gates."""
+    manifests of their arms' artifacts, those artifacts' runtimes (one that finished runs ran in
+    made again in place, with the study's settings, where it is not whole or gone), and the bugs'
+    arms gates."""
     names = sorted(plan.bugs) if bugs is None else list(bugs)
     made = {plan.artifact_of(bug, arm) for bug in names for arm in ARMS}
     made = sorted(made, key=lambda a: a.ident)
     records = [p for bug in names for folder in (plan.bug(bug).runs_folder, plan.bug(bug).repeats_folder)
                for p in record_paths(folder)]
+    used = {plan.artifact_of(bug, arm).runtime_json for bug in names for arm in ARMS
+            if any(record_status(p) == "ok" for p in record_paths(Path(plan.bug(bug).runs_folder) / arm))}
+    settings = {a.runtime_json: {**plan.runtime_settings(a.ident), "kind": a.kind, "artifact_manifest": a.manifest,
+                                 "artifact_spec": a.spec} for a in made if a.runtime_json in used}
+    lost = [Finding(Path(path), "gone", f"finished runs of {', '.join(bugs_of)} ran in it", IN_PLACE)
+            for path, bugs_of in plan.lost_runtimes().items() if set(bugs_of) & set(names)]
     return (of_runs(records) + of_artifacts([a.manifest for a in made])
-            + of_runtimes([a.runtime_json for a in made])
+            + [in_place(f, settings.get(str(f.path))) for f in lost + of_runtimes([a.runtime_json for a in made])]
             + of_checks([path for bug in names for path in plan.override_checks(bug).values()])
             + of_gates([plan.bug(bug).arms_gate for bug in names]))
 
 
+def in_place(finding, settings):
+    """A runtime's finding, made again in place with ``settings`` where finished runs ran in it
+    (``settings`` not None), else removed as any other."""
+    return finding if settings is None else replace(finding, then=IN_PLACE, settings=settings)
+
+
 def remove(findings, dry=False):
-    """Remove each finding's record, saying each and what the next run does; returns the lines."""
+    """Remove each finding's record (a runtime that finished runs ran in: make it again in place,
+    ``steps.runtime.made_again``), saying each and what the next run does; returns the lines."""
     lines = []
     for finding in findings:
+        if finding.settings is None:
+            if not dry:
+                Path(finding.path).unlink(missing_ok=True)
+            lines.append(finding.line("would remove" if dry else "removed"))
+            continue
         if not dry:
-            Path(finding.path).unlink(missing_ok=True)
-        lines.append(finding.line("would remove" if dry else "removed"))
+            try:
+                _made_again(finding)
+            except (RuntimeError, InputError) as exc:
+                lines.append(f"not made again {finding.path}: {exc}")
+                continue
+        lines.append(finding.line("would make again" if dry else "made again"))
     return lines
+
+
+def _made_again(finding):
+    """A runtime finding's runtime made again in place; its artifact first where its manifest is
+    gone too (removed here as stale, or by hand), unless a docker build makes it (hours: the
+    workflow's)."""
+    from .steps import artifact  # the steps (an artifact's download, the override's build, the
+    from .steps.runtime import made_again  # installers): only when a runtime is made again
+    settings = dict(finding.settings)
+    spec, manifest = settings.pop("artifact_spec", None), settings["artifact_manifest"]
+    if not Path(manifest).exists():
+        if spec is None or source(spec["source"]).built:
+            raise RuntimeError(f"its artifact {manifest} is gone too, and a docker build makes it: "
+                               "`snakemake --until docker_build` first")
+        artifact(settings["sources"], spec, manifest)
+    made_again(finding.path, settings, f"{finding.state}: {finding.why}")

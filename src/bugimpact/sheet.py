@@ -239,3 +239,13 @@ def funnel(sheet_rows):
     out += [(f"rejected:{reason}", count) for reason, count in sorted(reasons.items())]
     out.append(("gone_from_mining", sum(1 for r in sheet_rows if r.get("mined") == "gone")))
     return [{"stage": s, "count": c} for s, c in out]
+
+
+def sheet_missing(path):
+    """Said at the start where the config's sheet is not there: a first run makes it, and so does a
+    mistyped path, and either way the study has its controls only (the other sheets beside it
+    named, the one meant among them)."""
+    others = sorted(str(p) for p in path.parent.glob("*.csv")) if path.parent.is_dir() else []
+    beside = f"; beside it: {', '.join(others)}" if others else ""
+    return (f"the sheet {path} does not exist: this run makes it from the mined bugs, with no "
+            f"decisions, so the study has its controls only until rows there are accepted{beside}")

@@ -47,16 +47,13 @@ def bug_row(plan, bug, verdicts=None):
         runs += f" (+{planned - len(needed)} skipped)"
     verdict = (_own_verdict(plan, bug, bug in (verdicts or {}))
                or (verdicts or {}).get(bug, {}).get("verdict", ""))
-    todo = runnable is None or failed or states.count("missing") or not verdict or (
-        runnable is False and _made_again(plan, bug))
+    # a verdict made before one of its records broke or failed (a check, a runtime) no longer stands
+    remake = [f for f in of_plan(plan, [bug]) if f.state != "refused"]
+    if verdict and remake:
+        verdict = f"{verdict} (stale: {len(remake)} of its records to make again)"
+    todo = runnable is None or failed or states.count("missing") or not verdict or remake
     return {"bug": bug, "sheet": decision, "arms": arms, "runs": runs, "failed": failed or "",
             "verdict": verdict or "-", "next": command(plan, "run", "--bug", bug) if todo else ""}
-
-
-def _made_again(plan, bug):
-    """Whether ``bugimpact run --bug`` would try again what stops a bug that cannot run: a failed
-    or stale arm (not a refused fix, nor a reach verdict)."""
-    return any(f.state != "refused" for f in of_plan(plan, [bug]))
 
 
 def _own_verdict(plan, bug, table_has_it):
@@ -108,8 +105,9 @@ def summary(plan):
     found = [f for f in of_plan(plan) if f.state != "refused"]  # a refusal: the bug's arms say it
     if found:
         lines.append(f"{len(found)} record(s) to make again: a plain `snakemake` keeps them; "
-                     f"`{command(plan, 'retry-failed')}` removes them and the next run makes them "
-                     f"again (`{command(plan, 'run', '--bug', 'ID')}`: both, for one bug):")
+                     f"`{command(plan, 'retry-failed')}` removes them (makes a runtime finished runs ran "
+                     f"in again where it is) and the next run makes them again "
+                     f"(`{command(plan, 'run', '--bug', 'ID')}`: both, for one bug):")
         lines += [f"  {finding.line()}" for finding in found]
     if plan.sheet_missing and not Path(plan.config["sheet"]).exists():  # (a run may have made it since)
         lines.append(plan.sheet_missing)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .artifacts.common import RunTimeout
+from .artifacts.kinds import content_digest
 from .artifacts.launch import RunOptions, launch
 from .experiment import derive_seeds, experiment, experiment_attributes, read_experiment, run_seeds
 from .harness.registry import sealed
@@ -63,9 +64,11 @@ class Run:
 
     @property
     def spec(self):
-        """The harness's spec: a compiled fix's arm runs with its override library."""
+        """The harness's spec: a compiled fix's arm runs with its override library; the content of
+        the runtime it runs in is recorded (``runtime_sha256``: ``kinds.content_digest``)."""
+        content = {} if self.runtime.get("status") == "failed" else {"runtime_sha256": content_digest(self.runtime)}
         return build_spec(self.attributes, self.target, self.seed, self.data, self.data_sha256,
-                          **override_spec(self.runtime.get("override"), "arm"))
+                          **override_spec(self.runtime.get("override"), "arm"), **content)
 
     def train(self, options):
         """Train it (``options``: a ``RunOptions``); "ok" or "failed", its record written."""

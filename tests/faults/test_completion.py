@@ -248,7 +248,8 @@ def test_retry_failed_names_broken_records_and_the_next_run_makes_only_them(fini
     status = bugimpact(work, "status", "--config", "study.yaml")
     assert status.returncode == 0, status.stderr
     assert ("2 record(s) to make again: a plain `snakemake` keeps them; `bugimpact retry-failed --config "
-            "study.yaml` removes them and the next run makes them again") in status.stdout
+            "study.yaml` removes them (makes a runtime finished runs ran in again where it is) and the next run "
+            "makes them again") in status.stdout
     for path in broken:
         assert f"  {path}: broken (" in status.stdout
     out = bugimpact(work, "retry-failed", "--config", "study.yaml")

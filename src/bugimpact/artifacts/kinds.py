@@ -71,6 +71,19 @@ class RuntimeKind:
         libraries = [lib["library"] for lib in ((runtime.get("override") or {}).get("libraries") or {}).values()]
         return [path for path in [python, *libraries] if path and not os.path.exists(path)]
 
+    def content(self, runtime):
+        """What a made runtime computes with, of its record: what its torch reports, the files its
+        artifact put there (a wheel, an overlay), a compiled fix's override libraries by their
+        bytes, what the model needed of it and the kind's own settings; not where it lies or how
+        long it took. A runtime made again with the same content is the same runtime
+        (``content_digest``): the runs made in it stand."""
+        override = runtime.get("override") or {}
+        return {"kind": runtime.get("kind"), "probe": runtime.get("probe"),
+                "wheel_sha256": (runtime.get("artifact") or {}).get("wheel_sha256"),
+                "overlay": runtime.get("overlay_installed"),
+                "libraries": {build: lib.get("sha256") for build, lib in sorted((override.get("libraries") or {}).items())},
+                "model_requirements": runtime.get("model_requirements"), "settings": runtime.get("settings")}
+
     def process(self, runtime, arguments, env):
         """How a harness process starts in this runtime: its command line (the runtime's Python
         with ``arguments``) and environment. A run's process and a fork server both start so,
@@ -155,6 +168,9 @@ class Docker(RuntimeKind):
     def lost(self, runtime):
         return []  # its interpreter is inside its image
 
+    def content(self, runtime):
+        return {**super().content(runtime), "image_id": runtime.get("image_id")}
+
     def identity(self, interpreter, recipe_sha):
         return "image", recipe_sha
 
@@ -179,6 +195,12 @@ def register(cls):
 
 runtime_kinds = KINDS.every  # name -> RuntimeKind, the plugins' included
 kind = KINDS.named
+
+
+def content_digest(runtime):
+    """The digest of a made runtime's content (``RuntimeKind.content``), by which its runs know it."""
+    text = json.dumps(kind(runtime["kind"]).content(runtime), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def runtime_pattern():

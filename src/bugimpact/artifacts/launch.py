@@ -43,7 +43,8 @@ def launch(runtime, spec, out, log_handle, options=None):
     job: there a job is one run, perhaps confined to its own GPU, and a server shared with other
     jobs could outlive its job or see another job's GPU. Nor for an interposed override library
     (``spec["preload"]``): it must be in the process before torch binds (``LD_PRELOAD``), which a
-    server that has imported torch already is not."""
+    server that has imported torch already is not; nor where the loader's record of the run is asked
+    for (``spec["bindings"]``, ``harness.loader``): it is the process's own, from its start."""
     options = options or RunOptions()
     preload = spec["override"] if spec.get("preload") else None
     kind = runtime_kind(runtime["kind"])
@@ -53,7 +54,8 @@ def launch(runtime, spec, out, log_handle, options=None):
     with GpuLock(pool, options.runs_per_gpu, options.timeout, holder=holder) as lock:
         log_handle.write(f"device {spec.get('device', 'cpu')}: {lock.how}\n")
         log_handle.flush()
-        if options.fork_server and kind.forks and not os.environ.get("SLURM_JOB_ID") and not preload:
+        if options.fork_server and kind.forks and not os.environ.get("SLURM_JOB_ID") and not preload \
+                and not spec.get("bindings"):
             try:
                 return run_forked(runtime, spec, out, log_handle, harness_env(options.threads, host_packages=kind.host_packages),
                                   lock.device, options.timeout)
@@ -61,6 +63,8 @@ def launch(runtime, spec, out, log_handle, options=None):
                 log_handle.write(f"{exc}: this run goes in a process of its own\n")
                 log_handle.flush()
         env = harness_env(options.threads, lock.device, kind.host_packages)
+        if spec.get("bindings"):  # the loader's record of what the run calls (``harness.loader``)
+            env.update(LD_DEBUG="bindings", LD_DEBUG_OUTPUT=spec["bindings"])
         if preload:
             env["LD_PRELOAD"] = " ".join(filter(None, (preload, env.get("LD_PRELOAD"))))
         try:

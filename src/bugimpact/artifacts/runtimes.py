@@ -318,3 +318,9 @@ def harness_env(threads, device=None, host_packages=False):
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(device)
     return env
+
+
+def made_with(value):
+    """The runtime rule's tracked ``requirements`` param as settings: the requirements list alone
+    (as it was before the model's needs and kind settings existed), or all of them."""
+    return value if isinstance(value, dict) else {"requirements": value}

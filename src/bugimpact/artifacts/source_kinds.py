@@ -20,7 +20,7 @@ from pathlib import Path
 from ..harness.files import sha256_file
 from ..harness.registry import ARMS
 from ..io import ConfigError, InputError, read_json
-from ..overrides.arm import prepare
+from ..overrides.arm import not_as_made, prepare
 from ..plugins import Registry
 from . import onefix
 from .diffs import fix_diff
@@ -271,13 +271,14 @@ class OneFix(Source):
         return arm.get("release", arm)
 
     def lost(self, manifest):
+        """Its release's, its overlay's and its kernel tree's files gone (a kernel file edited since
+        is one whose file the artifact was made with is gone: ``overrides.arm.not_as_made``)."""
         overlay = Path(manifest.get("overlay_dir") or ".")
-        kernels = manifest.get("kernels") or {"tree": ".", "sha256": {}}
         return source(manifest["release"]["source"]).lost(manifest) + [
             str(overlay / path) for path, digest in manifest.get("overlay", {}).items()
             if digest is not None and not (overlay / path).is_file()] + [
-            str(Path(kernels["tree"]) / path) for path in kernels["sha256"]
-            if not (Path(kernels["tree"]) / path).is_file()]
+            path if how == "gone" else f"{path} as made ({how})"
+            for path, how in not_as_made(manifest.get("kernels"))]
 
     def fetched(self, manifest, sources):  # its release's download, then its own files
         return super().fetched(source(manifest["release"]["source"]).fetched(manifest, sources), sources)

@@ -179,3 +179,13 @@ def wheel_manifest(source, wheel, started):
 
 def write_manifest(path, manifest):
     write_json(path, manifest)
+
+
+def artifact_sources(config):
+    """Where the artifact step gets wheels and fixes from: how it fetches, never what (the artifact
+    is named by its id), so the rule gives these as an untracked param."""
+    return {"wheel_cache": config["artifacts"]["wheel_cache"],
+            "pip_index_url": config["artifacts"]["pip_index_url"],
+            "fix_clone": config["artifacts"]["onefix"]["clone"] or config["resolve"].get("clone", ""),
+            "fix_api": config["artifacts"]["onefix"]["api"], "api_url": config["mine"]["api_url"],
+            "repo": config["repo"]}

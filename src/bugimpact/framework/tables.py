@@ -284,7 +284,6 @@ class Tables:
             (path, fn) for v in functions for path, fn in sorted(self.callers.get(v, ()),
                                                                  key=lambda c: (c[0], c[1].start))]
         ops, why, loose = self.affected_ops(changed) if changed else (set(), {}, set())
-        why = {op: f"{chain} (TH {', '.join(sorted(names))})" for op, chain in why.items()}
         if not entries:
             loose |= {f"{TH}: {n}" for n in sorted(names)}
         return ops, why, loose
@@ -300,11 +299,12 @@ class Tables:
         member's through the functions of its file that use its class) and DispatchStub
         registrations, ended at the operators' dispatch functions.
 
-        Returns ``(ops, why, loose)``: ``why`` maps an operator to the chain that reaches it;
+        Returns ``(ops, why, loose)``: ``why`` maps an operator to the chain that reaches it (the
+        functions from the changed one to the operator's, a tuple);
         ``loose`` names the functions that implement no operator, register no kernel and have no
         caller in the tables: called, if at all, from outside ATen/native, which cannot be bounded."""
         seen, ops, why, loose = set(), set(), {}, set()
-        queue = [(path, fn, fn.name) for path, fn in changed]
+        queue = [(path, fn, (fn.name,)) for path, fn in changed]
         while queue:
             path, fn, chain = queue.pop()
             if (path, fn.owner, fn.name) in seen:
@@ -318,18 +318,37 @@ class Tables:
                 why.setdefault(op, chain)
                 nexts.append(None)
             for stub in self.stub_of_kernel.get(fn.name, ()):
-                nexts += [(p, c, f"{chain} <- {stub} <- {c.name}") for p, c in self.callers.get(stub, ())]
+                nexts += [(p, c, (*chain, stub, c.name)) for p, c in self.callers.get(stub, ())]
             if fn.owner:
-                nexts += [(p, c, f"{chain} <- {c.name}") for p, c in self.class_users(fn.owner)
+                nexts += [(p, c, (*chain, c.name)) for p, c in self.class_users(fn.owner)
                           if c.owner != fn.owner]
             elif not implements:  # an operator's other callers go through the dispatcher: traced
                 local = fn.static and not path.endswith((".h", ".cuh", ".hpp"))
-                nexts += [(p, c, f"{chain} <- {c.name}") for p, c in self.callers.get(fn.name, ())
+                nexts += [(p, c, (*chain, c.name)) for p, c in self.callers.get(fn.name, ())
                           if (p == path or not local) and c.name != fn.name]
             if not nexts:
                 loose.add(f"{path}: {fn.owner + '::' if fn.owner else ''}{fn.name}")
             queue += [n for n in nexts if n is not None]
         return ops, why, loose
+
+
+    def calling_ops(self, names):
+        """Operators whose kernels can call any of the functions ``names``, directly or through
+        other functions, other operators' included (an ``at::relu`` inside another kernel is a
+        call by name): what can run them below autograd, where a profile does not look. An
+        over-approximation, by name."""
+        seen, ops, queue = set(), set(), list(names)
+        while queue:
+            name = queue.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for _, caller in self.callers.get(name, ()):
+                ops.update(self.ops_of_function.get(caller.name, ()))
+                queue.append(caller.name)
+            for stub in self.stub_of_kernel.get(name, ()):
+                queue.append(stub)
+        return ops
 
 
 def cached_tables(tree, cache_dir):

@@ -9,4 +9,5 @@ HARNESS_VERSION = "2"
 # What a reach trace records (``trace.traced``). The reach_trace rule's params hold it: bump it when
 # a trace records something new, and traces made before are made again (their verdicts would say
 # ``unknown`` for what they lack).
-TRACE_VERSION = 4  # 2: the binding classes' methods; 3: and their binding types' properties; 4: without the recorder's own probe
+TRACE_VERSION = 5  # 2: the binding classes' methods; 3: and their binding types' properties; 4: without the
+# recorder's own probe; 5: the release's own C++ functions the run called (``loader``)

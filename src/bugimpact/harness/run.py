@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import HARNESS_VERSION, data, determinism, environment, faults, metrics, models, overrides
+from . import HARNESS_VERSION, data, determinism, environment, faults, loader, metrics, models, overrides
 from .registry import RECORD_SCHEMA, sealed
 
 
@@ -256,6 +256,8 @@ def execute(spec, out):
         return DIVERGED
     record.update({"status": "ok", "record_schema": RECORD_SCHEMA, "spec": spec,
                    "harness_version": HARNESS_VERSION, "wall_s": time.time() - started})
+    if loader.MARK:  # where the loader's record of this run's calls begins, where it was asked for
+        record["loader"] = loader.MARK
     write_atomic(out, sealed(record))
     _log(spec, "accuracy %.4f, record %s" % (record["metrics"]["accuracy"], out))
     return 0

@@ -11,6 +11,8 @@ evaluates one test batch, and records:
   package), and the source of every torch module loaded, so the host can place a fix's hunks in the
   very files that ran, and tell import-time lines (run before the trace started) from function
   bodies;
+- where the run began in the dynamic loader's record of the release's own functions it bound,
+  where the launcher asked for one (``loader``: the host reads what it called from there);
 - the methods of Tensor and of the Storage classes called, by name, their binding's properties
   read (``grad``) and set (``grad=``), and the names looked up on one and missing
   (``BindingMethods``): a binding in their torch._C tables runs only when one is called or read,
@@ -27,7 +29,7 @@ import zlib
 
 import torch
 
-from . import TRACE_VERSION
+from . import TRACE_VERSION, loader
 
 
 def build_config():
@@ -334,4 +336,4 @@ def traced(spec, train):
             "lines": dict((rel(p), sorted(n)) for p, n in lines.lines.items()),
             "methods": methods.record(), "methods_unrecorded": methods.unrecorded(),
             "sources": dict((rel(p), pack(text)) for p, text in sources.items()),
-            "fingerprints": record["fingerprints"], "wall_s": time.time() - started}
+            "fingerprints": record["fingerprints"], "loader": loader.MARK, "wall_s": time.time() - started}

@@ -18,6 +18,7 @@ from .. import layout
 from ..framework import cpp, patch
 from ..framework.apply import NoDirection, NotPlaced, direction_of, merged, place
 from ..framework.tables import cached_tables
+from ..harness.files import sha256_file
 from ..io import atomic_open
 from . import parts, release_source
 from .parts import Refused
@@ -161,7 +162,7 @@ def made_on(fix, source, files, version):
     except NoDirection as exc:
         raise Refused(str(exc)) from None
     except NotPlaced as exc:
-        raise Refused(f"the fix does not apply to torch {version}'s own files "
+        raise Refused(f"the fix does not apply to torch {version}'s own files as {source.read_from} has them "
                       f"({'in reverse' if fix_in_release else 'forwards'}): {exc}") from None
     removed = sorted(path for path in files if path in placed and placed[path] is None)
     if removed:  # seen: pr33534 added cpu/CatKernel.cpp, so taking it back on 1.5.0 removes it
@@ -170,7 +171,7 @@ def made_on(fix, source, files, version):
     if all(placed.get(path, data) == data for path, data in files.items()):
         # seen: a fix in the branch point's history that a later commit took back (pr27211)
         raise Refused(f"making the fix {'in reverse' if fix_in_release else 'forwards'} changes none of torch "
-                      f"{version}'s own files: the release "
+                      f"{version}'s own files ({source.read_from}): the release "
                       f"{'no longer holds it (a later commit undid or replaced it)' if fix_in_release else 'holds it already'}"
                       ", so both arms would be the release")
     return fix_in_release, placed, placement
@@ -192,6 +193,20 @@ def write_tree(tree, source, sides):
         with atomic_open(tree / "include" / name, "wb") as handle:
             handle.write(b"/* bugimpact: a stand-in; no source of the release holds this header */\n")
     return digests
+
+
+def not_as_made(part):
+    """The files of a kernel part's tree (``prepare``) that are not those it was made with, each
+    with how: ``gone``, or ``edited since`` (its sha256 is not the manifest's). A tree edited
+    since would build an arm that is neither the release nor the fix."""
+    tree = Path((part or {}).get("tree") or ".")
+    out = []
+    for name, digest in sorted(((part or {}).get("sha256") or {}).items()):
+        if not (tree / name).is_file():
+            out.append((str(tree / name), "gone"))
+        elif sha256_file(tree / name) != digest:
+            out.append((str(tree / name), "edited since"))
+    return out
 
 
 def prepare(kernels, sources, arm, wheel, version, folder):

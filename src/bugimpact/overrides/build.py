@@ -42,7 +42,9 @@ from ..framework.paths import part_of
 from ..harness.files import sha256_file
 from . import release_build, release_locals, stubs
 from .arm import changed_functions as arm_changed
+from .arm import not_as_made
 from .check import source_name
+from .objects import the_release_in_the_arm
 from .registration import defined_functions, registration_source, registrations
 from .release_build import (
     LACKS,
@@ -118,6 +120,10 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     kernel = stubs.kernel_flags(settings) if stub_files else []
     libs = torch_libs(settings["lib"])
     source_tree = Path(compiled["tree"])
+    edited = not_as_made(compiled)
+    if edited:
+        raise BuildRefused(f"{edited[0][0]} is not the file the artifact was made with ({edited[0][1]}): "
+                           "`bugimpact retry-failed` makes the artifact again")
     folder = Path(folder).resolve()  # a run loads its library from wherever it runs
     if folder.exists():
         shutil.rmtree(folder)
@@ -144,7 +150,9 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     standins = (compiled.get("source") or {}).get("standins", ())
     needed = missing_headers([job for job in jobs if job[0] != "canary"], standins)
     provided = provide_headers(needed, settings, libs, third_party, standins)
-    run_all(jobs, log, threads, cache)
+    same = the_release_in_the_arm(jobs, run_all(jobs, log, threads, cache))
+    if same:
+        raise BuildRefused(same)
     shared = folder / "shared"
     shared.mkdir(exist_ok=True)
     if interposed:

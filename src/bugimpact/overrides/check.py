@@ -19,10 +19,14 @@ by name; the release run's profile is not needed. A stub kernel has no operator 
 either: a library with stub kernels counts the canary's entries into the functions the fix
 changes beside the operators it registers.
 
-A check record is read by ``read``: one without an outcome, or that does not read as a check, is
-broken, never a pass.
+A check record is read by ``read``: one without an outcome, that does not read as a check, whose
+fields contradict each other or whose seal is broken, or that is not of the arm's runtime as it is
+now, is broken, never a pass.
 """
+from pathlib import Path
+
 from ..framework.declarations import op_name
+from ..harness.registry import record_digest
 from ..io import InputError, read_json
 
 OUTCOMES = ("verified", "not exercised", "failed")
@@ -187,21 +191,84 @@ def _failed(reason):
     return {"outcome": "failed", "passed": False, "reason": reason}
 
 
-def read(path):
-    """A check record as it must be: a dict with an ``outcome`` of ``OUTCOMES`` (``passed`` true
-    exactly when it is not failed), or ``InputError`` naming the file and what is wrong. A check
-    of an arm without an override (``override: false``) and one of a failed runtime
-    (``outcome: runtime failed``) are records too."""
+def read(path, runtime=None):
+    """A check record as it must be, one whole, or ``InputError`` naming the file and what is
+    wrong: a dict with an ``outcome`` of ``OUTCOMES`` (``passed`` true exactly when it is not
+    failed), its seal whole (``harness.registry.sealed``: a value edited by hand breaks it), and
+    no field that contradicts another (``contradiction``). A check of an arm without an override
+    (``override: false``) and one of a failed runtime (``outcome: runtime failed``) are records
+    too. It must be of the arm's runtime as it is now (``runtime``: its record, else the one the
+    check names, where it is there): of the libraries it holds, by their bytes (``not_of``)."""
     record = read_json(path)
     if not isinstance(record, dict):
         raise InputError(path, f"a {type(record).__name__}, not a check record")
+    if "digest" in record and record["digest"] != record_digest(record):
+        raise InputError(path, "its contents do not match its digest: edited by hand", field="digest")
+    why = contradiction(record)
+    if why:
+        raise InputError(path, why[1], field=why[0])
+    if runtime is None and record.get("runtime") and Path(record["runtime"]).is_file():
+        try:
+            runtime = read_json(record["runtime"])
+        except InputError:
+            runtime = None  # the runtime's own record says what is wrong with it
+    why = not_of(record, runtime) if isinstance(runtime, dict) else ""
+    if why:
+        raise InputError(path, why, field="libraries")
+    return record
+
+
+def contradiction(record):
+    """(field, why) where a check record's fields contradict each other, else None: a pass whose
+    faithful build trained otherwise than the release, a verified arm with no call through the
+    library, a call named with no count of it, a not exercised arm that names calls."""
     if record.get("override") is False:
-        return record
+        return None
     outcome = record.get("outcome")
     if outcome == "runtime failed":
-        return record
+        return None if record.get("passed") is None else ("passed", "a check of a failed runtime that says it passed")
     if outcome not in OUTCOMES:
-        raise InputError(path, f"no outcome ({', '.join(OUTCOMES)}): not a check record", field="outcome")
+        return "outcome", f"no outcome ({', '.join(OUTCOMES)}): not a check record"
     if record.get("passed") is not (outcome != "failed"):
-        raise InputError(path, f"outcome {outcome!r} with passed {record.get('passed')!r}", field="passed")
-    return record
+        return "passed", f"outcome {outcome!r} with passed {record.get('passed')!r}"
+    if outcome == "failed":
+        return None
+    calls = record.get("workload_calls")
+    if record.get("faithful_identical") is not True:
+        return ("faithful_identical", f"outcome {outcome!r}, yet its faithful build did not train as the release "
+                f"(faithful_identical {record.get('faithful_identical')!r})")
+    if not isinstance(calls, list) or (outcome == "verified") != bool(calls):
+        return ("workload_calls", f"outcome {outcome!r} with the workload's calls through the library "
+                f"{calls!r}" + (": verified with none" if outcome == "verified" else ""))
+    counted = {**{op: n for op, n in (record.get("faithful_calls") or {}).items()},
+               **{fn: n for fn, n in (record.get("changed_calls") or {}).items()}}
+    uncounted = [name for name in calls if not (isinstance(counted.get(name), int) and counted[name] > 0)]
+    if uncounted:
+        return "workload_calls", f"names {', '.join(uncounted[:3])} among the workload's calls, with no count of them"
+    through = any(isinstance(n, int) and n > 0 for n in (record.get("faithful_calls") or {}).values())
+    if outcome == "verified" and record.get("route") == "registered" and through and not record.get("canary_entries"):
+        return "canary_entries", "verified, yet the canary (the rebuilt code, instrumented) never ran"
+    return None
+
+
+def not_of(record, runtime):
+    """Why a check that lets the arm run is not of ``runtime`` (the arm's runtime record as it is
+    now), or "": it says the arm has no override while the runtime carries one (or the other
+    way), or it checked other libraries than the runtime holds (made again since, with other
+    bytes). A failed check stops the arm whatever it was of."""
+    if runtime.get("status") == "failed" or record.get("outcome") == "failed":
+        return ""  # the runtime's own failure, or the check's, stops the arm
+    carries = bool(runtime.get("override"))
+    if record.get("override") is False or record.get("outcome") == "runtime failed":
+        return ("says the arm has no override library to check (or that its runtime failed), and its runtime "
+                "carries one") if carries else ""
+    if not carries:
+        return "checks an override library, and the arm's runtime carries none"
+    libraries = {b: lib.get("sha256") for b, lib in (runtime["override"].get("libraries") or {}).items()}
+    checked = {b: lib.get("sha256") for b, lib in (record.get("libraries") or {}).items()}
+    differ = sorted(b for b in libraries if checked.get(b) != libraries[b])
+    if differ:
+        return (f"checked other libraries than the runtime holds ({differ[0]}.so sha256 "
+                f"{str(checked.get(differ[0]))[:12]}, the runtime's {str(libraries[differ[0]])[:12]}): the "
+                "runtime was made again since")
+    return ""

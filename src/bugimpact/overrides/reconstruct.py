@@ -17,6 +17,7 @@ bit) vouches for a reconstruction, and every manifest made from one says it is o
 import fcntl
 import hashlib
 import json
+import logging
 import subprocess
 import time
 import zipfile
@@ -31,6 +32,7 @@ INCLUDE_MAP = (("ATen/", "aten/src/ATen/"), ("c10/", "c10/"), ("TH/", "aten/src/
                ("THNN/", "aten/src/THNN/"), ("torch/csrc/", "torch/csrc/"), ("caffe2/", "caffe2/"))
 WINDOW_DAYS = 120  # how long before its wheel a release may have been cut
 COARSE = 16  # commits between the first scores; then every commit around the best
+log = logging.getLogger("bugimpact")
 RECORD_VERSION = 1  # bump when what the search does changes: records are then made again
 MATCHED = 0.5  # of the wheel's headers, the least a branch point holds (measured: 98% and 95%)
 
@@ -75,6 +77,14 @@ def default_branch(clone):
     raise LookupError(f"clone {clone} has no branch to find a release's branch point on")
 
 
+def held(clone, commit, wanted):
+    """How many of the wheel's headers (``wanted``: source path -> blob id) ``commit`` holds byte
+    for byte."""
+    listing = git(clone, "ls-tree", "-r", commit, "--", "aten/src", "c10", "torch/csrc", "caffe2")
+    have = {line.split("\t", 1)[1]: line.split()[2] for line in listing.splitlines()}
+    return sum(1 for path, blob in wanted.items() if have.get(path) == blob)
+
+
 def branch_point(clone, wheel):
     """The commit of the default branch the release was cut from (module doc): its sha, date, how
     many of the wheel's headers it holds byte for byte of how many, and the commits that hold as
@@ -92,13 +102,9 @@ def branch_point(clone, wheel):
         raise LookupError(f"clone {clone} has no {branch} commit in the {WINDOW_DAYS} days before "
                           f"{Path(wheel).name} was made ({until})")
 
-    def score(commit):
-        listing = git(clone, "ls-tree", "-r", commit, "--", "aten/src", "c10", "torch/csrc", "caffe2")
-        have = {line.split("\t", 1)[1]: line.split()[2] for line in listing.splitlines()}
-        return sum(1 for path, blob in wanted.items() if have.get(path) == blob)
-    coarse = {i: score(commits[i][0]) for i in range(0, len(commits), COARSE)}
+    coarse = {i: held(clone, commits[i][0], wanted) for i in range(0, len(commits), COARSE)}
     best = max(coarse, key=lambda i: (coarse[i], -i))
-    fine = {i: coarse[i] if i in coarse else score(commits[i][0])
+    fine = {i: coarse[i] if i in coarse else held(clone, commits[i][0], wanted)
             for i in range(max(0, best - COARSE), min(len(commits), best + COARSE + 1))}
     top = max(fine.values())
     if top < MATCHED * len(wanted):
@@ -112,8 +118,9 @@ def branch_point(clone, wheel):
 
 def reconstruction(clone, wheel, wheel_sha256, version, record):
     """The branch point of torch ``version`` (its wheel ``wheel``) in ``clone``, searched once per
-    release wheel and clone: read from ``record`` when it was made for them, else searched and
-    written there, one search however many jobs ask at once."""
+    release wheel and clone: read from ``record`` when it was made for them and says what its
+    commit holds (``not_as_recorded``), else searched and written there, one search however many
+    jobs ask at once."""
     record = Path(record)
     record.parent.mkdir(parents=True, exist_ok=True)
     identity = {"version": version, "wheel_sha256": wheel_sha256, "clone": str(Path(clone).resolve()),
@@ -125,9 +132,30 @@ def reconstruction(clone, wheel, wheel_sha256, version, record):
                 made = json.loads(record.read_text())
             except ValueError:
                 made = {}
-            if all(made.get(k) == v for k, v in identity.items()):
-                return made
+            if isinstance(made, dict) and all(made.get(k) == v for k, v in identity.items()):
+                why = not_as_recorded(clone, wheel, made)
+                if not why:
+                    return made
+                log.warning("%s: %s; searched again", record, why)
         found = {**identity, **branch_point(clone, wheel)}
         write_json(record, found)
         return found
 
+
+def not_as_recorded(clone, wheel, made):
+    """Why a reconstruction record does not say what its branch point holds (its commit gone from
+    the clone, or another date or count of the wheel's headers: edited, or made from another
+    history), or "" where it does. Reading it costs one listing of the commit's tree."""
+    commit = str(made.get("branch_point", ""))
+    found = subprocess.run(["git", "-C", str(clone), "show", "-s", "--format=%cI", f"{commit}^{{commit}}", "--"],
+                           capture_output=True, text=True)
+    if not commit or found.returncode != 0:
+        return f"its branch point {commit[:12] or '(none)'} is not a commit of {clone}"
+    if found.stdout.strip() != made.get("branch_point_date"):
+        return f"its branch point {commit[:12]} was made {found.stdout.strip()}, not {made.get('branch_point_date')}"
+    wanted = {path: blob for path, blob in wheel_headers(wheel).values()}
+    have = held(clone, commit, wanted)
+    if [have, len(wanted)] != made.get("headers_matched") or have < MATCHED * len(wanted):
+        return (f"its branch point {commit[:12]} holds {have} of the wheel's {len(wanted)} headers, not the "
+                f"{made.get('headers_matched')} it says")
+    return ""

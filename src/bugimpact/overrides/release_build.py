@@ -296,7 +296,7 @@ def run_all(jobs, log, threads=None, cache=None):
     """Compile in parallel, ``threads`` at once (the job's; else one per core); the first failure
     refuses the build with its output. With ``cache`` (a folder: ``objects``), what was compiled
     before, by this build or another, is taken from it, and jobs that compile the same thing
-    compile it once."""
+    compile it once. Returns the objects taken from the cache: object -> the kept file."""
     with ThreadPoolExecutor(max_workers=max(1, threads or os.cpu_count() or 1)) as pool:
         digests = list(pool.map(lambda job: objects.key(job[2]), jobs)) if cache else [None] * len(jobs)
         # the job that compiles each input: the first with its digest (a job without one, its own)
@@ -308,9 +308,11 @@ def run_all(jobs, log, threads=None, cache=None):
                 return subprocess.run(cmd, capture_output=True, text=True)
             return objects.compiled(cache, digests[index], cmd)
         made = dict(zip(set(leaders), pool.map(run, set(leaders))))
-    failed = []
+    failed, kept = [], {}
     for index, (name, path, cmd) in enumerate(jobs):
         leader, out = leaders[index], made[leaders[index]]
+        if out is None:
+            kept[cmd[-1]] = str(objects.kept(cache, digests[index]))
         if out is None or leader != index:
             log.write(f"[{name}] {' '.join(cmd)}\n(not compiled: its input was compiled "
                       + ("before, and kept" if out is None else f"for [{jobs[leader][0]}] {jobs[leader][1]}")
@@ -334,3 +336,4 @@ def run_all(jobs, log, threads=None, cache=None):
             raise BuildRefused(f"compiling {path} failed for the release's own file too (the faithful build): "
                                f"{cause}: {NOT_THE_RELEASE}")
         raise BuildRefused(f"compiling {path} ({name} build) failed: {cause}")
+    return kept

@@ -22,6 +22,7 @@ build's check (the release's training, bit for bit) vouches for it. A header tha
 (a third-party submodule's, such as ``nnpack.h``) is compiled as an empty stand-in and named: a
 file that needed anything from it fails to compile, loudly.
 """
+import hashlib
 import io
 import json
 import re
@@ -37,6 +38,7 @@ from ..framework.tables import GitTree
 from ..harness.files import sha256_file
 from ..io import atomic_open
 from . import reconstruct
+from .archives import archive_of, serves
 
 # what says how the release registers its operators (``registration``); the last is torch 1.4's only
 YAMLS = ("aten/src/ATen/native/native_functions.yaml", "tools/autograd/derivatives.yaml",
@@ -67,6 +69,11 @@ class ReleaseSource:
         return {"origin": self.origin, "reconstructed": self.reconstructed,
                 "standins": sorted(self.standins), **self.facts}
 
+    @property
+    def read_from(self):
+        """Where its files were read, in words: the archive's path, or the clone and commit."""
+        return self.facts.get("archive") or self.origin
+
 
 @dataclass(frozen=True)
 class Release:
@@ -77,6 +84,16 @@ class Release:
     sha256: str
     headers: dict
     commit: str
+
+    @property
+    def identity(self):
+        """What a release source made for this release names it by (``serves``): its version, its
+        wheel's sha256, and a digest of the headers the wheel ships (the same release's wheel for
+        another Python ships the same headers)."""
+        digest = hashlib.sha256()
+        for name in sorted(self.headers):
+            digest.update(name.encode() + b"\0" + hashlib.sha256(self.headers[name]).digest())
+        return {"release": self.version, "wheel_sha256": self.sha256, "wheel_headers_sha256": digest.hexdigest()}
 
     @classmethod
     def of_wheel(cls, wheel, version):
@@ -212,22 +229,11 @@ def api_reader(client, repo, tag):
     return read
 
 
-ARCHIVE_SUFFIX = ".release.tar.xz"
-
-
-def archive_of(patch):
-    """The release source shipped beside a fix's patch: ``pr38674.diff`` -> the archive
-    ``pr38674.release.tar.xz``, or the folder ``pr38674.release/`` of the same members (plain
-    files a person can read: the compiled fault control's)."""
-    stem = Path(patch).with_name(Path(patch).name[:-len(".diff")])
-    folder = stem.with_name(stem.name + ".release")
-    return folder if folder.is_dir() else stem.with_name(stem.name + ARCHIVE_SUFFIX)
-
-
 def write_archive(path, source):
     """Ship a release source (``bin/release-sources``): a reproducible ``.tar.xz`` (sorted, no
     times or owners) holding ``SOURCE.json``, ``files/``, ``include/`` and ``yaml/``."""
-    facts = {k: v for k, v in source.describe().items() if k != "tree"}  # a clone of the maker's
+    # the maker's clone, and the archive a source was read from: not what the archive is
+    facts = {k: v for k, v in source.describe().items() if k not in ("tree", "archive")}
     members = {"SOURCE.json": json.dumps(facts, indent=1, sort_keys=True).encode() + b"\n"}
     members.update({f"files/{p}": d for p, d in source.files.items()})
     members.update({f"include/{n}": d for n, d in source.includes.items()})
@@ -239,9 +245,9 @@ def write_archive(path, source):
             tar.addfile(info, io.BytesIO(data))
 
 
-def read_archive(path, paths):
-    """The release source shipped in ``path``; ``paths``: the files the fix needs, each of which
-    the archive must hold."""
+def read_archive(path):
+    """The release source shipped in ``path``. Which release it serves is its ``SOURCE.json``'s to
+    say (``serves``)."""
     members = {}
     if Path(path).is_dir():
         members = {p.relative_to(path).as_posix(): p.read_bytes() for p in Path(path).rglob("*") if p.is_file()}
@@ -256,12 +262,9 @@ def read_archive(path, paths):
         facts = json.loads(members.pop("SOURCE.json"))
     parts = {head: {name[len(head) + 1:]: data for name, data in members.items()
                     if name.startswith(head + "/")} for head in ("files", "include", "yaml")}
-    missing = sorted(set(paths) - set(parts["files"]))
-    if missing:
-        raise LookupError(f"{path} does not hold {', '.join(missing)}")
     origin = facts.pop("origin")
-    return ReleaseSource(f"{origin} (shipped: {Path(path).name})", facts.pop("reconstructed"),
-                         parts["files"], parts["include"], facts.pop("standins"), parts["yaml"], facts)
+    return ReleaseSource(f"{origin} (shipped: {path})", facts.pop("reconstructed"), parts["files"],
+                         parts["include"], facts.pop("standins"), parts["yaml"], {**facts, "archive": str(path)})
 
 
 def find(sources, arm, release, paths, fix, record):
@@ -280,7 +283,8 @@ def find(sources, arm, release, paths, fix, record):
             if commit:
                 tree = CloneTree(clone, commit)
                 return from_tree(tree.read_bytes, where, _with_includers(tree, paths), release.headers,
-                                 f"clone {clone}", facts={"commit": commit, "tree": tree.where()}, tree=tree)
+                                 f"clone {clone}", facts={**release.identity, "commit": commit, "tree": tree.where()},
+                                 tree=tree)
         tried.append(f"clone {clone} has neither tag {tag} nor the release's commit "
                      f"{release.commit[:12] or '(the wheel names none)'}")
     if sources.get("fix_api"):
@@ -290,12 +294,19 @@ def find(sources, arm, release, paths, fix, record):
             from ..mine.github import GitHubClient  # PyGithub and requests: only when the API is asked
             client = GitHubClient(base_url=sources["api_url"])
             return from_tree(api_reader(client, sources["repo"], tag), f"tag {tag}", paths, release.headers,
-                             f"GitHub {sources['repo']}")
+                             f"GitHub {sources['repo']}", facts=release.identity)
     if arm.get("patch"):
         archive = archive_of(arm["patch"])
         if archive.exists():
-            return read_archive(archive, [p for p in paths if not p.endswith(".h")])
-        tried.append(f"no {archive.name} beside the patch")
+            shipped = read_archive(archive)
+            why = serves(shipped.facts, release)
+            missing = sorted(p for p in paths if not p.endswith(".h") and p not in shipped.files)
+            if not why and not missing:
+                return shipped
+            tried.append(f"{archive} is not torch {version}'s: {why}" if why else
+                         f"{archive} does not hold {', '.join(missing)}")
+        else:
+            tried.append(f"no {archive.name} beside the patch")
     if clone:
         return reconstructed(clone, arm, release, paths, fix, record)
     raise LookupError(f"no source of torch {version}'s own {', '.join(paths)}: "
@@ -326,7 +337,7 @@ def reconstructed(clone, arm, release, paths, fix, record):
                               f"the branch point's files: {exc}") from None
         changed = {p: data for p, data in made.items() if data is not None and p in files}
     tree = CloneTree(clone, commit, changed)
-    facts = {"release": release.version, "wheel_sha256": release.sha256, "branch_point": commit,
+    facts = {**release.identity, "branch_point": commit,
              "branch_point_date": found["branch_point_date"], "headers_matched": found["headers_matched"],
              "branch_point_ties": found["branch_point_ties"],
              "files_same_in_ties": all(_same_in(clone, tie, commit, rebuild) for tie in found["branch_point_ties"]),

@@ -1,17 +1,17 @@
-"""The workflow's reach steps: trace a workload on a release, and judge each fix against it."""
+"""The workflow's reach step: judge each fix against a trace of the workload on a release (the
+trace itself: ``steps.traces``)."""
 import logging
 import time
 from pathlib import Path
 
 from ..artifacts.diffs import fix_diff, fix_trees, landed_commits
-from ..artifacts.launch import launch_once
 from ..artifacts.source_kinds import source
 from ..framework import patch
 from ..framework.tables import DirTree, GitTree, SourceTree, cached_tables
 from ..io import read_json, write_json
 from ..layout import REACH_TABLES
 from ..overrides.release_source import archive_of, read_archive
-from ..train import RunTarget, _tail, short_spec
+from ..train import RunTarget, short_spec
 from .static import map_diff, needs_tables
 from .verdict import judge
 
@@ -23,22 +23,6 @@ def trace_spec(train_cfg, steps, data_npz, data_sha256, artifact, key=""):
     """The harness spec of a reach trace: the study's experiment, a seed of its own, the data."""
     return short_spec(train_cfg, RunTarget("__reach__", "trace", {"artifact": artifact}, 0, key),
                       data_npz, data_sha256, trace={"steps": steps})
-
-
-def trace(train_cfg, steps, runtime_json, data, key, artifact, out, log_path):
-    """One reach trace of the study's workload in a runtime; a trace that cannot run is recorded
-    (the bugs it serves become ``unknown``, never ``not reached``). ``data``: the prepared
-    challenge's .npz and its metadata JSON."""
-    data_npz, data_meta = data
-    runtime = read_json(runtime_json)
-    spec = trace_spec(train_cfg, steps, data_npz, read_json(data_meta)["sha256"], artifact, key)
-    if runtime.get("status") == "failed":
-        write_json(out, {"status": "failed", "reason": f"runtime: {runtime.get('reason', '?')}"})
-        return
-    with open(log_path, "a") as handle:
-        code = launch_once(runtime, spec, out, handle, train_cfg)
-    if code != 0 or not Path(out).exists():
-        write_json(out, {"status": "failed", "reason": f"trace exit {code}: {_tail(log_path, 600)}"})
 
 
 def tables_tree(sources, reach_cfg, arm, diff_text):
@@ -53,7 +37,7 @@ def tables_tree(sources, reach_cfg, arm, diff_text):
     if arm.get("patch"):
         archive = archive_of(arm["patch"])
         if archive.exists():
-            return SourceTree(read_archive(archive, []))
+            return SourceTree(read_archive(archive))
     folder = Path(reach_cfg.get("tables") or "")
     if not reach_cfg.get("tables") or not folder.is_dir():
         raise LookupError(

@@ -63,12 +63,28 @@ HUBS = re.compile(r"(^|/)(TensorIterator|DispatchStub|Loops|TensorIteratorReduce
 BINDINGS = re.compile(r"^torch/csrc/|^tools/autograd/templates/python_[^/]*\.cpp$")
 
 
+class Way(str):
+    """How a change reaches an operator: in words (the string itself), and as the functions on the
+    way, from the changed one to the operator's own (``functions``), which a trace's record of
+    the release's C++ calls is read against (``verdict.judge``) and the arms gate reads (which
+    stub a library fills)."""
+
+    def __new__(cls, functions=(), note=""):
+        words = " <- ".join(functions)
+        way = super().__new__(cls, f"{words} ({note})" if words and note else words or note)
+        way.functions = tuple(functions)
+        return way
+
+
 @dataclass
 class Mapping:
     python: list = field(default_factory=list)       # (path, [Hunk])
     scopes: dict = field(default_factory=dict)       # path -> {hunk index: [(where, function)]}
-    ops: dict = field(default_factory=dict)          # operator -> why (a chain of functions)
-    backward_ops: dict = field(default_factory=dict)  # operator -> why (its backward changed)
+    ops: dict = field(default_factory=dict)          # operator -> its Way (a chain of functions)
+    backward_ops: dict = field(default_factory=dict)  # operator -> its Way (its backward changed)
+    # operator -> operators whose kernels can call it (``Tables.calling_ops``): what may run it
+    # below autograd, where a trace cannot tell what the release's C++ called
+    carriers: dict = field(default_factory=dict)
     cuda: list = field(default_factory=list)         # CUDA-only files
     cuda_ops: dict = field(default_factory=dict)     # operators of CUDA kernels (reached on cuda)
     cuda_unknown: list = field(default_factory=list)  # what could not be bounded in CUDA sources
@@ -86,6 +102,8 @@ class Mapping:
         return {"python": [{"path": p, "hunks": len(h), "scopes": self.scopes.get(p, {})}
                            for p, h in self.python],
                 "ops": self.ops, "backward_ops": self.backward_ops, "cuda": self.cuda,
+                "chains": {op: list(way.functions) for op, way in sorted(self.ops.items())},
+                "carriers": {op: sorted(found) for op, found in sorted(self.carriers.items())},
                 "cuda_ops": self.cuda_ops, "cuda_unknown": self.cuda_unknown,
                 "not_shipped": self.not_shipped,
                 "frontend": self.frontend, "entered": [list(e) for e in self.entered],
@@ -265,6 +283,9 @@ def map_diff(diff_text, tables, old_tree=None, new_tree=None):
     for fd in patch.parse(diff_text):
         change = Change(fd, tables, old_tree, new_tree, mapping)
         next(handle for applies, handle in CHANGE_KINDS if applies(change))(change)
+    if tables is not None:
+        for op, way in mapping.ops.items():
+            mapping.carriers[op] = tables.calling_ops({op, *way.functions[-1:]}) - {op}
     return mapping
 
 
@@ -275,7 +296,7 @@ def _yaml_change(fd, tables, old_tree, new_tree, mapping, forward):
         entries = yaml_entries(text, key)
         hit = {e["op"] for e in entries for n in lines if e["start"] <= n <= e["end"]}
         for op in hit:
-            target.setdefault(op, f"its {fd.path} entry changed")
+            target.setdefault(op, Way(note=f"its {fd.path} entry changed"))
         if not hit:
             mapping.unknown.append(f"{fd.path}: a change outside any entry (near line "
                                    f"{hunk.new_start})")
@@ -326,7 +347,7 @@ def _native_change(fd, tables, old_tree, new_tree, mapping):
     ops, why, loose = tables.affected_ops(names) if names else (set(), {}, set())
     target = mapping.cuda_ops if cuda else mapping.ops
     for op in ops:
-        target.setdefault(op, why[op])
+        target.setdefault(op, Way(why[op]))
     for name in sorted(loose):
         mapping.unknown.append(f"{name}() implements no operator and has no caller in "
                                f"ATen/native (called from outside the tables, if at all)")
@@ -355,7 +376,7 @@ def _th_change(fd, tables, old_tree, new_tree, mapping):
     if unbounded:
         mapping.unknown.append(f"{fd.name}: {unbounded[min(unbounded)]}")
     if names:
-        _add_ops(mapping, *tables.th_ops(names), fd.name)
+        _add_ops(mapping, *tables.th_ops(names), fd.name, f"TH {', '.join(sorted(names))}")
 
 
 def _cwrap_change(fd, tables, old_tree, new_tree, mapping):
@@ -367,12 +388,12 @@ def _cwrap_change(fd, tables, old_tree, new_tree, mapping):
         if not hit:
             mapping.unknown.append(f"{fd.name}: a change outside any entry (near line {hunk.new_start})")
             continue
-        _add_ops(mapping, *tables.th_ops(hit), fd.name)
+        _add_ops(mapping, *tables.th_ops(hit), fd.name, f"TH {', '.join(sorted(hit))}")
 
 
-def _add_ops(mapping, ops, why, loose, path):
+def _add_ops(mapping, ops, why, loose, path, note=""):
     for op in ops:
-        mapping.ops.setdefault(op, why[op])
+        mapping.ops.setdefault(op, Way(why[op], note))
     for name in sorted(loose):
         mapping.unknown.append(f"{name}() implements no operator and has no caller in ATen/native "
                                f"or TH (called from outside the tables, if at all; changed in {path})")
@@ -385,4 +406,4 @@ def _formula_helpers(fd, tables, old_tree, new_tree, mapping):
         if not users:
             mapping.unknown.append(f"{fd.name}: {name}() is called by no derivatives.yaml formula")
         for op in users:
-            mapping.backward_ops.setdefault(op, f"its backward formula calls {name}()")
+            mapping.backward_ops.setdefault(op, Way((name,), f"its backward formula calls {name}()"))

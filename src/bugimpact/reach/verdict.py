@@ -16,6 +16,7 @@ import re
 
 from ..framework.cpp import PARALLEL_BACKENDS
 from ..framework.paths import why_unbounded
+from .loader import ran_on_the_way, short_names
 from .python_files import PythonFile, Uses, python_reach, unpack
 
 # ``t //= x`` runs ``__floordiv__`` where the type has no ``__ifloordiv__``: a fix adding an
@@ -50,15 +51,30 @@ def method_used(name, seen):
 
 
 def judge(mapping, trace):
-    """The verdict dict of one fix (a ``static.Mapping``) against one trace."""
+    """The verdict dict of one fix (a ``static.Mapping``) against one trace. An operator ran where
+    the profile names it, or where the trace's record of the release's own C++ calls names a
+    function on its way (the profiles of torch 1.x record an operator where autograd dispatches
+    it: one another operator's kernel calls below autograd is never in them); where a trace has
+    no such record, an operator a traced operator's kernel can call may have run (``carriers``):
+    unknown, never not reached."""
     device = trace.get("device", "cpu")
     traced_ops = set(trace["ops"])
+    called = trace.get("cpp_called")
+    ran = short_names(called) if called is not None else None
     reached, unknown, notes = [], list(mapping.unknown), []
     for op, why in sorted(mapping.ops.items()):
+        below = ran_on_the_way(op, why, ran) if ran is not None and op not in traced_ops else None
+        carried = sorted(set(mapping.carriers.get(op, ())) & traced_ops) if ran is None else []
         if op in traced_ops:
             reached.append(f"operator {op} ({why})")
+        elif below:
+            reached.append(f"operator {op} ({why}): the release's C++ called {below}, below the profile")
+        elif carried:
+            unknown.append(f"operator {op} ({why}): not in the profile, but the kernels of {', '.join(carried[:3])}, "
+                           "which ran, can call it below autograd, and this trace has no record of the release's "
+                           "C++ calls to tell")
     for op, why in sorted(mapping.backward_ops.items()):
-        if op in traced_ops:
+        if op in traced_ops or (ran is not None and ran_on_the_way(op, why, ran)):
             reached.append(f"backward of {op} ({why})")
     reached += [f"{table}: a binding table torch._C reads when it loads" for table in mapping.at_import]
     for method, why, watched in sorted([*((m, w, False) for m, w in mapping.methods.items()),
@@ -123,14 +139,16 @@ def judge(mapping, trace):
     else:
         verdict = "not reached"
     return {"verdict": verdict, "reached": reached, "unknown": unknown,
-            "not_reached": _not_reached(mapping, traced_ops, notes, device),
+            "not_reached": _not_reached(mapping, traced_ops, ran, notes, device),
             "torch_version": trace.get("torch_version"), "device": device,
             "tables": mapping.tables}
 
 
-def _not_reached(mapping, traced_ops, notes, device):
-    out = [f"operator {op} not dispatched" for op in sorted(set(mapping.ops) | set(mapping.backward_ops))
-           if op not in traced_ops]
+def _not_reached(mapping, traced_ops, ran, notes, device):
+    ways = {**mapping.backward_ops, **mapping.ops}
+    below = "" if ran is None else ", and the release's C++ called no function on its way"
+    out = [f"operator {op} not dispatched{below}" for op in sorted(ways)
+           if op not in traced_ops and not (ran is not None and ran_on_the_way(op, ways[op], ran))]
     if mapping.cuda and device != "cuda":
         out.append(f"CUDA-only: {', '.join(mapping.cuda[:4])}{' ...' if len(mapping.cuda) > 4 else ''}")
     if mapping.frontend:

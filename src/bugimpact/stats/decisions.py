@@ -141,3 +141,9 @@ def scope(ok, common):
 def scope_text(sc):
     return (f"on {sc['device']}; {sc['builds']}; {sc['seed_pairs']} seed pairs; fingerprinted: "
             f"{sc['fingerprinted']}")
+
+
+def stops(decision):
+    """Whether a decision ends its bug's runs: the early decision found it not triggered, or a
+    group-sequential look stopped it (impact or futility)."""
+    return decision.get("decision") in ("not_triggered", "impact", "futility")

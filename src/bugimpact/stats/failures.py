@@ -2,6 +2,8 @@
 named together."""
 import signal
 
+from ..failures import cause_line
+
 
 def grouped(failures):
     """``(arm, run, why)`` as one line per distinct reason: runs that failed alike are named
@@ -50,10 +52,4 @@ def failure_text(record):
             how = f"killed by {name} (exit {code})"
     if record.get("failure_class") == "diverged":
         how = "diverged"
-    return f"{how}: {_last_line(record.get('log_tail', ''))}"
-
-
-def _last_line(text):
-    lines = [line for line in (text or "").strip().splitlines()
-             if line.strip() and not line.startswith(("attempt ", "device "))]
-    return lines[-1][:300] if lines else "no output from the harness"
+    return f"{how}: {cause_line(record.get('log_tail', ''), empty='no output from the harness')}"

@@ -60,8 +60,11 @@ def _verdict(row):
     details = [row.get("reason", "")]
     details += [f"scope: {row['scope']}"] if row.get("scope") else []
     details += [f"reach: {row['reach_detail']}"] if row.get("reach_detail") else []
+    if row.get("contradiction"):  # first: a defect of reach, never a footnote
+        details.insert(0, f"CONTRADICTED: {row['contradiction']}")
+    reach = row.get("reach", "") + (" (contradicted)" if row.get("contradiction") else "")
     return {"css": row["verdict"].replace(" ", "-"), "bug": row["bug"], "label": row.get("label", ""),
-            "details": details, "verdict": row["verdict"], "reach": row.get("reach", ""),
+            "details": details, "verdict": row["verdict"], "reach": reach,
             "effect": effect, "p": _fmt(row.get("min_adjusted_p", "")), "mde": mde,
             "runs": f"{row.get('n_buggy', '')} + {row.get('n_corrected', '')}"}
 

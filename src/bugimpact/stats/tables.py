@@ -21,15 +21,14 @@ VERDICTS = ("impact", "no evidence of impact", "not triggered", "not triggered o
             "identical runs", "not reached", "not reached on cpu", "incomplete")
 VERDICT_COLUMNS = ("bug", "row", "kind", "label", "verdict", "effect_metric", "effect",
                    "effect_low", "effect_high", "effect_level", "min_adjusted_p", "mde", "mde_alpha",
-                   "reason", "scope", "reach", "reach_detail",
+                   "reason", "scope", "reach", "reach_detail", "contradiction",
                    "primary_test", "pairs", "identical_pairs", "first_divergence_epoch",
                    "n_buggy", "n_corrected", "skipped", "stopped_at_stage", "runs_saved", "failed")
 
 
 def reach_columns(reach, verdict=""):
-    """The reach verdict of a bug and what it rests on, for verdicts.csv. Reach and the runs are
-    read together: reached without a changed bit is explained, and runs that differ where reach
-    said not reached are flagged (the mapping missed a path)."""
+    """The reach verdict of a bug and what it rests on, for verdicts.csv: reached without a changed
+    bit is explained (what ran where reach said not reached is a ``contradiction``)."""
     if not reach:
         return {"reach": "", "reach_detail": ""}
     line = summary_line(reach)
@@ -39,11 +38,25 @@ def reach_columns(reach, verdict=""):
     if reach.get("verdict") == "reached" and verdict.startswith("not triggered"):
         detail = ("reached, yet no bit changed: the changed code ran without changing a value "
                   "this workload computes (a path for inputs or settings it never has); " + detail)
-    elif reach.get("verdict", "").startswith("not reached") and verdict in ("impact",
-                                                                           "no evidence of impact"):
-        detail = ("runs differ although reach said not reached: the mapping missed a path, "
-                  "report it; " + detail)
     return {"reach": reach.get("verdict", ""), "reach_detail": detail}
+
+
+def contradiction(reach, verdict, checks):
+    """Where reach said a fix is not reached while what ran says it was, in words (else ""): an
+    override check that counted the workload's calls through the rebuilt code (``verified``), or
+    runs that differ. Never a footnote: a column of its own in verdicts.csv, the report's table of
+    contradictions, and the end of the workflow's run."""
+    if not (reach or {}).get("verdict", "").startswith("not reached"):
+        return ""
+    said = f"reach said {reach['verdict']}"
+    verified = sorted(arm for arm, c in (checks or {}).items() if c.get("outcome") == "verified")
+    if verified:
+        calls = ", ".join((checks[verified[0]].get("workload_calls") or [])[:4])
+        return (f"{said}, yet the {verified[0]} arm's override check counted the workload's calls through the "
+                f"rebuilt code ({calls}): a defect of reach's mapping or trace")
+    if verdict in ("impact", "no evidence of impact"):
+        return f"{said}, yet the runs differ: a defect of reach's mapping or trace"
+    return ""
 
 
 def _tested(family):
@@ -173,6 +186,7 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
                          "reason": reason, "scope": (f"{sc['device']}; {sc['builds']}; "
                                                      f"{sc['seed_pairs']} seed pairs") if sc else "",
                          **reach_columns(info.get("reach"), label),
+                         "contradiction": contradiction(info.get("reach"), label, info.get("override_checks")),
                          "primary_test": rows[0]["primary_test"] if rows else "",
                          "min_adjusted_p": min(finite) if finite else "",
                          "pairs": info["pairs"], "identical_pairs": info["identical_pairs"],
@@ -200,6 +214,8 @@ def study_tables(bug_jsons, bugs, study, stats_cfg, funnel_rows, out_pvalues, ou
     # what failed, bug by bug: the terminal prints these rows at the end of the workflow
     summary += [{"section": "failed", "name": f"{v['bug']}: {v['failed'][:300]}",
                  "count": len(v["failed"].split("; "))} for v in verdicts if v["failed"]]
+    summary += [{"section": "contradiction", "name": f"{v['bug']}: {v['contradiction']}", "count": 1}
+                for v in verdicts if v["contradiction"]]
     write_csv(out_summary, summary, ("section", "name", "count"))
     if out_checks:
         write_csv(out_checks, check_rows(study, loaded), CHECK_COLUMNS)

@@ -1,24 +1,20 @@
-"""Step 4: each arm's framework artifact (a docker build, a release wheel, a one-fix overlay)
-and the runtime it trains in; the arms gate that says whether a bug can run."""
+"""Step 4: each arm's framework artifact (a docker build, a release wheel, a one-fix overlay),
+its build's status, and the arms gate that says whether a bug can run (the runtime each arm
+trains in: ``steps.runtime``)."""
 import logging
 import time
 from pathlib import Path
 
-from .. import models
-from ..artifacts import runtimes
-from ..artifacts.kinds import kind as runtime_kind
 from ..artifacts.onefix import Refused, describe
-from ..artifacts.source_kinds import Lost, source
+from ..artifacts.source_kinds import source
 from ..artifacts.sources import ChecksumMismatch, write_manifest
-from ..failures import cause, logged, recorded
+from ..failures import logged, recorded
 from ..framework.declarations import op_name
 from ..io import InputError, read_json, write_csv, write_json
-from ..overrides.build import build
 from ..overrides.check import OUTCOMES
 from ..overrides.check import read as read_check
-from ..overrides.release_build import BuildRefused
-from ..overrides.release_source import open_tree
 from ..reach.run import JUDGED_AT, summary_line
+from .runtime import OVERRIDE_REFUSED
 
 log = logging.getLogger("bugimpact")
 
@@ -78,16 +74,6 @@ def build_summary(statuses, out):
                           "log_tail"))
 
 
-def artifact_sources(config):
-    """Where the artifact step gets wheels and fixes from: how it fetches, never what (the artifact
-    is named by its id), so the rule gives these as an untracked param."""
-    return {"wheel_cache": config["artifacts"]["wheel_cache"],
-            "pip_index_url": config["artifacts"]["pip_index_url"],
-            "fix_clone": config["artifacts"]["onefix"]["clone"] or config["resolve"].get("clone", ""),
-            "fix_api": config["artifacts"]["onefix"]["api"], "api_url": config["mine"]["api_url"],
-            "repo": config["repo"]}
-
-
 def artifact(sources, spec, out, toolchain_json=None):
     """A manifest for a non-docker artifact (the docker builds have their own step); ``sources``
     is ``artifact_sources``, ``toolchain_json`` the docker runtime's toolchain record.
@@ -118,95 +104,6 @@ def artifact(sources, spec, out, toolchain_json=None):
     return manifest
 
 
-OVERRIDE_REFUSED = "override build refused"  # how a runtime's reason says its override could not be built
-RUNTIME_SETTINGS = {"interpreter": None, "requirements": (), "toolchain_json": None,
-                    "installer": "uv", "cache": "data/cache/uv", "sources": None, "model": None,
-                    "kind_settings": None, "threads": None, "object_cache": None}
-
-
-def runtime(kind, artifact_manifest, out, settings=None):
-    """The runtime that trains on one artifact; one that cannot be made is a recorded failure.
-    ``settings`` (defaults: ``RUNTIME_SETTINGS``): the interpreter, extra ``requirements``,
-    the docker runtime's ``toolchain_json``, how a venv is made (``installer``,
-    uv or pip, and uv's ``cache``), where the artifact's downloads are fetched again from when
-    their cache lost them (``sources``: ``artifact_sources``), the study's ``model`` (its
-    ``train.model`` and options: what the runtime must hold for it, ``models``) and the kind's own
-    settings (``kind_settings``: ``runtime.<kind>``, kept in the record); ``threads``: the job's
-    (a compiled fix's override is built with as many compilers at once, its objects kept in
-    ``object_cache``)."""
-    manifest = read_json(artifact_manifest)
-    folder = Path(out).parent
-    if manifest.get("status") == "failed":
-        what = "build" if source(manifest["source"]).built else "artifact"
-        result = {"kind": kind, "status": "failed",
-                  "reason": f"{what} failed ({manifest.get('failure_class')}): {cause(manifest)}"}
-    else:
-        settings = {**RUNTIME_SETTINGS, **(settings or {})}
-        try:
-            # a cached download that has gone is fetched again (the same bytes) before it installs
-            manifest = source(manifest["source"]).fetched(manifest, settings["sources"])
-            pins = models.pins(settings["model"], manifest, runtime_kind(kind), settings["interpreter"],
-                               settings["sources"])
-            settings["requirements"] = [*settings["requirements"], *(f"{d}=={v}" for d, v in pins)]
-            result = runtime_kind(kind).make(manifest, folder, settings)
-            if pins:
-                result["model_requirements"] = models.held(pins, result)
-            if settings["kind_settings"] is not None:
-                result["settings"] = settings["kind_settings"]
-            if manifest.get("kernels"):  # a compiled fix: its override, built against this torch
-                result["override"] = _override(manifest["kernels"], result["python"], folder, settings)
-        except InputError:
-            raise
-        except BuildRefused as exc:
-            log.error("runtime %s: %s", kind, exc)
-            result = {"kind": kind, "status": "failed", "reason": f"{OVERRIDE_REFUSED}: {exc}"}
-        except models.Refused as exc:
-            log.error("runtime %s: %s", kind, exc)
-            result = {"kind": kind, "status": "failed", "reason": f"model refused: {exc}"}
-        except Lost as exc:
-            log.error("runtime %s: %s", kind, exc)
-            result = {"kind": kind, "status": "failed",
-                      "reason": f"artifact stale: {exc}; `bugimpact retry-failed` removes it, and "
-                                "the next run makes it again"}
-        except Exception as exc:  # noqa: BLE001 - the recorded-failure boundary: the bug becomes
-            fields = recorded(exc)  # incomplete, not the study; class, file and traceback kept
-            log.error("runtime %s failed (%s): %s", kind, fields["failure_class"], logged(fields))
-            result = {"kind": kind, "status": "failed", "reason": f"runtime failed: {cause(fields)}",
-                      **{k: v for k, v in fields.items() if k != "error"}}
-    result["artifact"] = manifest
-    runtimes.write_runtime(out, result)
-    return result
-
-
-def made_with(value):
-    """The runtime rule's tracked ``requirements`` param as settings: the requirements list alone
-    (as it was before the model's needs and kind settings existed), or all of them."""
-    return value if isinstance(value, dict) else {"requirements": value}
-
-
-def _override(kernels, python, folder, settings):
-    """The override libraries of a compiled fix's arm (``overrides.build.build``), built in the
-    runtime's folder with its own torch, from the release's tree where a clone gives it (the
-    configured clone, where the one the artifact was made from has moved); the build's commands
-    and output go to ``override.log``."""
-    started = time.time()
-    try:
-        tree = open_tree(kernels["source"].get("tree"), (settings["sources"] or {}).get("fix_clone") or None)
-    except LookupError as exc:
-        raise BuildRefused(str(exc)) from None
-    with open(Path(folder) / "override.log", "w") as handle:
-        record = build(kernels, python, Path(folder) / "override", handle, tree, settings["threads"],
-                       settings["object_cache"])
-    record["build_seconds"] = round(time.time() - started, 1)
-    if record["route"] == "interposed":
-        log.info("override built in %.0f s: %d exported functions interposed, %d changed by the fix",
-                 record["build_seconds"], record["interposed"], len(record["changed_functions"]))
-    else:
-        log.info("override built in %.0f s: %d operators registered", record["build_seconds"],
-                 len(record["registered"]))
-    return record
-
-
 def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
     """Whether a bug's two arms can run, read from their runtimes once both are made: a refused or
     failed artifact, a runtime that could not be made, or a compiled fix's override whose check
@@ -229,7 +126,7 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
     checked = {}
     for arm, path in (checks or {}).items():
         try:
-            checked[arm] = read_check(path)
+            checked[arm] = read_check(path, runtimes[arm])
         except InputError as exc:
             failed.setdefault(arm, f"override check broken: {exc}")
     for arm, c in checked.items():
@@ -271,10 +168,13 @@ def unreplaced(reach, override):
     into (reach's chain, ``kernel <- stub <- ... <- op``) is replaced there."""
     if override.get("route") == "interposed":
         return ""
-    ops = ((reach or {}).get("mapping") or {}).get("ops") or {}
+    mapping = (reach or {}).get("mapping") or {}
+    ops = mapping.get("ops") or {}
+    # the functions on each operator's way (a verdict made before they were kept: its words)
+    chains = mapping.get("chains") or {op: way.split(" <- ") for op, way in ops.items()}
     reached = {line.split()[1] for line in (reach or {}).get("reached", []) if line.startswith("operator ")}
     registered = {op_name(r["op"]) for r in override.get("registered", [])}
     stubs = {s["stub"] for s in override.get("stubs") or ()}
     left = sorted(op for op in ops if op in reached and op_name(op) not in registered
-                  and not stubs & set(ops[op].split(" <- ")))
+                  and not stubs & set(chains.get(op, ())))
     return ", ".join(f"{op} ({ops[op]})" for op in left[:3]) + (" ..." if len(left) > 3 else "")

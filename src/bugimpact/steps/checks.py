@@ -38,7 +38,10 @@ def failures_at_end(summary_csv, builds_csv):
         lines += [f"  artifact for {r['bug']} ({r['arm']}): {r['failure_class']}: "
                   f"{(r['log_tail'] or '').strip().splitlines()[-1][:200] if r['log_tail'] else ''}"
                   for r in read_csv(builds_csv)[1] if r["status"] == "failed"]
-    if Path(summary_csv).exists():
-        lines += [f"  {r['name']}" for r in read_csv(summary_csv)[1] if r["section"] == "failed"]
-    return (["bugimpact: these failed (recorded; their bugs are incomplete, the rest of the study "
-             "is written):"] + lines) if lines else []
+    rows = read_csv(summary_csv)[1] if Path(summary_csv).exists() else []
+    lines += [f"  {r['name']}" for r in rows if r["section"] == "failed"]
+    contradicted = [f"  {r['name']}" for r in rows if r["section"] == "contradiction"]
+    return ((["bugimpact: these failed (recorded; their bugs are incomplete, the rest of the study "
+              "is written):"] + lines) if lines else []) + (
+        ["bugimpact: reach contradicted by what ran (a defect of reach, never a footnote; verdicts.csv, "
+         "column contradiction):"] + contradicted if contradicted else [])

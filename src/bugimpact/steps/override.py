@@ -9,24 +9,33 @@ import tempfile
 from pathlib import Path
 
 from ..artifacts.launch import launch_once
+from ..failures import cause_line
+from ..harness.registry import sealed
 from ..io import read_json, write_json
 from ..overrides.check import BUILDS, judge
 from ..overrides.release_build import BuildRefused, release_flags, release_settings
 from ..train import RunTarget, _tail, override_spec, short_spec
+from .runtime import whole
 
 log = logging.getLogger("bugimpact")
 
 
 def check(train_cfg, steps, runtime_json, data, key, artifact, out, log_path):
-    """Write the check of the artifact's override under the experiment ``key``."""
-    runtime = read_json(runtime_json)
+    """Write the check of the artifact's override under the experiment ``key``, in its runtime made
+    whole first (``runtime.whole``); the record is sealed, and names the runtime and the libraries
+    it checked (``overrides.check.read`` holds a record to them)."""
+    try:
+        runtime = whole(runtime_json)
+    except RuntimeError as exc:
+        runtime = {"status": "failed", "reason": str(exc)}
     if runtime.get("status") == "failed":
-        write_json(out, {"artifact": artifact, "outcome": "runtime failed", "passed": None,
-                         "reason": runtime.get("reason", "runtime failed")})
+        write_json(out, sealed({"artifact": artifact, "outcome": "runtime failed", "passed": None,
+                                "runtime": str(runtime_json), "reason": runtime.get("reason", "runtime failed")}))
         return
     override = runtime.get("override")
     if not override:
-        write_json(out, {"artifact": artifact, "passed": True, "override": False})
+        write_json(out, sealed({"artifact": artifact, "passed": True, "override": False,
+                                "runtime": str(runtime_json)}))
         return
     runs = {}
     with tempfile.TemporaryDirectory(prefix="bugimpact-check-") as tmp:
@@ -43,8 +52,8 @@ def check(train_cfg, steps, runtime_json, data, key, artifact, out, log_path):
         flags = []
     result = judge(runs, override, flags)
     result.update(artifact=artifact, key=key, steps=steps, libraries=override["libraries"],
-                  source=_source_line(runtime))
-    write_json(out, result)
+                  source=_source_line(runtime), runtime=str(runtime_json))
+    write_json(out, sealed(result))
     log.info("override check of %s: %s%s", artifact, result["outcome"],
              f" ({result['reason']})" if result["reason"] else "")
 
@@ -81,5 +90,6 @@ def _run(train_cfg, steps, runtime, data, key, artifact, library, profile, out, 
         handle.flush()
         code = launch_once(runtime, spec, out, handle, train_cfg)
     if code != 0 or not out.exists():
-        return f"exit {code}: {_tail(log_path, 400).strip().splitlines()[-1:]}"
+        own = _tail(log_path, 8000).rpartition("\n== ")[2]  # the log holds each run after its "== build" line
+        return f"exit {code}: {cause_line(own)}"
     return read_json(out)

@@ -7,6 +7,7 @@ from ..io import write_json
 from ..stats.decisions import early_decision
 from ..stats.exact import counted_record
 from ..train import Run, RunOptions
+from .runtime import whole
 
 log = logging.getLogger("bugimpact")
 
@@ -37,10 +38,12 @@ def job_settings(config):
     return {**{k: config["train"][k] for k in JOB_SETTINGS}, "runtime_gpus": config["runtime"]["gpus"]}
 
 
-def train_run(train_cfg, target, files, out, log_path, experiment_spec):
+def train_run(train_cfg, target, files, out, log_path, experiment_spec, runtime_content=""):
     """Step 5: one run (``train.Run.of_job``: ``target``, its ``files``, ``out``, ``log_path``
     and ``experiment_spec``), attempted as ``train_cfg`` (``job_settings``) says: retries,
-    timeout, GPUs, the fork server."""
+    timeout, GPUs, the fork server. Its runtime is made whole first, and must have the content
+    the plan saw (``runtime_content``: ``runtime.whole``), or no run is made."""
+    whole(files["runtime"], runtime_content)
     return Run.of_job(target, files, out, log_path, experiment_spec, train_cfg).train(RunOptions.of(train_cfg))
 
 
