@@ -2,6 +2,7 @@
 any clone (its tag, its commit, or its branch point found by the wheel's headers), the fix made on
 it the one way it goes, the build closure, and a check that cannot pass by accident, with its
 failures recovered and shown. Real git repositories, made here; no torch is needed."""
+import argparse
 import io
 import json
 import subprocess
@@ -292,6 +293,16 @@ def test_a_helper_another_file_calls_gets_that_file_rebuilt_too(tmp_path):
     need = override_arm.caller_files(Tables(DirTree(tmp_path)), {a: helper.encode()},
                                      {a: helper.replace("* 2", "* 3").encode()})
     assert need == {"aten/src/ATen/native/cpu/BKernel.cpp": {"bar_stub"}}
+    # two ways to one operator: each way's files are rebuilt (before, the second way to a function
+    # already walked was dropped, and its caller kept calling the release's helper)
+    (native / "B.cpp").write_text("namespace at { namespace native {\nint f(int x) {\n  return scale(x);\n}\n"
+                                  "Tensor bar(const Tensor& s) {\n  return s * k(1);\n}\n}}\n")
+    (native / "C.cpp").write_text("namespace at { namespace native {\nint g(int x) {\n  return scale(x) + 1;\n}\n}}\n")
+    (native / "D.cpp").write_text("namespace at { namespace native {\nint k(int x) {\n  return f(x) + g(x);\n}\n}}\n")
+    (native / "cpu/BKernel.cpp").unlink()
+    need = override_arm.caller_files(Tables(DirTree(tmp_path)), {a: helper.encode()},
+                                     {a: helper.replace("* 2", "* 3").encode()})
+    assert need == {f"aten/src/ATen/native/{n}.cpp": {"bar"} for n in "BCD"}
 
 
 # --- 4. a check that cannot pass by accident --------------------------------------------------------
@@ -743,6 +754,48 @@ def test_the_corpus_script_classes_each_refusal_by_its_words(reason, cls):
     from conftest import ROOT
     names = runpy.run_path(str(ROOT / "bin" / "corpus"), run_name="corpus_import_check")
     assert callable(names["main"]) and names["refusal_class"](reason) == cls
+
+
+def test_the_corpus_takes_its_windows_by_dates_and_commits_and_counts_their_fix_commits(tmp_path, capsys):
+    """bin/corpus's windows on the command line: a span as dates or commits; each window's sheet
+    holds its fix commits that change an op file, with their kind read from the diff."""
+    import runpy
+
+    from conftest import ROOT
+    corpus = runpy.run_path(str(ROOT / "bin" / "corpus"), run_name="corpus_import_check")
+    repo = mirror(tmp_path)
+    early = commit(repo, {OP: kernel(b"  return self * 2;")}, "Fix foo (#1)", "2020-02-01T00:00:00")
+    commit(repo, {"README.md": b"words\n"}, "Fix the readme (#2)", "2020-02-02T00:00:00")  # no op file
+    commit(repo, {OP: kernel(b"  return self * 3;")}, "Make foo faster (#3)", "2020-02-03T00:00:00")  # no fix
+    late = commit(repo, {OP: kernel(b"  return self * 4;  // fixed")}, "fix foo again (#4)", "2020-03-01T00:00:00")
+    assert corpus["window"]("1.3.0=2019-06-01..v1.3.0") == ("1.3.0", "2019-06-01", "v1.3.0")
+    with pytest.raises(argparse.ArgumentTypeError, match="RELEASE=FROM..TO"):
+        corpus["window"]("1.3.0=2019-06-01")
+    span, found = corpus["commits"](repo, "2020-01-15", "2020-02-15")
+    assert span == "--until=2020-02-15 --since=2020-01-15 master" and [c[0] for c in found] == [early]
+    span, found = corpus["commits"](repo, early, "master")
+    assert span == f"{early}..master" and [c[0] for c in found] == [late]
+    assert [c[0] for c in corpus["commits"](repo, "", "")[1]] == [late, early]
+    row = corpus["sheet_row"](repo, "9.9.0", early, late, early, "fix foo again (#4)")
+    assert row["id"] == "pr4" and row["onefix"].startswith("yes: kernels (op") and row["decision"] == "accept"
+    assert row["release"] == "v9.10.0"  # after the branch point, in no notes: the next release's
+    assert corpus["sheet_row"](repo, "9.9.0", late, late, early, "fix foo again (#4)")["release"] == "v9.9.0"
+    corpus["report"]([{"id": "pr1", "release": "9.9.0", "op_fix": True, "studied": True, "class": "", "seconds": 60.0},
+                      {"id": "pr4", "release": "9.9.0", "op_fix": False, "studied": False,
+                       "class": "kind: codegen", "seconds": 0.0}])
+    printed = capsys.readouterr().out
+    assert "fix commits: 1 of 2 studied (50%; 9.9.0: 1 of 2)" in printed
+    assert "op-file fixes by their diff: 1 of 1 studied (100%" in printed and "kind: codegen: 1 (pr4)" in printed
+
+
+def test_every_refusal_cause_is_in_the_docs_as_the_table_has_it():
+    from conftest import ROOT
+
+    from bugimpact.overrides.refusals import CAUSES, UNNAMED, cause_of
+    docs = (ROOT / "docs" / "usage.md").read_text()
+    assert all(f"| {name} | {meaning} |" in docs for name, _, meaning in CAUSES)
+    assert cause_of("no: the diff makes third_party/gloo a symlink or special file (mode 160000)") == "a submodule or link"
+    assert cause_of("something nobody named") == UNNAMED
 
 
 def test_a_fix_cherry_picked_onto_a_release_branch_is_found_in_the_release(history, tmp_path):

@@ -13,8 +13,9 @@ from bugimpact.challenges import prepare
 from bugimpact.framework import cpp, patch
 from bugimpact.framework.declarations import dispatch_targets, yaml_entries
 from bugimpact.framework.tables import DirTree, Tables
+from bugimpact.reach.claims import Mapping
 from bugimpact.reach.python_files import PythonFile, python_reach
-from bugimpact.reach.static import Mapping, map_diff
+from bugimpact.reach.static import map_diff
 from bugimpact.reach.verdict import judge
 
 FIX = ROOT / "tests" / "fixtures" / "reach"
@@ -585,24 +586,38 @@ def test_the_reach_command_judges_a_sheet_of_fixes_from_snapshots(tmp_path, aten
     trace_path = tmp_path / "smallcnn.json"
     trace_path.write_text(json.dumps(smallcnn_trace[0]))
     rows = tmp_path / "fixes.csv"
-    rows.write_text("id,buggy_sha,corrected_sha\npr28784,,\npr36820,,\npr99999,,\n")
+    rows.write_text("id,buggy_sha,corrected_sha\npr28784,,\npr36820,,\npr32350,,\npr99999,,\n")
+    # ground truths of the traced torch: one where the release never called constant_pad_nd, one
+    # where it did (a not reached it contradicts fails the command)
+    version = smallcnn_trace[0]["torch_version"]
+    (tmp_path / "agrees.json").write_text(json.dumps({"torch_version": version, "called": ["at::native::relu"]}))
+    (tmp_path / "wrong.json").write_text(json.dumps({"torch_version": version,
+                                                     "called": ["at::native::constant_pad_nd"]}))
     snapshots = tmp_path / "snapshots"
     (snapshots / "51818cc4ea76").mkdir(parents=True)
     os.rename(aten_root / "aten", snapshots / "51818cc4ea76" / "aten")
     os.rename(aten_root / "tools", snapshots / "51818cc4ea76" / "tools")
-    try:
-        done = subprocess.run([sys.executable, "-m", "bugimpact", "--config",
+    def reach(truth):
+        return subprocess.run([sys.executable, "-m", "bugimpact", "--config",
                                str(ROOT / "config.yaml"), "reach", "--trace",
                                str(trace_path), "--rows", str(rows), "--tables", str(snapshots),
-                               "--patches", str(FIX / "diffs"), "--out", str(tmp_path / "t.csv")],
+                               "--patches", str(FIX / "diffs"), "--out", str(tmp_path / f"{truth}.csv"),
+                               "--truth", str(tmp_path / f"{truth}.json")],
                               cwd=tmp_path, env=ENV, capture_output=True, text=True)
+    try:
+        done, wrong = reach("agrees"), reach("wrong")
     finally:
         os.rename(snapshots / "51818cc4ea76" / "aten", aten_root / "aten")
         os.rename(snapshots / "51818cc4ea76" / "tools", aten_root / "tools")
     assert done.returncode == 0, done.stderr
-    table = {r["id"]: r for r in csv.DictReader(open(tmp_path / "t.csv"))}
+    table = {r["id"]: r for r in csv.DictReader(open(tmp_path / "agrees.csv"))}
     assert table["pr28784"]["verdict"] == "reached"
     assert table["pr36820"]["verdict"] == "not reached on cpu"
+    assert table["pr32350"]["verdict"] == "not reached"
+    assert table["pr32350"]["truth"] == "agrees: the release called none of the functions of its 1 operator(s)"
+    assert wrong.returncode == 1
+    assert "1 not reached contradicted by the ground truth" in wrong.stderr
+    assert "pr32350 (smallcnn): contradicted: operator constant_pad_nd: constant_pad_nd called" in wrong.stderr
     assert table["pr99999"]["verdict"] == "unknown" and "no commits and no patch" in table["pr99999"]["detail"]
 
 

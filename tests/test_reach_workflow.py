@@ -4,6 +4,7 @@ venv, real ATen sources in a git clone made here, the real diffs of two PyTorch 
 import csv
 import json
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -78,8 +79,23 @@ def test_fixes_the_workload_cannot_reach_get_no_build_and_no_run(tmp_path):
     assert not (work / "results" / "runs").exists()
     builds = read_csv(work / "results" / "calibration" / "builds" / "summary.csv")[1]
     assert {b["status"] for b in builds} == {"skipped"} and len(builds) == 4
-    trace = json.loads(next((work / "results" / "reach" / "traces").rglob("*.json")).read_text())
+    trace_path = next((work / "results" / "reach" / "traces").rglob("*.json"))
+    trace = json.loads(trace_path.read_text())
     assert trace["torch_version"] == "1.5.1" and "conv2d" in trace["ops"]
+    # the release's C++ that ran, by the dynamic loader: relu's kernel calls threshold below
+    # autograd, where torch 1.5's profile never looks
+    assert "threshold" not in trace["ops"] and "at::native::threshold" in trace["cpp_called"]
+    # reach's not reached checked against the ground truth of a whole run on the same release
+    python = next((work / "results" / "runtimes").rglob("venv/bin/python"))
+    bugimpact = [sys.executable, "-m", "bugimpact", "--config", "reach.yaml"]
+    made = subprocess.run([*bugimpact, "cpp-called", "--python", str(python), "--epochs", "1",
+                           "--out", "truth.json"], cwd=work, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    judged = subprocess.run([*bugimpact, "reach", "--trace", str(trace_path), "--truth", "truth.json",
+                             "--clone", str(repo), "--out", "checked.csv"], cwd=work, capture_output=True, text=True)
+    assert judged.returncode == 0, judged.stderr
+    checked = {r["id"]: r["truth"] for r in read_csv(work / "checked.csv")[1]}
+    assert checked["pr32350"] == "agrees: the release called none of the functions of its 1 operator(s)"
     report = (work / "results" / "calibration" / "report.html").read_text()
     assert "not reached on cpu" in report
 

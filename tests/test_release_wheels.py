@@ -14,6 +14,7 @@ from bugimpact import steps
 from bugimpact.artifacts import diffs, interpreters, onefix, sources
 from bugimpact.artifacts.runtimes import prepare_venv
 from bugimpact.config import SHEET_SCHEMA
+from bugimpact.framework.paths import CUDA, kind_of, part_of, why_unbounded
 from bugimpact.io import InputError
 from bugimpact.plan import Plan
 
@@ -274,6 +275,33 @@ def test_the_runtime_interpreter_is_part_of_the_runtime_and_the_experiment(tmp_p
     assert plan_b.bug("aa").arm("buggy")["artifact"] == ident  # same wheel
     again = Plan(config_with(**base, **{"runtime.python": info["executable"]}), SHEET_SCHEMA)
     assert (again.artifacts, again.keys) == (plan37.artifacts, plan37.keys)
+
+
+@pytest.mark.parametrize("path", [
+    "aten/src/ATen/native/README.md", "android/pytorch_android/src/main/cpp/pytorch_jni.cpp", "LICENSE",
+    ".devcontainer/Dockerfile", "aten/src/ATen/test/basic.cpp", "requirements.txt",
+    "tools/pyi/gen_pyi.py", "tools/code_analyzer/op_deps_pass.cpp"])  # type stubs, the mobile build's
+def test_what_no_wheel_ships_is_one_classification_for_reach_and_the_one_fix_arm(path):
+    assert kind_of(path) == "not_shipped" and onefix.classify(path) == "not_shipped"
+
+
+@pytest.mark.parametrize("path", ["aten/src/ATen/nn.yaml", "aten/src/ATen/Declarations.cwrap",
+                                  "aten/src/ATen/core/TensorBody.h", "aten/src/ATen/core/TensorMethods.h"])
+def test_generator_inputs_and_generated_headers_are_code_generation(path):
+    assert part_of(path) == "codegen" and onefix.classify(path) == "compiled"
+    assert why_unbounded(path) == "code generation, which can change every operator"
+
+
+@pytest.mark.parametrize("path, cuda", [
+    ("aten/src/THC/THCGeneral.h", True), ("aten/src/THCUNN/generic/SoftMax.cu", True),
+    ("c10/cuda/CUDAStream.h", True), ("aten/src/ATen/CUDAGenerator.h", True),
+    ("aten/src/ATen/native/cudnn/Conv.cpp", True),
+    # compiled into every build, called by CPU runs (at::hasCUDA)
+    ("aten/src/ATen/detail/CUDAHooksInterface.h", False), ("aten/src/ATen/native/Convolution.cpp", False)])
+def test_a_cuda_source_is_one_classification_for_reach_the_one_fix_arm_and_its_parts(path, cuda):
+    assert bool(CUDA.search(path)) is cuda  # reach: not reached on cpu
+    assert onefix.cuda_only([path]) is cuda
+    assert (part_of(path) == "cuda") is cuda
 
 
 def test_each_file_of_a_diff_is_classified_on_the_wheels_own_list():

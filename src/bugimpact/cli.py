@@ -316,6 +316,11 @@ def _reach(args):
     batch.print_table(table)
     if args.out:
         batch.write_table(args.out, table)
+    wrong = [f"{r['id']} ({r['trace']}): {r['truth']}" for r in table if r.get("truth", "").startswith("contradicted")]
+    if wrong:  # a wrong not reached tells a user to skip a study: reach's own check fails
+        print(f"bugimpact reach: {len(wrong)} not reached contradicted by the ground truth:\n  " + "\n  ".join(wrong),
+              file=sys.stderr)
+        return 1
     return 0
 
 

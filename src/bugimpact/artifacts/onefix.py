@@ -22,7 +22,7 @@ from pathlib import Path
 from ..failures import reading
 from ..framework import patch
 from ..framework.apply import NoDirection, direction_of
-from ..framework.paths import CPP_TESTS
+from ..framework.paths import CUDA, NOT_SHIPPED
 from ..io import atomic_open, write_text
 from ..overrides import parts
 from ..overrides.parts import Refused
@@ -35,11 +35,8 @@ COMPILED_DIRS = ("aten/", "c10/", "caffe2/", "tools/", "torchgen/", "third_party
                  "torch/csrc/", "torch/lib/", "android/", "ios/", "binaries/", "modules/")
 BUILD_FILES = re.compile(r"(^|/)(CMakeLists\.txt|setup\.py|Makefile|BUILD|WORKSPACE|"
                          r"\.gitmodules)$")
-NOT_SHIPPED_DIRS = ("test/", "docs/", "benchmarks/", "scripts/", ".github/", ".circleci/",
-                    ".jenkins/", ".ci/", ".devcontainer/", "functorch/docs/")
 # shipped in the wheel, never imported by ``import torch`` or a training run: left out of a fix
 NOT_IMPORTED = ("torch/testing/_internal/",)
-ROOT_DOC = re.compile(r"^[^/]+\.(md|rst)$|^(LICENSE|NOTICE|CODEOWNERS)[^/]*$|^\.[^/]+$")
 
 
 CANNOT = "which a release wheel cannot take"
@@ -48,8 +45,6 @@ CANNOT = "which a release wheel cannot take"
 # Python files outside the package that some wheels ship (torch 1.x ships caffe2/python): the
 # release wheel's own file list decides.
 OTHER_PACKAGES = ("caffe2/python/",)
-CUDA_SOURCE = re.compile(r"\.(cu|cuh)$|(^|/)(cuda|cudnn|miopen|hip|THC|THCUNN|THCS|nccl)(/|$)|"
-                         r"(?i:cudnn|miopen|nccl)[^/]*$|CUDA[^/]*$")
 
 
 def classify(path, package=PACKAGE, shipped=None):
@@ -65,7 +60,7 @@ def classify(path, package=PACKAGE, shipped=None):
     if is_python and path.startswith(package + "/") \
             and not path.startswith(tuple(d for d in COMPILED_DIRS if d.startswith(package))):
         return "python"
-    if path.startswith(NOT_SHIPPED_DIRS) or ROOT_DOC.match(path) or CPP_TESTS.search(path):
+    if NOT_SHIPPED.search(path):
         return "not_shipped"
     if is_python and path.startswith(OTHER_PACKAGES):
         return "wheel" if shipped is None else "not_shipped"
@@ -78,7 +73,7 @@ def cuda_only(paths, package=PACKAGE):
     """Whether every shipped or compiled file a diff changes is a CUDA source (``.cu``, a ``cuda``
     or ``cudnn`` folder, a cuDNN/MIOpen/NCCL file): a fix no CPU run can reach."""
     code = [p for p in paths if classify(p, package) not in ("not_shipped", "not_imported")]
-    return bool(code) and all(CUDA_SOURCE.search(p) for p in code)
+    return bool(code) and all(CUDA.search(p) for p in code)
 
 
 def split_diff(text):
@@ -112,7 +107,7 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
         kind = classify(path, package, wheel_files)
         if kind in ("python", "compiled") and re.search(r"(?m)^(Binary files|GIT binary patch)", section):
             kind = "unknown"
-        if kind == "compiled" and parts.only_comments(section):
+        if kind == "compiled" and parts.only_comments(path, section):
             kind = "comments"  # changes no binary
         kinds[kind].append(path)
         if kind == "python":
@@ -130,9 +125,12 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
         if why:
             raise Refused(f"the fix touches {why}, {CANNOT}")
         kernels = parts.Kernels(fix, by_kind, "".join(code))
+    if not shipped and kernels is None and kinds["comments"]:
+        raise Refused(f"the fix changes comments only in compiled files ({', '.join(kinds['comments'][:5])}): "
+                      "nothing compiled or run differs, so no arm can")
     if not shipped and kernels is None:
         raise Refused("the fix changes no file of the installed package "
-                      f"(only: {', '.join((kinds['not_shipped'] + kinds['not_imported'] + kinds['comments'])[:5])})")
+                      f"(only: {', '.join((kinds['not_shipped'] + kinds['not_imported'])[:5])})")
     return "".join(shipped), kinds, kernels
 
 

@@ -27,6 +27,7 @@ class Function:
     start: int                # 1-based line of the head
     end: int                  # line of the closing brace
     calls: set = field(default_factory=set)   # names called directly (not as members, not at::)
+    dispatched: set = field(default_factory=set)  # names called through the dispatcher (at::f, x.f)
     static: bool = False      # static, or in an anonymous namespace: invisible outside its file
     owner: str = ""           # the class or struct it is a member of
 
@@ -143,6 +144,7 @@ def definitions(text):
                 if kind == "function":
                     what.end = line
                     what.calls = direct_calls(code[what._open + 1:i]) | _macro_calls(text[what._open + 1:i])
+                    what.dispatched = dispatched_calls(code[what._open + 1:i])
                     del what._open
                     found.append(what)
                 elif kind == "data" and what is not None:
@@ -171,6 +173,18 @@ def direct_calls(body):
         if q and (q.group(1) in (".", "->") or q.group(2) in ("at", "torch", "std", "c10")):
             continue
         names.add(m.group(1))
+    return names - NOT_CALLS
+
+
+def dispatched_calls(body):
+    """Names the code calls through the dispatcher: ``at::f(``, ``torch::f(`` and a Tensor's methods
+    (``x.f(``, ``p->f(``). From a kernel these run below autograd, where the profiles of torch 1.x
+    do not look (``Tables.calling_ops``)."""
+    names = set()
+    for m in CALL.finditer(body):
+        q = QUALIFIER.search(body, max(0, m.start() - 40), m.start())
+        if q and (q.group(1) in (".", "->") or q.group(2) in ("at", "torch")):
+            names.add(m.group(1))
     return names - NOT_CALLS
 
 

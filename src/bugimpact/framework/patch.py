@@ -276,9 +276,11 @@ def _within_line(change, lines, side, floor, have, want):
     while suffix < min(len(have), len(want)) - prefix and have[-1 - suffix] == want[-1 - suffix]:
         suffix += 1
     mid_have, mid_want = have[prefix:len(have) - suffix], want[prefix:len(want) - suffix]
-    # only a line that is the changed one, edited elsewhere: most of it as the diff has it
-    similar = [i for i in range(floor, len(lines)) if lines[i].strip() and SequenceMatcher(
-        None, have.strip(), lines[i].strip(), autojunk=False).ratio() >= SAME_LINE]
+    # only a line that is the changed one, edited elsewhere: most of it as the diff has it; and one
+    # that holds the smallest segment looked for below (every larger one holds it), or none can hit
+    least = have[max(0, prefix - 1):prefix] + mid_have + have[len(have) - suffix:len(have) - suffix + 1]
+    similar = [i for i in range(floor, len(lines)) if least in lines[i] and lines[i].strip()
+               and _alike(have.strip(), lines[i].strip())]
     for grow in range(1, max(prefix, suffix) + 1):
         left, right = have[max(0, prefix - grow):prefix], have[len(have) - suffix:len(have) - suffix + grow]
         segment = left + mid_have + right
@@ -293,6 +295,14 @@ def _within_line(change, lines, side, floor, have, want):
             return Placement(change, side, i, 0, i - change.line(side) + 1, 1, [edited],
                              f"within the line: {segment.strip()!r} made {(left + mid_want + right).strip()!r}")
     return None
+
+
+def _alike(line, other):
+    """Whether two lines are ``SAME_LINE`` alike: the cheap upper bounds first (many lines of a file
+    are compared; the full ratio of each made reach over a corpus's large diffs take hours)."""
+    matcher = SequenceMatcher(None, line, other, autojunk=False)
+    return (matcher.real_quick_ratio() >= SAME_LINE and matcher.quick_ratio() >= SAME_LINE
+            and matcher.ratio() >= SAME_LINE)
 
 
 def _occurrences(text, segment):

@@ -16,12 +16,13 @@ from pathlib import Path
 from ..failures import reading
 from ..io import atomic_open
 from . import cpp
+from .callers import walk
 from .cpp import IDENT
 from .declarations import dispatch_targets, yaml_entries
 from .paths import kind_of
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
-TABLES_VERSION = 4  # bump when what the tables hold changes: cached tables are then remade
+TABLES_VERSION = 5  # bump when what the tables hold changes: cached tables are then remade
 
 
 def checked_sha(value, what):
@@ -232,6 +233,7 @@ class Tables:
         texts = tree.read_many(paths) if hasattr(tree, "read_many") else {p: tree.read(p) for p in paths}
         self.functions = {}                    # path -> [cpp.Function]
         self.callers = defaultdict(set)        # name -> {(path, caller)}: direct calls
+        self.dispatchers = defaultdict(set)    # operator -> {(path, caller)}: calls through the dispatcher
         self.stub_of_kernel = defaultdict(set)
         for path, text in texts.items():
             if text is None:
@@ -241,7 +243,9 @@ class Tables:
             for fn in funcs:
                 for name in fn.calls:
                     self.callers[name].add((path, fn))
-                fn.calls = None  # indexed: the tables are pickled per commit
+                for name in fn.dispatched & self.op_names:
+                    self.dispatchers[name].add((path, fn))
+                fn.calls = fn.dispatched = None  # indexed: the tables are pickled per commit
             for stub, kernel in REGISTER.findall(text):
                 self.stub_of_kernel[kernel.split("::")[-1]].add(stub)
         owners = {fn.owner for funcs in self.functions.values() for fn in funcs if fn.owner}
@@ -295,42 +299,12 @@ class Tables:
 
     def affected_ops(self, changed):
         """Operators that can run any of the ``changed`` functions ((path, cpp.Function) pairs):
-        the closure over direct callers in ATen/native (a static function's within its file, a
-        member's through the functions of its file that use its class) and DispatchStub
-        registrations, ended at the operators' dispatch functions.
-
-        Returns ``(ops, why, loose)``: ``why`` maps an operator to the chain that reaches it (the
-        functions from the changed one to the operator's, a tuple);
-        ``loose`` names the functions that implement no operator, register no kernel and have no
-        caller in the tables: called, if at all, from outside ATen/native, which cannot be bounded."""
-        seen, ops, why, loose = set(), set(), {}, set()
-        queue = [(path, fn, (fn.name,)) for path, fn in changed]
-        while queue:
-            path, fn, chain = queue.pop()
-            if (path, fn.owner, fn.name) in seen:
-                continue
-            seen.add((path, fn.owner, fn.name))
-            nexts = []
-            # a member or a file-local function is never what native_functions.yaml names
-            implements = () if fn.owner or fn.static else self.ops_of_function.get(fn.name, ())
-            for op in implements:
-                ops.add(op)
-                why.setdefault(op, chain)
-                nexts.append(None)
-            for stub in self.stub_of_kernel.get(fn.name, ()):
-                nexts += [(p, c, (*chain, stub, c.name)) for p, c in self.callers.get(stub, ())]
-            if fn.owner:
-                nexts += [(p, c, (*chain, c.name)) for p, c in self.class_users(fn.owner)
-                          if c.owner != fn.owner]
-            elif not implements:  # an operator's other callers go through the dispatcher: traced
-                local = fn.static and not path.endswith((".h", ".cuh", ".hpp"))
-                nexts += [(p, c, (*chain, c.name)) for p, c in self.callers.get(fn.name, ())
-                          if (p == path or not local) and c.name != fn.name]
-            if not nexts:
-                loose.add(f"{path}: {fn.owner + '::' if fn.owner else ''}{fn.name}")
-            queue += [n for n in nexts if n is not None]
-        return ops, why, loose
-
+        ``(ops, why, loose)`` of their ``callers.walk``. ``why`` maps an operator to the chain that
+        reaches it (the functions from the changed one to the operator's, a tuple); ``loose``
+        names the functions that implement no operator, register no kernel and have no caller in
+        the tables: called, if at all, from outside ATen/native, which cannot be bounded."""
+        found = walk(self, changed)
+        return found.ops, found.why, found.loose
 
     def calling_ops(self, names):
         """Operators whose kernels can call any of the functions ``names``, directly or through
@@ -343,7 +317,7 @@ class Tables:
             if name in seen:
                 continue
             seen.add(name)
-            for _, caller in self.callers.get(name, ()):
+            for _, caller in self.callers.get(name, set()) | self.dispatchers.get(name, set()):
                 ops.update(self.ops_of_function.get(caller.name, ()))
                 queue.append(caller.name)
             for stub in self.stub_of_kernel.get(name, ()):

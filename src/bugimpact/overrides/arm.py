@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import layout
 from ..framework import cpp, patch
 from ..framework.apply import NoDirection, NotPlaced, direction_of, merged, place
+from ..framework.callers import walk
 from ..framework.tables import cached_tables
 from ..harness.files import sha256_file
 from ..io import atomic_open
@@ -110,33 +111,17 @@ def changed_functions(path, before, after):
 def caller_files(tables, files, placed):
     """The files beyond ``files`` whose operators or stub kernels run a function the fix changes
     through calls outside the dispatcher and the stubs (a helper another file's kernel calls, the
-    callers between them), with those operators or stubs: a kernel rebuilt without them keeps
-    calling the release's copy. ``tables``: the release's operator tables (``framework.tables``);
+    callers between them, along every way), with those operators or stubs: a kernel rebuilt
+    without them keeps calling the release's copy. Read from the walk reach's operators come from
+    (``framework.callers``). ``tables``: the release's operator tables (``framework.tables``);
     ``placed``: the files with the fix made. Refuses a caller that is neither an op file nor a CPU
     stub kernel (a header's inline code)."""
     changed = [pair for path, data in files.items() if path in placed and path.endswith(".cpp")
                for pair in changed_functions(path, data, placed[path])]
-    need, seen = {}, set()
-    queue = [(path, fn, ()) for path, fn in changed]
-    while queue:
-        path, fn, trail = queue.pop()
-        if (path, fn.owner, fn.name) in seen:
-            continue
-        seen.add((path, fn.owner, fn.name))
-        trail = (*trail, path)
-        ops = () if fn.owner or fn.static else tables.ops_of_function.get(fn.name, ())
-        # an operator: its other callers go through the dispatcher, to the library's kernel; a stub
-        # kernel: its callers go through the stub, into which the library puts its kernel
-        ends = ops or tables.stub_of_kernel.get(fn.name, ())
-        if ends:
-            for step in trail:
-                if step not in files:
-                    need.setdefault(step, set()).update(ends)
-            continue
-        local = fn.static and not path.endswith((".h", ".cuh", ".hpp"))
-        nexts = tables.class_users(fn.owner) if fn.owner else tables.callers.get(fn.name, ())
-        queue += [(p, c, trail) for p, c in nexts if (p == path or not local) and c.name != fn.name
-                  and (not fn.owner or c.owner != fn.owner)]
+    need = {}
+    for (path, _, _), ends in walk(tables, changed).ends_without_stubs().items():
+        if ends and path not in files:
+            need.setdefault(path, set()).update(ends)
     cannot = sorted(p for p in need if parts.part_of(p) not in ("op", "stub"))
     if cannot:
         raise Refused(f"the fix changes code that {', '.join(cannot[:3])} call{'s' if len(cannot) == 1 else ''} "

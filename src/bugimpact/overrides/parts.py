@@ -89,11 +89,61 @@ def compile_unit(path):
     return f"aten/src/{generic.group(1)}/" + ("init.cpp" if generic.group(1) == "THNN" else f"{generic.group(2)}.cpp")
 
 
-def only_comments(section):
-    """Whether a file's diff section changes nothing but comments and blank lines (C-style)."""
-    changed = [line[1:].strip() for line in section.splitlines()
-               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
-    return bool(changed) and all(not text or text.startswith(("//", "/*", "*", "*/")) for text in changed)
+def only_comments(path, section):
+    """Whether a file's diff section changes nothing but comments, blank lines and whitespace
+    between tokens: each hunk's two sides are the same code once its comments are taken out
+    (``//`` and block comments in C and C++, trailing ones included; ``#`` in the build's scripts
+    and YAML), its literals kept as they are."""
+    hash_comments = not path.endswith(C_FAMILY)
+    sides, changed = {"-": [], "+": []}, False
+    for line in section.splitlines() + ["@@"]:
+        if line.startswith("@@"):
+            if _code("\n".join(sides["-"]), hash_comments) != _code("\n".join(sides["+"]), hash_comments):
+                return False
+            sides = {"-": [], "+": []}
+        elif line.startswith(("+++", "---", "diff --git", "index ")):
+            continue
+        elif line[:1] in "+-":
+            sides[line[0]].append(line[1:])
+            changed = True
+        elif line[:1] == " ":
+            sides["-"].append(line[1:])
+            sides["+"].append(line[1:])
+    return changed
+
+
+C_FAMILY = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".inl", ".mm", ".m",
+            ".cwrap")
+
+
+def _code(text, hash_comments):
+    """The code of ``text`` without its comments, as its pieces: the runs of code between literals
+    with their whitespace made single spaces, and the literals as they are. A hunk that begins
+    within a block comment is known by the comment's end coming before any start."""
+    closes, opens = text.find("*/"), text.find("/*")
+    if not hash_comments and closes >= 0 and not 0 <= opens < closes:
+        text = "/*" + text  # the hunk begins within a block comment: code has no */ of its own
+    pieces, code, i, n = [], [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"'":  # a literal, to its closing quote (an escape skipped) or the end
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            pieces += [" ".join("".join(code).split()), text[i:j + 1]]
+            code, i = [], j + 1
+        elif hash_comments and c == "#" or not hash_comments and text.startswith("//", i):
+            end = text.find("\n", i)
+            code.append(" ")
+            i = n if end < 0 else end
+        elif not hash_comments and text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            code.append(" ")
+            i = n if end < 0 else end + 2
+        else:
+            code.append(c)
+            i += 1
+    return [piece for piece in pieces + [" ".join("".join(code).split())] if piece]
 
 
 def fix_part(paths):

@@ -31,7 +31,10 @@ RELEASE_LIBRARY = re.compile(r"/lib(torch\w*|c10\w*|caffe2\w*|shm)\.so(\.\d+)*$"
 def called(mark):
     """The names (demangled, without parameters) of the release's exported functions the run
     bound after its imports (``mark``: the harness's ``loader.MARK``); None where there is no
-    record to read (the loader was not asked, or the runtime's files are out of reach)."""
+    record to read (the loader was not asked, or the runtime's files are out of reach) or it
+    names no call: every run calls the release, so a record without one was not bound lazily
+    (torch loaded before ``harness.loader.lazy``), and an empty answer would read as "called
+    nothing"."""
     path = Path(mark["file"]) if mark else None
     if path is None or not path.is_file():
         return None
@@ -39,7 +42,7 @@ def called(mark):
         handle.seek(mark["offset"])
         text = handle.read().decode("utf-8", "replace")
     symbols = sorted({m.group(2) for m in BINDING.finditer(text) if RELEASE_LIBRARY.search(m.group(1))})
-    return sorted({source_name(name) for name in demangle(symbols)})
+    return sorted({source_name(name) for name in demangle(symbols)}) or None
 
 
 def short_names(functions):
@@ -62,14 +65,14 @@ def recording_calls(launch, spec, out):
 
 
 def ran_on_the_way(op, way, ran):
-    """The function of ``way`` (how a fix reaches the operator ``op``: ``static.Way``), or the
+    """The function of ``way`` (how a fix reaches the operator ``op``: ``claims.Way``), or the
     operator's own entry (``at::op``), that a run called (``ran``: ``short_names``), or None."""
     return next((f for f in (*way.functions, op) if f in ran), None)
 
 
 def contradicted(mapping, called):
     """Where a verdict of ``not reached`` is wrong by the release's C++ calls of a run
-    (``called``: ``reach.loader.called``): the operators a fix reaches (``static.Mapping``) one of
+    (``called``: ``reach.loader.called``): the operators a fix reaches (``claims.Mapping``) one of
     whose ways' functions, or whose own entry, the run called, each with that function."""
     ran = short_names(called)
     ways = {**mapping.backward_ops, **mapping.ops}

@@ -51,7 +51,7 @@ def method_used(name, seen):
 
 
 def judge(mapping, trace):
-    """The verdict dict of one fix (a ``static.Mapping``) against one trace. An operator ran where
+    """The verdict dict of one fix (a ``claims.Mapping``) against one trace. An operator ran where
     the profile names it, or where the trace's record of the release's own C++ calls names a
     function on its way (the profiles of torch 1.x record an operator where autograd dispatches
     it: one another operator's kernel calls below autograd is never in them); where a trace has

@@ -1,0 +1,38 @@
+"""Why a fix was not studied on a release wheel, as a cause with a name: one table, read by
+``bin/corpus --summary`` (which classes each refusal or failure by its words) and written into the
+docs (docs/usage.md, "Why a fix is not studied"; a test keeps them one). The first cause whose
+words match names it; a refusal no cause matches is ``unnamed``, which the summary counts as a
+defect of this table, not as a cause."""
+import re
+
+# (name, the words of the refusals or failures it names, what it means)
+CAUSES = (
+    ("kind", r"^the fix touches |^no: [a-z]+: ",
+     "its diff changes a part no override library takes (its part named: codegen, header, jit, ...)"),
+    ("comments only", r"comments only in compiled files",
+     "nothing compiled or run differs: no arm can"),
+    ("a submodule or link", r"a symlink or special file",
+     "a submodule bump or a link: a wheel's files are plain files"),
+    ("no release source", r"no source of torch",
+     "no clone, archive or API holds the release's own files"),
+    ("the release changed the fix's lines after it", r"the release changed them after the fix",
+     "the later commits that changed them are named"),
+    ("the fix builds on changes the release lacks",
+     r"the fix builds on changes the release lacks|needs what the release does not have",
+     "the arm's code calls what the release does not have"),
+    ("the reconstruction is not the release there", r"not what the release was built from",
+     "the release's own file does not compile from the reconstructed source"),
+    ("placement", r"does not apply|applies both|not in the release|in the release already",
+     "the fix goes on the release in neither direction, or in both"),
+    ("not exported", r"does not export", "the release does not export a function the rebuilt code calls"),
+    ("compile", r"compiling .* failed|linking .* failed", "the override library did not build"),
+    ("override build", r"override build refused", "the override build refused, with its reason"),
+    ("check", r"override check failed", "the override check failed (its reason in the check record)"),
+    ("runtime", r"runtime failed|model refused", "the runtime could not be made"),
+)
+UNNAMED = "unnamed"
+
+
+def cause_of(text):
+    """The name of the cause a refusal's or failure's words give, else ``UNNAMED``."""
+    return next((name for name, words, _ in CAUSES if re.search(words, text or "")), UNNAMED)
