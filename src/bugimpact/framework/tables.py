@@ -308,8 +308,8 @@ class Tables:
 
     def calling_ops(self, names):
         """Operators whose kernels can call any of the functions ``names``, directly or through
-        other functions, other operators' included (an ``at::relu`` inside another kernel is a
-        call by name): what can run them below autograd, where a profile does not look. An
+        other functions, other operators' included (an ``at::relu`` or ``x.relu()`` inside another
+        kernel: ``dispatchers``): what can run them below autograd, where a profile does not look. An
         over-approximation, by name."""
         seen, ops, queue = set(), set(), list(names)
         while queue:
