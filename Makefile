@@ -4,9 +4,11 @@
 BASE_PYTHON ?= python3
 VENV ?= .venv
 CORES ?= 2
-# The suite's files over CORES workers, each file's tests in one of them, in order (its module
-# fixtures made once): the suite waits on processes, pip and disk (one at a time it used 1.13 of 2 cores)
-PARALLEL ?= -n $(CORES) --dist loadfile
+# The suite's files over WORKERS workers, each file's tests in one of them, in order (its module
+# fixtures made once). One more worker than cores: the suite waits on processes, pip and disk (one
+# at a time it used 1.13 of 2 cores)
+WORKERS ?= $(shell echo $$(($(CORES) + 1)))
+PARALLEL ?= -n $(WORKERS) --dist loadfile
 PY := $(CURDIR)/$(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
@@ -21,7 +23,7 @@ test:   ## lint (ruff, snakefmt), then every test but the long measurements, the
 	$(PY) -m snakefmt --check Snakefile rules/
 	$(PY) -m pytest -ra -m "not long" $(PARALLEL) --durations=25  # the slowest named: where CI's time goes
 
-test-long:  ## the measurements at study scale (reach against ground truth: about 15 minutes)
+test-long:  ## the measurements at study scale (reach against ground truth, the compiled fault control: about 20 minutes)
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test
 	$(PY) -m pytest -ra -m long
 

@@ -86,6 +86,7 @@ def test_kernel_fixes_on_torch_1_4_and_1_5_are_studied_on_their_release_wheels(t
     assert release.stdout.strip() == "non-positive stride is not supported"
 
 
+@pytest.mark.long  # 4 minutes: the registered route's override is built and checked in CI by the tests below
 def test_the_compiled_fault_control_is_impact(tmp_path):
     """Every study can show that a compiled change is detected: ReLU's CPU kernels rebuilt with a
     cap at 0.5 in the buggy arm, by the very mechanism a kernel fix uses, on torch 2.13."""

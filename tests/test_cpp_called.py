@@ -10,7 +10,7 @@ import sys
 from conftest import ROOT
 
 from bugimpact.reach.batch import checked, trace_in
-from bugimpact.reach.claims import Mapping, Way
+from bugimpact.reach.claims import CudaOnly, Mapping, Operator, Way
 from bugimpact.reach.loader import called, contradicted, short_names
 from bugimpact.reach.verdict import judge
 from bugimpact.stats.tables import contradiction
@@ -67,8 +67,8 @@ def test_a_trace_of_the_workload_records_the_releases_calls(tmp_path):
 # --- reach against what ran ----------------------------------------------------------------------
 
 # a change in threshold's kernel, which relu's kernel calls below autograd in torch 1.4 and 1.5
-THRESHOLD = Mapping(ops={"threshold": Way(("threshold_kernel", "threshold"), "TensorCompare.cpp")},
-                    carriers={"threshold": {"relu", "hardtanh"}})
+THRESHOLD = Mapping(Operator("threshold", Way(("threshold_kernel", "threshold"), "TensorCompare.cpp"),
+                             carriers=frozenset({"relu", "hardtanh"})))
 PROFILED = {"ops": {"relu": 10, "conv2d": 10}, "device": "cpu", "torch_version": "1.4.0"}
 
 
@@ -99,7 +99,7 @@ def test_a_not_reached_is_checked_against_the_ground_truth():
     assert contradicted(THRESHOLD, truth["called"]) == {"threshold": "threshold_kernel"}
     assert checked(THRESHOLD, truth) == "contradicted: operator threshold: threshold_kernel called"
     assert checked(THRESHOLD, {"called": ["at::native::relu"]}).startswith("agrees: the release called none")
-    assert checked(Mapping(cuda=["aten/src/ATen/native/cuda/Loss.cu"]), truth) == "no C++ function to check"
+    assert checked(Mapping(CudaOnly("aten/src/ATen/native/cuda/Loss.cu")), truth) == "no C++ function to check"
 
 
 def test_a_not_reached_beside_what_ran_is_a_contradiction_in_the_verdicts():
@@ -136,7 +136,7 @@ def test_an_operator_a_traced_kernel_calls_through_the_dispatcher_is_carried_by_
             "@@ -1,4 +1,4 @@\n namespace at { namespace native {\n Tensor _cat_cpu(TensorList t, int64_t dim) {\n"
             "-  return t[0];\n+  return t[1];\n }\n")
     mapping = map_diff(diff, tables)
-    assert mapping.ops["_cat"].functions == ("_cat_cpu",) and mapping.carriers == {"_cat": {"cat"}}
+    assert mapping.ops["_cat"].functions == ("_cat_cpu",) and mapping.carriers == {"_cat": ["cat"]}
     traced = {"ops": {"cat": 4}, "device": "cpu", "torch_version": "1.5.1"}
     assert judge(mapping, traced)["verdict"] == "unknown"  # no record of the calls: cat can run it
     assert judge(mapping, dict(traced, cpp_called=["at::native::cat", "at::native::_cat_cpu"]))["verdict"] == "reached"

@@ -13,7 +13,7 @@ from bugimpact.challenges import prepare
 from bugimpact.framework import cpp, patch
 from bugimpact.framework.declarations import dispatch_targets, yaml_entries
 from bugimpact.framework.tables import DirTree, Tables
-from bugimpact.reach.claims import Mapping
+from bugimpact.reach.claims import BindingMember, Mapping
 from bugimpact.reach.python_files import PythonFile, python_reach
 from bugimpact.reach.static import map_diff
 from bugimpact.reach.verdict import judge
@@ -424,7 +424,7 @@ def test_the_tracers_python_side_is_entered_through_torch_jit_and_the_tracer_eve
                  "torch/csrc/jit/frontend/tracer.cpp"):
         mapping = binding_fix(tmp_path / path, "!= nullptr", "!= NULL", base=source, path=path)
         if "/python_tracer." in path or path.endswith("init.cpp"):
-            assert mapping.entered == [(path, "torch/jit/")] and not mapping.unknown, path
+            assert mapping.entered == [[path, "torch/jit/"]] and not mapping.unknown, path
             assert judge(mapping, untraced)["verdict"] == "not reached"
         else:
             assert not mapping.entered and mapping.unknown, path
@@ -532,7 +532,7 @@ def test_the_binding_methods_recorder_refuses_to_vouch_for_what_it_cannot_see(mo
     assert unseen_properties.unrecorded() == {
         "Tensor": "a probe went unseen: requires_grad (wrapped), requires_grad= (wrapped)"}
     # a fix's verdict from such a trace is unknown, and says why
-    verdict = judge(Mapping(methods={"Tensor.record_stream": "its binding changed"}),
+    verdict = judge(Mapping(BindingMember("Tensor.record_stream", "its binding changed")),
                     {"ops": {}, "methods": methods.record(), "methods_unrecorded": methods.unrecorded()})
     assert verdict["verdict"] == "unknown" and "a probe went unseen: __add__ (wrapped)" in verdict["unknown"][0]
 
@@ -657,3 +657,68 @@ def test_a_function_defined_twice_under_one_name_is_named_at_each_definition():
     trace = {"sources": {"torch/c.py": pack(text)}, "lines": {"torch/c.py": [1, 2, 6]}}
     reached, unknown, note = python_reach("torch/c.py", [hunk], trace)
     assert not reached and not unknown and "no changed line that matters ran" in note
+
+
+# which rule reads a file (the first that applies): one row per rule, so a new rule is one class
+# and one row here
+FIRST_RULE = (("torch/nn/functional.py", True, "PythonLines"), ("test/test_nn.py", True, "NotShippedFile"),
+              ("torch/csrc/api/src/nn/init.cpp", True, "FrontendFile"), ("caffe2/python/core.py", True, "OutsidePackage"),
+              ("aten/src/ATen/native/cuda/Loss.cu", False, "CudaWithoutTables"),
+              ("aten/src/ATen/native/native_functions.yaml", True, "NativeFunctions"),
+              ("tools/autograd/derivatives.yaml", True, "Derivatives"),
+              ("aten/src/ATen/native/Convolution.cpp", True, "NativeSource"),
+              ("tools/autograd/templates/Functions.cpp", True, "FormulaHelpers"),
+              ("aten/src/THC/THCTensorMath.cu", True, "CudaSource"),
+              ("aten/src/ATen/Declarations.cwrap", True, "CwrapEntries"),
+              ("aten/src/TH/generic/THTensorMath.cpp", True, "LegacyTH"),
+              ("torch/csrc/jit/passes/inliner.cpp", True, "EnteredOnlyThrough"),
+              ("torch/csrc/autograd/python_variable.cpp", True, "PythonBindings"),
+              ("caffe2/CMakeLists.txt", True, "BuildFile"), ("c10/core/TensorImpl.cpp", True, "AnyOtherCpp"),
+              ("docs/source/_static/img/tensor.png", True, "NotShippedFile"),
+              ("torch/lib/libshm.so", True, "BinaryFile"))
+
+
+def test_each_file_of_a_diff_goes_by_the_first_rule_that_applies():
+    from bugimpact.reach.rules import RULES, Change
+    assert {name for _, _, name in FIRST_RULE} == {type(r).__name__ for r in RULES}
+    for path, with_tables, name in FIRST_RULE:
+        body = (f"Binary files a/{path} and b/{path} differ\n" if path.endswith((".png", ".so")) else
+                f"--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n")
+        fd = patch.parse(f"diff --git a/{path} b/{path}\n{body}")[0]
+        change = Change(fd, object() if with_tables else None, None, None, Mapping())
+        assert type(next(r for r in RULES if r.applies(change))).__name__ == name, path
+
+
+def test_a_new_kind_of_claim_is_one_class_and_the_verdict_reads_it_unchanged():
+    """The verdict asks each kind of claim to answer for its own: a kind defined outside the
+    package (a module loaded) is judged and listed with no edit anywhere else."""
+    from dataclasses import dataclass
+
+    from bugimpact.reach.claims import Claim, NotShipped
+    from bugimpact.reach.verdict import Answer
+
+    @dataclass
+    class Loaded(Claim):
+        module: str
+        runs = True
+
+        @classmethod
+        def answer(cls, claims, seen, mapping):
+            ran = [c.module for c in claims if c.module in seen.trace["modules"]]
+            return Answer(reached=[f"{m} loaded" for m in ran],
+                          not_reached=[f"{c.module} never loaded" for c in claims if c.module not in ran])
+
+        @classmethod
+        def listed(cls, claims):
+            return {"loaded": [c.module for c in claims]}
+
+    try:
+        mapping = Mapping(Loaded("torch.fft"), NotShipped("docs/fft.rst"), Loaded("torch.fft"))
+        assert mapping.as_dict()["loaded"] == ["torch.fft"]  # one claim per key
+        loaded = judge(mapping, {"ops": {}, "modules": ["torch.fft"]})
+        assert loaded["verdict"] == "reached" and loaded["reached"] == ["torch.fft loaded"]
+        never = judge(mapping, {"ops": {}, "modules": []})
+        assert never["verdict"] == "not reached"
+        assert never["not_reached"] == ["torch.fft never loaded", "not shipped (tests, docs, mobile): 1 file"]
+    finally:
+        Claim.KINDS.remove(Loaded)

@@ -333,7 +333,7 @@ def test_a_file_its_release_compiles_out_is_not_reached_and_the_build_decides_it
                                    path: PARALLEL_NATIVE, "aten/src/ATen/MklOnly.cpp": SOMETIMES}))
     lines = PARALLEL_NATIVE.splitlines()
     mapping = map_diff(diff(path, lines, "  return pool_size + 0;", 7), tables)
-    assert mapping.compiled_under == [(path, "AT_PARALLEL_NATIVE")] and not mapping.unknown
+    assert mapping.compiled_under == [[path, "AT_PARALLEL_NATIVE"]] and not mapping.unknown
     base = {"ops": {"conv2d": 1}, "lines": {}, "sources": {}, "torch_version": "1.4.0"}
     openmp = judge(mapping, dict(base, build={"parallel": "OpenMP", "mkl": True}))
     assert openmp["verdict"] == "not reached"
@@ -343,7 +343,7 @@ def test_a_file_its_release_compiles_out_is_not_reached_and_the_build_decides_it
     assert judge(mapping, base)["verdict"] == "unknown"  # a trace that does not say its build
     mkl = SOMETIMES.splitlines()
     on = map_diff(diff("aten/src/ATen/MklOnly.cpp", mkl, "int with_mkl() { return 2; }", 3), tables)
-    assert on.compiled_under == [("aten/src/ATen/MklOnly.cpp", "AT_MKL_ENABLED")]
+    assert on.compiled_under == [["aten/src/ATen/MklOnly.cpp", "AT_MKL_ENABLED"]]
     assert judge(on, dict(base, build={"mkl": False}))["verdict"] == "not reached"
     off = map_diff(diff("aten/src/ATen/MklOnly.cpp", mkl, "int with_mkl() { return 3; }", 5), tables)
     assert not off.compiled_under and off.unknown  # the #else branch: compiled without MKL

@@ -132,7 +132,7 @@ def checked(mapping, truth):
     """A ``not reached`` against a ground truth (``called_in``), in words: ``contradicted`` (an
     operator it reaches, whose way's function the release called), ``agrees`` (none of them), or
     nothing to check (no operator: Python lines, CUDA, not shipped)."""
-    ways = {**mapping.backward_ops, **mapping.ops}
+    ways = mapping.ways()
     if not ways:
         return "no C++ function to check"
     wrong = contradicted(mapping, truth["called"])

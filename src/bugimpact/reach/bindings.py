@@ -1,10 +1,11 @@
 """torch._C's Python bindings in a diff: which tables and which binding classes' methods a change
-of a binding source touches (``static.map_diff`` sends those files here)."""
+of a binding source touches (``static.PythonBindings`` sends those files here)."""
 import re
 
 from ..framework import cpp
 from ..framework.paths import why_unbounded
 from ..framework.tables import th_name
+from .claims import AtImport, BindingMember, Unknown
 from .located import located, outside_functions
 
 # The tables torch._C hands to Python while it loads: PyType_Ready and PyModule_AddFunctions read
@@ -45,8 +46,8 @@ def binding_change(fd, tables, old_tree, new_tree, mapping):
                 _binding_body(fd.name, fn, src, code, inits, mapping, reasons)
             elif entry and _owner(table):
                 for name in _entry_names(entry.group(1), table):
-                    _kind(mapping, table).setdefault(f"{_owner(table)}.{name}",
-                                                     f"its entry in {_table_name(table)} changed ({fd.name})")
+                    mapping.add(BindingMember(f"{_owner(table)}.{name}", f"its entry in {_table_name(table)} "
+                                              f"changed ({fd.name})", _properties(table)))
             elif table is not None and code[n - 1].strip():
                 tables_hit.add(_table_name(table))
             else:
@@ -55,8 +56,10 @@ def binding_change(fd, tables, old_tree, new_tree, mapping):
                     _binding_body(fd.name, user, src, code, inits, mapping, reasons)
                 if what == "unknown":
                     reasons.setdefault("other", f"{found}; {why_unbounded(fd.name)}")
-    mapping.at_import += [f"{fd.name}: {table}" for table in sorted(tables_hit)]
-    mapping.unknown += [f"{fd.name}: {why}" for why in reasons.values()]
+    for table in sorted(tables_hit):
+        mapping.add(AtImport(f"{fd.name}: {table}"))
+    for why in reasons.values():
+        mapping.add(Unknown(f"{fd.name}: {why}"))
 
 
 def _owner(table):
@@ -67,11 +70,6 @@ def _owner(table):
 def _properties(table):
     """Whether ``table`` holds properties (a getter and a setter per entry), not methods."""
     return "PyGetSetDef" in table.head
-
-
-def _kind(mapping, table):
-    """Where a use of ``table``'s entries goes in a mapping: its properties or its methods."""
-    return mapping.properties if _properties(table) else mapping.methods
 
 
 def _entry_names(name, table):
@@ -93,8 +91,8 @@ def _binding_body(path, fn, src, code, inits, mapping, reasons):
     methods = sorted({m.rstrip("=") for _, m in bound})
     if bound and all(_owner(table) for table, _ in bound) and not _used_elsewhere(name, fn, code, inits):
         for table, method in bound:
-            _kind(mapping, table).setdefault(f"{_owner(table)}.{method}",
-                                             f"the body of its binding {name}() changed ({path})")
+            mapping.add(BindingMember(f"{_owner(table)}.{method}", f"the body of its binding {name}() changed "
+                                      f"({path})", _properties(table)))
         return
     reasons.setdefault(name, f"{name}() binds {', '.join(methods)}: it runs only when Python calls that, "
                              f"in ways the trace does not see" if methods else why_unbounded(path))

@@ -75,5 +75,5 @@ def contradicted(mapping, called):
     (``called``: ``reach.loader.called``): the operators a fix reaches (``claims.Mapping``) one of
     whose ways' functions, or whose own entry, the run called, each with that function."""
     ran = short_names(called)
-    ways = {**mapping.backward_ops, **mapping.ops}
+    ways = mapping.ways()
     return {op: hit for op, way in sorted(ways.items()) if (hit := ran_on_the_way(op, way, ran))}

@@ -3,6 +3,7 @@ function stands for (a macro, a constant, a conditional that only chooses macros
 import re
 
 from ..framework import patch
+from .claims import Unknown
 
 # the name a namespace-level declaration defines: ``static const int64_t kMax = 8;``, ``table[] =``
 DECLARED = re.compile(r"(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=|;|\{|$)")
@@ -46,8 +47,7 @@ def located_sides(fd, tables, old_tree, new_tree, mapping):
                 found = True
                 yield hunk, lines, text, side
         if not found:
-            mapping.unknown.append(f"{fd.name}: the hunk at line {hunk.new_start} is not in "
-                                   f"{tables.label}'s copy")
+            mapping.add(Unknown(f"{fd.name}: the hunk at line {hunk.new_start} is not in {tables.label}'s copy"))
 
 
 def outside_functions(path, src, code, funcs, inits, n):
