@@ -107,3 +107,22 @@ def test_a_dotted_model_the_host_cannot_import_is_said_once_not_left_out_in_sile
     assert said == ["model nosuchpkg_for_this_test.net:Net: nosuchpkg_for_this_test.net is not importable on "
                     "the host, so the experiment key holds no hash of its code: only runtime.requirements "
                     "that install it name it (by their content), and without them no run can import it"]
+
+
+@pytest.mark.parametrize("name", ["lstm", "transformer"])
+def test_the_sequence_models_read_an_images_rows_and_train(name):
+    """The recurrent and attention workloads of the zoo: any challenge's images, read row by row,
+    give one log-probability per class, and a step of SGD changes every parameter."""
+    import torch
+
+    from bugimpact.harness.models import build
+    for channels, size in ((1, 8), (3, 32)):
+        torch.manual_seed(0)
+        model = build(name, channels, 10, size)
+        x, y = torch.rand(4, channels, size, size), torch.tensor([0, 1, 2, 3])
+        out = model(x)
+        assert out.shape == (4, 10) and torch.allclose(out.exp().sum(1), torch.ones(4), atol=1e-5)
+        before = [p.detach().clone() for p in model.parameters()]
+        torch.nn.functional.nll_loss(out, y).backward()
+        torch.optim.SGD(model.parameters(), lr=0.1).step()
+        assert all(not torch.equal(b, p) for b, p in zip(before, model.parameters()))

@@ -113,19 +113,22 @@ def _parser():
     p.add_argument("--python", required=True, help="an interpreter with torch and numpy")
     p.add_argument("--out", required=True)
     p.add_argument("--epochs", type=int, help="default: the config's train.epochs")
+    p.add_argument("--model", help="default: the config's train.model")
     p.add_argument("--challenge", help="default: the config's train.challenge")
     p.add_argument("--data", help="a prepared .npz (default: random pixels in the challenge's shapes)")
 
     p = command("reach", help="judge fixes against reach traces, with no build: reached, "
-                              "not reached, not reached on cpu, unknown (why)")
-    p.add_argument("--trace", nargs="+", required=True, help="traces from reach-trace or the workflow")
+                              "not reached, not reached on cpu, unknown (why); without --trace, every fix "
+                              "for every workload of reach.workloads on every release of reach.releases, "
+                              "into results/<study>/reach/matrix.csv")
+    p.add_argument("--trace", nargs="+", help="traces from reach-trace or the workflow")
     p.add_argument("--truth", nargs="+", help="ground truths from cpp-called: each not reached of a trace "
                                               "of the same torch is checked against the release's calls")
     p.add_argument("--rows", help="a CSV of fixes (id, buggy_sha, corrected_sha): default the sheet")
     p.add_argument("--ids", nargs="+", help="only these ids")
     p.add_argument("--clone", help="a clone with the fixes' commits (default: the config's clones)")
     p.add_argument("--tables", help="without a clone: a folder of source snapshots")
-    p.add_argument("--patches", help="a folder of <id>.diff")
+    p.add_argument("--patches", help="a folder of <id>.diff (default: the config's artifacts.onefix.patches)")
     p.add_argument("--out", help="write the table as CSV")
     return parser
 
@@ -301,7 +304,8 @@ def _reach(args):
               f"{sum(len(v) for v in trace['lines'].values())} torch lines, {seconds:.1f} s")
         return 0
     if args.command == "cpp-called":
-        train = dict(config["train"], **({"challenge": args.challenge} if args.challenge else {}))
+        train = dict(config["train"], **{k: v for k, v in (("model", args.model),
+                                                              ("challenge", args.challenge)) if v})
         count = batch.called_in(args.python, train, args.out, args.epochs, data=args.data)
         print(f"{args.out}: {count} functions of torch {read_json(args.out)['torch_version']} called")
         return 0
@@ -309,10 +313,14 @@ def _reach(args):
     if args.clone:
         sources["fix_clone"] = args.clone
     reach_cfg = dict(config["reach"], **({"tables": args.tables} if args.tables else {}))
+    # the fixes' diffs shipped with the project, where the config names them (one-fix arms read them)
+    patches = args.patches or config["artifacts"].get("onefix", {}).get("patches")
+    if not args.trace:
+        return _reach_matrix(config, sources, reach_cfg, patches, args)
     rows = batch.rows_of(args.rows or config["sheet"], args.ids)
     truths = {truth["torch_version"]: truth for truth in map(read_json, args.truth or ())}
     table = batch.judge_rows(rows, batch.load_traces(args.trace), sources, reach_cfg,
-                             layout.REACH_TABLES, args.patches, truths)
+                             layout.REACH_TABLES, patches, truths)
     batch.print_table(table)
     if args.out:
         batch.write_table(args.out, table)
@@ -321,6 +329,28 @@ def _reach(args):
         print(f"bugimpact reach: {len(wrong)} not reached contradicted by the ground truth:\n  " + "\n  ".join(wrong),
               file=sys.stderr)
         return 1
+    return 0
+
+
+def _reach_matrix(config, sources, reach_cfg, patches, args):
+    from .reach import batch, matrix  # numpy and the harness's names: imported when the command runs
+    reach = config["reach"]
+    if not reach["workloads"] or not reach["releases"]:
+        raise InputError(args.config, "give --trace, or name reach.workloads and reach.releases for a "
+                         "matrix", field="reach.workloads")
+    if not args.rows and not Path(config["sheet"]).exists():  # a fresh clone: its fixes mined first
+        print(f"bugimpact reach: no sheet yet: {config['sheet']} is made first (mine, resolve, sheet_merge)",
+              file=sys.stderr)
+        code = workflow.run("sheet_merge", 2, [], args.config)
+        if code != 0:
+            return code
+    rows = batch.rows_of(args.rows or config["sheet"], args.ids)
+    folder = Path(layout.STUDY.format(study=config["study"])) / "reach"
+    table = matrix.matrix(rows, matrix.traces(config, folder), sources, reach_cfg, layout.REACH_TABLES, patches)
+    names = [w["name"] for w in reach["workloads"]]
+    matrix.write(folder, table, names, reach["releases"])
+    print(f"{folder / 'matrix.csv'}: {len({r['fix'] for r in table})} fixes x {len(names)} workloads x "
+          f"{len(reach['releases'])} releases; {folder / 'matrix.md'}, {folder / 'matrix.png'}")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Models: the paper's VGG-X, AlexNet adapted to 32x32, and a small CNN for small inputs.
+"""Models: the paper's VGG-X, AlexNet adapted to 32x32, a small CNN for small inputs, and an LSTM and
+a Transformer encoder that read an image's rows as a sequence.
 
 Every model ends in LogSoftmax (trained with NLL loss, as in the paper). A user model is given as a
 dotted path ``package.module:Class`` (or ``package.module.Class``) whose constructor takes
@@ -131,7 +132,48 @@ class SmallCNN(nn.Module):
         return self.classifier(x.view(x.size(0), -1))
 
 
-BUILTIN = {"vggx": VGGX, "alexnet": AlexNet32, "smallcnn": SmallCNN}  # registry.MODELS
+def _rows(x):
+    """An image batch (batch, channels, rows, width) read as sequences of its rows: (rows, batch,
+    channels * width), the sequence-first layout torch 1.x's recurrent and attention layers take."""
+    return x.permute(2, 0, 1, 3).reshape(x.size(2), x.size(0), -1)
+
+
+class RowLSTM(nn.Module):
+    """An LSTM reading an image's rows in turn, classified from its last hidden state: a
+    recurrent workload on the same data as the convolutional ones."""
+
+    def __init__(self, in_channels=1, num_classes=10, size=8, hidden=64):
+        super(RowLSTM, self).__init__()
+        self.lstm = nn.LSTM(in_channels * size, hidden)
+        self.classifier = nn.Sequential(nn.Linear(hidden, num_classes), nn.LogSoftmax(dim=1))
+
+    def forward(self, x):
+        _, (hidden, _) = self.lstm(_rows(x))
+        return self.classifier(hidden[-1])
+
+
+class RowTransformer(nn.Module):
+    """A Transformer encoder over an image's rows as tokens (a learned position each), mean-pooled
+    and classified. nn.TransformerEncoder is torch 1.2's: an older torch is refused by name."""
+
+    def __init__(self, in_channels=1, num_classes=10, size=8, width=32, heads=4, layers=2):
+        super(RowTransformer, self).__init__()
+        if not hasattr(nn, "TransformerEncoder"):
+            raise ValueError("the transformer model needs nn.TransformerEncoder (torch 1.2 or later); "
+                             "this torch is %s" % torch.__version__)
+        self.embed = nn.Linear(in_channels * size, width)
+        self.position = nn.Parameter(torch.zeros(size, 1, width))
+        layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=2 * width)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.classifier = nn.Sequential(nn.Linear(width, num_classes), nn.LogSoftmax(dim=1))
+
+    def forward(self, x):
+        tokens = self.encoder(self.embed(_rows(x)) + self.position)
+        return self.classifier(tokens.mean(0))
+
+
+BUILTIN = {"vggx": VGGX, "alexnet": AlexNet32, "smallcnn": SmallCNN, "lstm": RowLSTM,
+           "transformer": RowTransformer}  # registry.MODELS
 
 
 class Torchvision(nn.Module):

@@ -20,6 +20,7 @@ from .run import map_fix, trace_spec
 from .verdict import judge
 
 log = logging.getLogger("bugimpact.reach")
+UNRESOLVED = "unresolved: no commits and no patch"  # a row of the sheet that is no fix to judge
 
 
 def shaped_data(challenge, path, n_train=256, n_test=256, seed=0):
