@@ -53,6 +53,15 @@ def test_each_fix_is_answered_for_each_workload_and_each_trace_is_made_once(tmp_
     assert {p: p.read_bytes() for p in traces} == traces
     assert read_csv(folder / "matrix.csv")[1] == list(cells.values())
 
+    # a workload that cannot run (its model's module is in no runtime) is said, and the rest stand
+    config["reach"]["workloads"].append({"name": "missing", "model": "nosuch.models:Net"})
+    (work / "small.yaml").write_text(yaml.safe_dump(config))
+    broken = bugimpact(work, "reach", "--config", "small.yaml", "--ids", *fixes)
+    assert broken.returncode == 1 and "no trace of missing@1.5.1" in broken.stderr, broken.stderr[-2000:]
+    assert "ModuleNotFoundError" in broken.stderr and "No trace of missing@1.5.1" in (folder / "matrix.md").read_text()
+    assert read_csv(folder / "matrix.csv")[1] == list(cells.values())
+    assert {p: p.read_bytes() for p in traces} == traces
+
     # the LSTM's not reached, against the ground truth of a whole run of the LSTM on the release
     python = next((folder / "runtimes").glob("1.5.1/venv/bin/python"))
     truth = bugimpact(work, "--config", "small.yaml", "cpp-called", "--python", str(python), "--model", "lstm",

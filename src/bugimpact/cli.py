@@ -346,12 +346,15 @@ def _reach_matrix(config, sources, reach_cfg, patches, args):
             return code
     rows = batch.rows_of(args.rows or config["sheet"], args.ids)
     folder = Path(layout.STUDY.format(study=config["study"])) / "reach"
-    table = matrix.matrix(rows, matrix.traces(config, folder), sources, reach_cfg, layout.REACH_TABLES, patches)
+    found, failed = matrix.traces(config, folder)
+    table = matrix.matrix(rows, found, sources, reach_cfg, layout.REACH_TABLES, patches)
     names = [w["name"] for w in reach["workloads"]]
-    matrix.write(folder, table, names, reach["releases"])
+    matrix.write(folder, table, names, reach["releases"], failed)
     print(f"{folder / 'matrix.csv'}: {len({r['fix'] for r in table})} fixes x {len(names)} workloads x "
           f"{len(reach['releases'])} releases; {folder / 'matrix.md'}, {folder / 'matrix.png'}")
-    return 0
+    for name, why in sorted(failed.items()):
+        print(f"bugimpact reach: no trace of {name}: {why}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 COMMANDS = {"run": _run, "status": _status, "steps": _steps, "validate-config": _validate_config,

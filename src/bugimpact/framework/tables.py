@@ -6,6 +6,8 @@ snapshots): ``native_functions.yaml`` (operator -> the functions it dispatches t
 (``REGISTER_DISPATCH(stub, &kernel)``: kernel -> stub), and every function of ``aten/src/ATen/native``
 with the names it calls (to go from a changed helper to the functions that call it).
 """
+import dataclasses
+import functools
 import pickle
 import re
 import subprocess
@@ -217,6 +219,13 @@ def th_name(lines, fn):
     return match.group(1) if match and fn.name.endswith("_") else fn.name
 
 
+@functools.lru_cache(maxsize=8192)
+def _parsed(text):
+    """The functions of one source's text, parsed once per content: the tables of commits near
+    each other (a study's fixes, a corpus window) share most of ATen's files."""
+    return tuple(cpp.functions(text))
+
+
 class Tables:
     def __init__(self, tree):
         self.tree, self.label = tree, tree.label
@@ -238,7 +247,7 @@ class Tables:
         for path, text in texts.items():
             if text is None:
                 continue
-            funcs = cpp.functions(text)
+            funcs = [dataclasses.replace(fn) for fn in _parsed(text)]  # its own copies: indexed below
             self.functions[path] = funcs
             for fn in funcs:
                 for name in fn.calls:

@@ -32,12 +32,14 @@ def workload_train(train_cfg, workload):
 
 
 def traces(config, folder):
-    """{"<workload>@<release>": trace}: each workload of ``reach.workloads`` traced on each release
-    of ``reach.releases`` (venvs of the release wheels for ``runtime.python``), made once and kept
-    under ``folder`` with what they were made of."""
+    """({"<workload>@<release>": trace}, {"<workload>@<release>": why it has none}): each workload
+    of ``reach.workloads`` traced on each release of ``reach.releases`` (venvs of the release
+    wheels for ``runtime.python``), made once and kept under ``folder`` with what they were made
+    of. A workload that cannot run on a release (its model needs what the venv lacks) is said, and
+    the others go on."""
     reach, sources = config["reach"], steps.artifact_sources(config)
     interpreter = interpreters.find(config["runtime"].get("python") or "python3")
-    found = {}
+    found, failed = {}, {}
     for release in reach["releases"]:
         manifest = Path(folder) / "artifacts" / f"pypi-{release}" / "manifest.json"
         if not manifest.exists() or read_json(manifest).get("status") != "ok":
@@ -51,13 +53,19 @@ def traces(config, folder):
                        "trace_version": TRACE_VERSION, "python": interpreter["executable"]}
             out = Path(folder) / "traces" / f"{workload['name']}@{release}.json"
             kept = read_json(out) if out.exists() else None
+            name = f"{workload['name']}@{release}"
             if kept is None or kept.get("made_of") != made_of:
-                python = _runtime(manifest, train, interpreter, sources, config["runtime"], folder)
-                seconds = trace_in(python, train, out, reach["steps"])
+                try:
+                    python = _runtime(manifest, train, interpreter, sources, config["runtime"], folder)
+                    seconds = trace_in(python, train, out, reach["steps"])
+                except RuntimeError as exc:
+                    failed[name] = str(exc).strip().splitlines()[-1]
+                    log.warning("%s: no trace: %s", name, exc)
+                    continue
                 write_json(out, {**read_json(out), "made_of": made_of})
                 log.info("traced %s on torch %s: %.1f s", workload["name"], release, seconds)
-            found[f"{workload['name']}@{release}"] = read_json(out)
-    return found
+            found[name] = read_json(out)
+    return found, failed
 
 
 def _runtime(manifest, train, interpreter, sources, runtime_cfg, folder):
@@ -89,9 +97,9 @@ def matrix(rows, found, sources, reach_cfg, cache_dir, patches=None):
     return out
 
 
-def write(folder, table, workloads, releases):
+def write(folder, table, workloads, releases, failed=None):
     """``matrix.csv``, and ``matrix.md`` and ``matrix.png``: fixes that touch the most workloads
-    first, the count per workload, the fixes no workload reaches."""
+    first, the count per workload, the fixes no workload reaches, the traces that failed."""
     folder = Path(folder)
     write_csv(folder / "matrix.csv", table, COLUMNS)
     cells = {(r["fix"], r["workload"], r["release"]): r["verdict"] for r in table}
@@ -104,9 +112,11 @@ def write(folder, table, workloads, releases):
     for w in workloads:
         lines.append(f"| {w} | " + " | ".join(str(sum(cells.get((f, w, rel)) == v for f in fixes))
                                              for rel in releases for v in ORDER) + " |")
+    lines += [f"\nNo trace of {name}: {why}" for name, why in sorted((failed or {}).items())]
     nowhere = [f for f in fixes if not _reaching(cells, f) and not any(
         cells.get((f, w, rel)) == "unknown" for w, rel in columns)]
-    lines += ["", f"Reached by no workload on any release, and unknown for none: {len(nowhere)} fixes.", "",
+    lines += ["", f"Reached by no workload on any release, and unknown for none: {len(nowhere)} fixes"
+              f"{': ' + ', '.join(nowhere) if nowhere else ''}.", "",
               "| fix | workloads reaching it | " + " | ".join(f"{w}@{rel}" for w, rel in columns) + " |",
               "|---" * (2 + len(columns)) + "|"]
     for f in fixes:
