@@ -333,7 +333,8 @@ def _reach(args):
 
 
 def _reach_matrix(config, sources, reach_cfg, patches, args):
-    from .reach import batch, matrix  # numpy and the harness's names: imported when the command runs
+    from .reach import batch  # numpy: imported when the command runs
+    from .steps import matrix  # with reach's batch
     reach = config["reach"]
     if not reach["workloads"] or not reach["releases"]:
         raise InputError(args.config, "give --trace, or name reach.workloads and reach.releases for a "

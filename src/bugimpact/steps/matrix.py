@@ -11,13 +11,15 @@ fixes first that touch the most workloads."""
 import logging
 from pathlib import Path
 
-from .. import steps
 from ..artifacts import interpreters
 from ..artifacts.source_kinds import release_version
+from ..artifacts.sources import artifact_sources
 from ..harness import TRACE_VERSION
 from ..io import ConfigError, read_json, write_csv, write_json, write_text
 from ..models import model_of
-from .batch import UNRESOLVED, judge_rows, trace_in
+from ..reach.batch import UNRESOLVED, judge_rows, trace_in
+from .builds import artifact
+from .runtime import runtime
 
 log = logging.getLogger("bugimpact.reach")
 COLUMNS = ("fix", "workload", "release", "verdict", "why")
@@ -37,13 +39,13 @@ def traces(config, folder):
     wheels for ``runtime.python``), made once and kept under ``folder`` with what they were made
     of. A workload that cannot run on a release (its model needs what the venv lacks) is said, and
     the others go on."""
-    reach, sources = config["reach"], steps.artifact_sources(config)
+    reach, sources = config["reach"], artifact_sources(config)
     interpreter = interpreters.find(config["runtime"].get("python") or "python3")
     found, failed = {}, {}
     for release in reach["releases"]:
         manifest = Path(folder) / "artifacts" / f"pypi-{release}" / "manifest.json"
         if not manifest.exists() or read_json(manifest).get("status") != "ok":
-            made = steps.artifact(sources, {"source": "pypi", "version": release, "python": interpreter}, manifest)
+            made = artifact(sources, {"source": "pypi", "version": release, "python": interpreter}, manifest)
             if made.get("status") != "ok":
                 raise ConfigError(f"torch {release}: {made.get('reason', 'its wheel could not be had')}",
                                   field="reach.releases")
@@ -75,7 +77,7 @@ def _runtime(manifest, train, interpreter, sources, runtime_cfg, folder):
     name = "-".join([release_version(read_json(manifest)), *(f"{d}{v}" for d, v in needs)])
     out = Path(folder) / "runtimes" / name / "runtime.json"
     if not out.exists() or read_json(out).get("status", "ok") != "ok":
-        steps.runtime("venv", manifest, out, {"interpreter": interpreter, "sources": sources,
+        runtime("venv", manifest, out, {"interpreter": interpreter, "sources": sources,
                                               "cache": runtime_cfg["cache"], "installer": runtime_cfg["installer"],
                                               "model": {k: train.get(k) for k in ("model", "model_options")}})
     record = read_json(out)
@@ -136,10 +138,11 @@ def _short(verdict):
 
 
 def _figure(path, fixes, columns, cells):
-    import matplotlib  # the figure alone needs it: the table is written without
+    # the figure alone needs matplotlib (steps import it only where used: a train job imports steps)
+    import matplotlib
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import ListedColormap
+    import matplotlib.pyplot as plt  # after use("Agg"): no display is asked for
+    from matplotlib.colors import ListedColormap  # with pyplot, for the figure alone
 
     colours = ("#c0392b", "#95a5a6", "#5dade2", "#f4f6f7")  # ORDER's
     grid = [[ORDER.index(cells[(f, w, rel)]) if (f, w, rel) in cells else len(ORDER) - 1
