@@ -388,7 +388,8 @@ class Mapping:
         raise AttributeError(name)
 
     def ways(self):
-        """Operator -> its Way, for every operator a fix changes (its forward's way first)."""
+        """Operator -> its Way, for every operator a fix changes (one whose forward and backward
+        both change: its forward's way)."""
         ops = sorted(self.of(Operator), key=lambda c: not c.backward)
         return {c.op: c.way for c in ops}
 
