@@ -330,32 +330,31 @@ class CompiledUnder(Claim):
         return {"compiled_under": [[c.path, c.setting] for c in claims]}
 
 
+class _FilesNeverRun:
+    """Files no run of a Python workload executes, counted in one reason (``words``) and listed
+    under ``listed_as``."""
+
+    @classmethod
+    def answer(cls, claims, seen, mapping):
+        return Answer(not_reached=[f"{cls.words}: {_files(claims)}"])
+
+    @classmethod
+    def listed(cls, claims):
+        return {cls.listed_as: [c.path for c in claims]}
+
+
 @dataclass
-class Frontend(Claim):
+class Frontend(_FilesNeverRun, Claim):
     """The C++ frontend and mobile bindings, which a Python workload never calls."""
     path: str
-
-    @classmethod
-    def answer(cls, claims, seen, mapping):
-        return Answer(not_reached=[f"C++ frontend, never called from Python: {_files(claims)}"])
-
-    @classmethod
-    def listed(cls, claims):
-        return {"frontend": [c.path for c in claims]}
+    words, listed_as = "C++ frontend, never called from Python", "frontend"
 
 
 @dataclass
-class NotShipped(Claim):
+class NotShipped(_FilesNeverRun, Claim):
     """Tests, docs, CI: nothing the installed package holds."""
     path: str
-
-    @classmethod
-    def answer(cls, claims, seen, mapping):
-        return Answer(not_reached=[f"not shipped (tests, docs, mobile): {_files(claims)}"])
-
-    @classmethod
-    def listed(cls, claims):
-        return {"not_shipped": [c.path for c in claims]}
+    words, listed_as = "not shipped (tests, docs, mobile)", "not_shipped"
 
 
 def _files(claims):
