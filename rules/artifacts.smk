@@ -64,12 +64,12 @@ rule runtime:
     params:
         kind=lambda wc: PLAN.artifacts[wc.artifact].kind,  # per artifact
         # the extra requirements, the model's needs, the kind's settings: an edit remakes it
-        requirements=lambda wc: PLAN.runtime_made_with(wc.artifact),
-        # all it is made with (PLAN.runtime_settings), untracked: how it is called (python or
+        requirements=lambda wc: PLAN.runtimes.made_with(wc.artifact, wc.runtime),
+        # all it is made with (PLAN.runtimes.settings), untracked: how it is called (python or
         # python3 of one environment), how it is installed (uv or pip: the same files), the
         # caches, where a cached download is fetched again from, are not what it is (its
         # identity is in the path, {runtime}; its content in its record)
-        settings=lambda wildcards, output: PLAN.runtime_settings(wildcards.artifact),
+        settings=lambda wildcards, output: PLAN.runtimes.settings(wildcards.artifact, wildcards.runtime),
     script:
         "../scripts/runtime.py"
 
@@ -80,9 +80,9 @@ rule runtime:
 # override passes at once. The arms gate refuses an arm whose check failed.
 rule override_check:
     input:
-        runtime=lambda wc: PLAN.artifacts[wc.artifact].runtime_json,
-        data=PLAN.data_files()[0],
-        meta=PLAN.data_files()[1],
+        runtime=lambda wc: PLAN.placed(wc.artifact, wc.key).runtime_json,
+        data=lambda wc: PLAN.data_files(wc.key)[0],
+        meta=lambda wc: PLAN.data_files(wc.key)[1],
     output:
         layout.CHECK,
     log:
@@ -92,7 +92,7 @@ rule override_check:
     resources:
         gpu=int(GPU_JOBS),
     params:
-        train=untracked(config["train"]),  # the experiment is {key}
+        train=lambda wc, output: PLAN.experiment_of(wc.key),  # untracked: the experiment is {key}
         steps=config["artifacts"]["onefix"]["check_steps"],
     script:
         "../scripts/override_check.py"

@@ -15,6 +15,7 @@ from bugimpact.config import SHEET_SCHEMA, check_paths, validate_config
 from bugimpact.harness import TRACE_VERSION
 from bugimpact.harness.registry import ARMS
 from bugimpact.plan import Plan
+from bugimpact.reach.run import verdict_settings
 from bugimpact.artifacts.kinds import kind as runtime_kind
 from bugimpact.artifacts.kinds import runtime_pattern
 from bugimpact.artifacts.runtimes import gpu_slots
@@ -104,8 +105,8 @@ def train_inputs(wildcards):
     for records (``needed``). (A runtime whose record is gone would be made again, and retrain
     what ran in it: the workflow refuses to start then, ``PLAN.lost_runtimes``.)"""
     return {
-        "data": PLAN.data_files()[0],
-        "meta": PLAN.data_files()[1],
+        "data": PLAN.data_files(wildcards.key)[0],
+        "meta": PLAN.data_files(wildcards.key)[1],
         # the runtime's content decides, not its time stamp: a runtime made again with the same
         # content retrains nothing, one with other content moves the bug to a new key (Plan)
         "runtime": ancient(PLAN.artifact_of(wildcards.bug, wildcards.arm).runtime_json),

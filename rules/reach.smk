@@ -4,9 +4,9 @@
 # when reach.skip says so: no artifact, no build, no run.
 rule reach_trace:
     input:
-        runtime=lambda wc: PLAN.artifacts[wc.artifact].runtime_json,
-        data=PLAN.data_files()[0],
-        meta=PLAN.data_files()[1],
+        runtime=lambda wc: PLAN.placed(wc.artifact, wc.key).runtime_json,
+        data=lambda wc: PLAN.data_files(wc.key)[0],
+        meta=lambda wc: PLAN.data_files(wc.key)[1],
     output:
         layout.TRACE,
     log:
@@ -16,7 +16,7 @@ rule reach_trace:
     resources:
         gpu=int(GPU_JOBS),  # traced on the study's device: its kernels are what the runs execute
     params:
-        train=untracked(config["train"]),  # the experiment is {key}
+        train=lambda wc, output: PLAN.experiment_of(wc.key),  # untracked: the experiment is {key}
         steps=config["reach"]["steps"],
         version=TRACE_VERSION,  # a trace made by an older harness is made again
     script:
@@ -35,6 +35,27 @@ checkpoint reach:
     params:
         spec=lambda wc: PLAN.bug(wc.bug).reach_identity,
         sources=untracked(artifact_sources(config)),  # where diffs come from, not what they are
-        reach=config["reach"],
+        reach=verdict_settings(config["reach"]),
     script:
         "../scripts/reach.py"
+
+
+# Which fixes can touch which models: every fix of the sheet judged for every workload of the
+# config on every release of reach.releases, with no build and no training (docs/reach.md). Made
+# where both are named; the report shows it. A person's edits of the sheet judge nothing again:
+# the merge (new fixes) does.
+rule reach_matrix:
+    input:
+        merge=STUDY.sheet_merge(FRAMEWORK),
+        sheet=ancient(config["sheet"]),
+    output:
+        csv=STUDY.reach_matrix,
+        text=STUDY.reach_matrix_text,
+        figure=STUDY.reach_matrix_figure,
+    log:
+        "logs/reach/matrix.log",
+    params:
+        workloads=config["workloads"],
+        releases=config["reach"]["releases"],
+    script:
+        "../scripts/reach_matrix.py"

@@ -67,13 +67,14 @@ rule report:
         std=STUDY.std_figure,
         builds=STUDY.builds_summary,
         checks=STUDY.override_checks,
+        matrix=PLAN.matrix_files(),  # where the config names workloads and reach.releases
     output:
         STUDY.report,
     log:
         "logs/report.log",
     params:
         study=config["study"],
-        setup=study_setup(config),
+        setup=study_setup(config, PLAN.studied_workloads()),
         stats=config["stats"],  # what the captions name (the correction)
     script:
         "../scripts/report.py"

@@ -27,6 +27,14 @@ ZERO_STRIDE = ("import sys, ctypes, torch\nctypes.CDLL(sys.argv[1]) if len(sys.a
                "except RuntimeError as exc:\n    print(str(exc).splitlines()[0])\n")
 
 
+@pytest.fixture(scope="module")
+def objects(tmp_path_factory):
+    """One object cache for this file's overrides, as the fixes of a release share one in a study:
+    pr38674's 1.5.1 objects are compiled once, by the first study, for every check below (each
+    compile is keyed by its preprocessed source, so what a check changes is compiled again)."""
+    return str(tmp_path_factory.mktemp("objects"))
+
+
 def study(work, name, fixes, runtime, runs=4, epochs=2):
     config = yaml.safe_load((ROOT / "configs" / "releases.yaml").read_text())
     config.update(study=name, runtime=runtime)
@@ -45,7 +53,7 @@ def verdicts(work, name):
     return {r["bug"]: r for r in read_csv(work / "results" / name / "stats" / "verdicts.csv")[1]}
 
 
-def test_kernel_fixes_on_torch_1_4_and_1_5_are_studied_on_their_release_wheels(tmp_path):
+def test_kernel_fixes_on_torch_1_4_and_1_5_are_studied_on_their_release_wheels(tmp_path, objects):
     """pr28784 (zero stride, in 1.4.0) and pr38674 (convolution memory, in 1.5.1): each buggy arm is
     the release with Convolution.cpp rebuilt from the release's own source with the fix reversed;
     both checks pass, and the small CNN's training is the release's (neither fix is triggered by it).
@@ -53,7 +61,7 @@ def test_kernel_fixes_on_torch_1_4_and_1_5_are_studied_on_their_release_wheels(t
     work = project_copy(tmp_path / "p")
     fixes = {bug: {"release": {"source": "pypi", "version": version}, "patch": str(PATCHES / f"{bug}.diff")}
              for bug, version in (("pr28784", "1.4.0"), ("pr38674", "1.5.1"))}
-    snakemake(work, "--configfile", study(work, "kernels", fixes, {"kind": "venv", "python": "3.7"}))
+    snakemake(work, "--configfile", study(work, "kernels", fixes, {"kind": "venv", "python": "3.7", "object_cache": objects}))
     found = verdicts(work, "kernels")
     for bug in fixes:
         checked = gate(work, bug)["override_checks"]["buggy"]
@@ -105,7 +113,7 @@ def test_the_compiled_fault_control_is_impact(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def pr38674(tmp_path_factory):
+def pr38674(tmp_path_factory, objects):
     """The buggy arm of pr38674 on 1.5.1, made as the artifact step makes it."""
     from bugimpact.artifacts import interpreters
     folder = tmp_path_factory.mktemp("pr38674")
@@ -115,14 +123,15 @@ def pr38674(tmp_path_factory):
             "release": {"source": "pypi", "version": "1.5.1"}}
     manifest = steps.artifact(steps.artifact_sources(config), spec, folder / "artifact" / "manifest.json")
     assert manifest["status"] == "ok", manifest
-    return folder, info, config
+    return folder, info, config, objects
 
 
 def checked(pr38674, name, monkeypatch, env=None):
     """The arm's runtime (its override built), then its check on the small CNN."""
-    folder, info, config = pr38674
+    folder, info, config, objects = pr38674
     runtime = steps.runtime("venv", folder / "artifact" / "manifest.json", folder / name / "runtime.json",
-                            {"interpreter": info, "cache": str(folder / "uv"), "sources": steps.artifact_sources(config)})
+                            {"interpreter": info, "cache": str(folder / "uv"), "object_cache": objects,
+                             "sources": steps.artifact_sources(config)})
     assert runtime.get("status", "ok") == "ok", runtime
     for key, value in (env or {}).items():
         monkeypatch.setenv(key, value)
@@ -162,7 +171,7 @@ def test_a_library_without_bsymbolic_under_global_symbols_fails_the_canary(pr386
 
 
 def test_a_reconstructed_source_is_named_in_the_manifest(pr38674):
-    folder, _, _ = pr38674
+    folder = pr38674[0]
     manifest = json.loads((folder / "artifact" / "manifest.json").read_text())
     source = manifest["kernels"]["source"]
     assert source["reconstructed"] is True and source["fix"].startswith("cherry-picked")

@@ -19,8 +19,10 @@ def test_the_configuration_page_is_the_one_the_schema_makes():
 
 def test_every_key_of_the_schema_is_documented_with_its_type_default_and_meaning():
     page = render(SCHEMA)
-    rows = {line.split(" | ")[0].strip("| `"): line.split(" | ")[1:] for line in page.splitlines()
-            if line.startswith("| `")}
+    rows = {}  # a key's first row: a top-level key before a shape's key of the same name
+    for line in page.splitlines():
+        if line.startswith("| `"):
+            rows.setdefault(line.split(" | ")[0].strip("| `"), line.split(" | ")[1:])
 
     def keys(node, prefix):
         for key, child in node.get("properties", {}).items():

@@ -117,7 +117,8 @@ def test_a_sheet_cell_with_no_column_or_a_column_named_twice_is_refused_never_me
     from bugimpact.io import InputError
     from bugimpact.sheet import COLUMNS, update_sheet
     header = ",".join(COLUMNS)
-    row = "pr1,v1.4.0,,,1,1,t,,,,,,,,yes,,,"
+    cells = {"id": "pr1", "release": "v1.4.0", "pr": "1", "prs": "1", "text": "t", "mined": "yes"}
+    row = ",".join(cells.get(c, "") for c in COLUMNS)
     sheet = tmp_path / "sheet.csv"
     bugs = [{"id": "pr1", "release": "v1.4.0", "area": "", "pr": "1", "prs": "1", "text": "t",
              "url": ""}]

@@ -116,9 +116,9 @@ def test_release_wheels_the_interpreter_can_use(tmp_path):
 def test_dataset_files_and_checksums(tmp_path):
     missing = config_with(**{"sheet": str(tmp_path / "none.csv"), "train.challenge": "cifar10",
                              "data.cifar10": str(tmp_path / "cifar-10-python.tar.gz")})
-    assert preflight._data(missing)[0].status == "FAIL"
+    assert preflight._data(missing, missing["train"]["challenge"])[0].status == "FAIL"
     (tmp_path / "cifar-10-python.tar.gz").write_bytes(b"not the official tarball")
-    wrong = preflight._data(missing)[0]
+    wrong = preflight._data(missing, missing["train"]["challenge"])[0]
     assert wrong.status == "FAIL" and "not the official files" in wrong.detail
 
 
@@ -190,10 +190,10 @@ def test_preflight_asks_the_challenge_about_its_raw_file(tmp_path, monkeypatch):
     monkeypatch.setitem(CHALLENGES, "own", Challenge(lambda r: None, False, (1, 8, 8), 16, (40, 10),
                                                      raw=str(raw), check=check))
     config = config_with(**{"sheet": str(tmp_path / "none.csv"), "train.challenge": "own"})
-    missing = preflight._data(config)[0]
+    missing = preflight._data(config, config["train"]["challenge"])[0]
     assert missing.status == "FAIL" and missing.detail == f"own: missing {raw}", missing
     assert missing.fix == "put it there (data.own in the config)"
     raw.write_text("bad")
-    assert preflight._data(config)[0].detail == f"own: {raw}: not ok"
+    assert preflight._data(config, config["train"]["challenge"])[0].detail == f"own: {raw}: not ok"
     raw.write_text("ok")
-    assert preflight._data(config)[0].status == "pass"
+    assert preflight._data(config, config["train"]["challenge"])[0].status == "pass"

@@ -10,6 +10,7 @@ from pathlib import Path
 from . import gpucheck, layout, recovery, steps, workflow
 from .config import SHEET_SCHEMA, check_paths, load_config, load_schema
 from .config_docs import render
+from .identities import Study
 from .io import InputError, read_json, write_text
 from .plan import Plan
 from .records import broken
@@ -119,7 +120,7 @@ def _parser():
 
     p = command("reach", help="judge fixes against reach traces, with no build: reached, "
                               "not reached, not reached on cpu, unknown (why); without --trace, every fix "
-                              "for every workload of reach.workloads on every release of reach.releases, "
+                              "for every workload of workloads on every release of reach.releases, "
                               "into results/<study>/reach/matrix.csv")
     p.add_argument("--trace", nargs="+", help="traces from reach-trace or the workflow")
     p.add_argument("--truth", nargs="+", help="ground truths from cpp-called: each not reached of a trace "
@@ -257,20 +258,22 @@ def _retry_failed(args):
 
 
 def _run_bug(bug, config_path, cores, extra):
-    """Everything one bug still needs: its broken, failed and stale records (runs, its arms'
+    """Everything one bug still needs (a bug studied with several workloads: each of its items,
+    or the one named ``<bug>@<workload>``): its broken, failed and stale records (runs, its arms'
     artifacts and runtimes: ``recovery``) are removed, saying each, so that they are made again,
-    then its target is made; its line is printed."""
+    then its targets are made; its lines are printed."""
     plan = Plan(load_config(config_path), SHEET_SCHEMA, config_path)
-    if bug not in plan.bugs:
+    items = [name for name in sorted(plan.bugs) if bug in (name, plan.bug(name).spec["bug"])]
+    if not items:
         known = sorted(plan.bugs)
         raise InputError(config_path, f"no bug {bug!r} in this study (it has {', '.join(known[:12])}"
                          f"{', ...' if len(known) > 12 else ''}); a sheet row is a bug once its "
                          f"decision is accept", field="--bug")
-    for line in recovery.remove(recovery.of_plan(plan, [bug]), "--dry-run" in extra):
+    for line in recovery.remove(recovery.of_plan(plan, items), "--dry-run" in extra):
         print(line)
-    code = workflow.run(None, cores, extra + plan.bug_targets(bug), config_path)
-    print(table([bug_row(Plan(load_config(config_path), SHEET_SCHEMA, config_path), bug,
-                         verdicts(plan.study))]))
+    code = workflow.run(None, cores, extra + [t for name in items for t in plan.bug_targets(name)], config_path)
+    after = Plan(load_config(config_path), SHEET_SCHEMA, config_path)
+    print(table([bug_row(after, name, verdicts(plan.study)) for name in items]))
     return code
 
 
@@ -336,23 +339,20 @@ def _reach_matrix(config, sources, reach_cfg, patches, args):
     from .reach import batch  # numpy: imported when the command runs
     from .steps import matrix  # with reach's batch
     reach = config["reach"]
-    if not reach["workloads"] or not reach["releases"]:
-        raise InputError(args.config, "give --trace, or name reach.workloads and reach.releases for a "
-                         "matrix", field="reach.workloads")
+    if not config["workloads"] or not reach["releases"]:
+        raise InputError(args.config, "give --trace, or name workloads and reach.releases for a matrix",
+                         field="workloads" if not config["workloads"] else "reach.releases")
     if not args.rows and not Path(config["sheet"]).exists():  # a fresh clone: its fixes mined first
         print(f"bugimpact reach: no sheet yet: {config['sheet']} is made first (mine, resolve, sheet_merge)",
               file=sys.stderr)
         code = workflow.run("sheet_merge", 2, [], args.config)
         if code != 0:
             return code
-    rows = batch.rows_of(args.rows or config["sheet"], args.ids)
-    folder = Path(layout.STUDY.format(study=config["study"])) / "reach"
-    found, failed = matrix.traces(config, folder)
-    table = matrix.matrix(rows, found, sources, reach_cfg, layout.REACH_TABLES, patches)
-    names = [w["name"] for w in reach["workloads"]]
-    matrix.write(folder, table, names, reach["releases"], failed)
-    print(f"{folder / 'matrix.csv'}: {len({r['fix'] for r in table})} fixes x {len(names)} workloads x "
-          f"{len(reach['releases'])} releases; {folder / 'matrix.md'}, {folder / 'matrix.png'}")
+    study = Study(config["study"])
+    table, failed = matrix.study_matrix(config, batch.rows_of(args.rows or config["sheet"], args.ids), sources,
+                                        reach_cfg, patches, study.reach)
+    print(f"{study.reach_matrix}: {len({r['fix'] for r in table})} fixes x {len(config['workloads'])} workloads x "
+          f"{len(reach['releases'])} releases; {study.reach_matrix_text}, {study.reach_matrix_figure}")
     for name, why in sorted(failed.items()):
         print(f"bugimpact reach: no trace of {name}: {why}", file=sys.stderr)
     return 1 if failed else 0

@@ -148,6 +148,12 @@ def _beyond_schema(config):
                             "(e.g. '>=1.1.0,<1.7.0')")
     if model_error(config["train"]["model"]):
         problems.append(f"key 'train.model': {model_error(config['train']['model'])}")
+    names = [w["name"] for w in config.get("workloads") or []]
+    for index, workload in enumerate(config.get("workloads") or []):
+        if model_error(workload["model"]):
+            problems.append(f"key 'workloads[{index}].model': {model_error(workload['model'])}")
+        if names.count(workload["name"]) > 1:
+            problems.append(f"key 'workloads[{index}].name': {workload['name']!r} names two workloads")
     sequential = config["train"]["sequential"]
     if sequential["enabled"] and config["train"]["seed_policy"] != "paired":
         problems.append("key 'train.sequential.enabled': the group-sequential design tests paired "

@@ -31,7 +31,8 @@ def render(schema):
     required = set(schema.get("required", []))
     sections = {k: v for k, v in schema["properties"].items() if v.get("type") == "object"}
     lines += ["## Top-level keys", ""]
-    lines += _table((k, v, k in required) for k, v in schema["properties"].items() if k not in sections)
+    lines += _table(_rows({"properties": {k: v for k, v in schema["properties"].items() if k not in sections},
+                           "required": list(required)}, ""))
     for key, node in sections.items():
         lines += ["", f"## `{key}`" + (" (required)" if key in required else ""), ""]
         if node.get("description"):
@@ -44,7 +45,8 @@ def render(schema):
         if node.get("anyOf"):
             lines += ["Needs " + " or ".join(
                 " and ".join(f"`{k}`" for k in alt["required"]) for alt in node["anyOf"]) + ".", ""]
-        lines += _table(_rows(node, "")) + [""]
+        if node.get("properties"):
+            lines += _table(_rows(node, "")) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -63,6 +65,9 @@ def _rows(node, prefix):
             else:
                 yield f"{path}.<id>", child, key in needed
                 yield from _rows(value, f"{path}.<id>")
+        elif child.get("type") == "array" and child.get("items", {}).get("properties"):
+            yield path, child, key in needed
+            yield from _rows(child["items"], f"{path}[]")
         else:
             yield path, child, key in needed
 

@@ -152,9 +152,10 @@ def run_seeds(path, train_cfg, bug):
 
 
 def study_bugs(config, sheet_rows):
-    """Bug id -> {label, arms: {arm: {source..., fault}}}: the sheet's accepted rows (their arms
-    made by ``artifacts.source``, or by ``bugs.overrides``), the one-fix ``bugs.fixes`` and the
-    controls."""
+    """Bug id -> {label, arms: {arm: {source..., fault}}, workloads}: the sheet's accepted rows
+    (their arms made by ``artifacts.source``, or by ``bugs.overrides``), the one-fix
+    ``bugs.fixes`` and the controls; ``workloads``: the names it is studied with
+    (``workloads.items``)."""
     bugs = {}
     default_source = config["artifacts"]["source"]
     overrides = config["bugs"].get("overrides", {})
@@ -166,16 +167,18 @@ def study_bugs(config, sheet_rows):
             for arm, spec in overrides.get(row["id"], {}).items():
                 arms[arm] = source(spec["source"]).sheet_override(spec, arm, row)
             bugs[row["id"]] = {"label": row.get("text", ""), "kind": "bug", "arms": arms,
-                               "tags": row.get("tags") or "", "sheet_row": row}
+                               "tags": row.get("tags") or "", "workloads": row.get("workloads") or "",
+                               "sheet_row": row}
     for fix_id, spec in config["bugs"].get("fixes", {}).items():
         if fix_id in bugs:
             raise ValueError(f"config.yaml: fix id {fix_id!r} is also a sheet id")
         bugs[fix_id] = {"label": spec.get("label", fix_id), "kind": "bug",
-                        "arms": OneFix.arms(spec["release"], spec), "tags": spec.get("tags", "")}
+                        "arms": OneFix.arms(spec["release"], spec), "tags": spec.get("tags", ""),
+                        "workloads": spec.get("workloads", [])}
     for control_id, spec in config["bugs"].get("controls", {}).items():
         if control_id in bugs:
             raise ValueError(f"config.yaml: control id {control_id!r} is also a sheet id")
         bugs[control_id] = {"label": spec.get("label", control_id), "kind": "control",
                             "arms": {arm: dict(spec[arm]) for arm in ARMS},
-                            "tags": spec.get("tags", "")}
+                            "tags": spec.get("tags", ""), "workloads": spec.get("workloads", [])}
     return bugs

@@ -29,7 +29,7 @@ def referenced(configs, results="results"):
     for path, config in configs.items():
         plan = Plan(config, SHEET_SCHEMA, path)
         keep["artifacts"] |= set(plan.artifacts)
-        keep["runtimes"] |= {f"{a.runtime}/{a.ident}" for a in plan.artifacts.values()}
+        keep["runtimes"] |= {f"{a.runtime}/{a.ident}" for a in plan.placed_artifacts()}
         if plan.toolchain:
             keep["toolchains"].add(plan.toolchain)
         cache = config["artifacts"]["wheel_cache"]

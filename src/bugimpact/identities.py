@@ -30,6 +30,10 @@ class Study:
     stats_summary = property(lambda self: self._path(layout.STATS_SUMMARY))
     std_figure = property(lambda self: self._path(layout.STD_FIGURE))
     report = property(lambda self: self._path(layout.REPORT))
+    reach = property(lambda self: self._path(layout.STUDY) + "/reach", doc="the reach matrix's folder")
+    reach_matrix = property(lambda self: self._path(layout.REACH_MATRIX))
+    reach_matrix_text = property(lambda self: self._path(layout.REACH_MATRIX_TEXT))
+    reach_matrix_figure = property(lambda self: self._path(layout.REACH_MATRIX_FIGURE))
 
     def sheet_merge(self, framework):
         return self._path(layout.SHEET_MERGE, framework=framework)

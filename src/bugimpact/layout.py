@@ -55,3 +55,7 @@ BUG_FIGURE = STUDY + "/figures/{bug}.png"
 STD_FIGURE = STUDY + "/figures/std.png"
 BUG_LINE = STUDY + "/bugs/{bug}.txt"  # a bug's verdict in one line
 REPORT = STUDY + "/report.html"
+# which fixes can touch which models (config workloads x reach.releases): its table, text, figure
+REACH_MATRIX = STUDY + "/reach/matrix.csv"
+REACH_MATRIX_TEXT = STUDY + "/reach/matrix.md"
+REACH_MATRIX_FIGURE = STUDY + "/reach/matrix.png"

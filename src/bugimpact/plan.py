@@ -6,21 +6,19 @@ controls), each arm's artifact, the experiment key, and every target path.
 import re
 from pathlib import Path
 
-from . import layout
-from .artifacts.kinds import content_digest, runtime_id
+from . import layout, workloads
+from .artifacts.kinds import content_digest
 from .artifacts.kinds import kind as runtime_kind
-from .artifacts.runtimes import made_with
 from .artifacts.source_kinds import artifact_id, source
-from .artifacts.sources import artifact_sources
 from .experiment import arms_identity, check_seeds, experiment_file, experiment_key, study_bugs
 from .harness.registry import ARMS
-from .identities import Artifact, Bug, Study
+from .identities import Bug, Study
 from .io import ConfigError, InputError, config_file, read_json
-from .models import model_of
 from .reach.run import gate
 from .records import ran_in, record_paths, record_status, trained_on
 from .sheet import sheet_missing, validate
 from .stats.decisions import pairs_for_rate, stops
+from .study_runtimes import StudyRuntimes
 
 
 class Plan:
@@ -48,10 +46,10 @@ class Plan:
         specs = study_bugs(config, rows)
         # accepted sheet rows that cannot run here: said once at the start, the rest goes on
         self.cannot_run = {bug: why for bug, spec in specs.items() if (why := cannot_run(spec, config))}
-        for bug in self.cannot_run:
-            del specs[bug]
+        # a bug once per workload it names (every name checked, of those that cannot run too)
+        specs = {item: spec for item, spec in workloads.items(config, specs, sheet_path, rows).items()
+                 if spec["bug"] not in self.cannot_run}
         self.kind = runtime_kind(config["runtime"]["kind"])
-        self.model = model_of(config["train"])  # what its runtimes must hold for it
         arms = [a for b in specs.values() for a in b["arms"].values()]
         recipe_sha, self.toolchain = "", None  # the toolchain image, where a step uses docker
         if self.kind.needs_toolchain or any(source(a["source"]).built for a in arms):
@@ -60,7 +58,9 @@ class Plan:
             recipe_sha = recipe(config["artifacts"]["docker"])[1]
             self.toolchain = toolchain_name(config["artifacts"]["docker"])
         self.interpreter, target = self.kind.interpreter(config["runtime"], recipe_sha)
-        self.artifacts = {}  # artifact id -> Artifact
+        self.runtimes = StudyRuntimes(config, self.kind, self.interpreter, recipe_sha,
+                                      self.toolchain_json() if self.kind.needs_toolchain else None)
+        self.artifacts = self.runtimes.artifacts  # artifact id -> Artifact, in the runtime of train's model
         for bug, spec in specs.items():
             for arm in ARMS:
                 arm_spec = spec["arms"][arm]
@@ -69,13 +69,23 @@ class Plan:
                 base = {k: v for k, v in arm_spec.items() if k != "fault"}
                 if source(arm_spec["source"]).fits_interpreter:
                     base["python"] = self.interpreter  # the wheel must fit the runtime's Python
-                self._register(ident, base, recipe_sha)
+                self.runtimes.register(ident, base)
                 arm_spec["artifact"] = ident
+        # each item's arms in the runtimes its workload's model needs
+        self.placements = {(item, arm): self.runtimes.place(spec["arms"][arm]["artifact"],
+                                                            workloads.train(config, spec["workload"]))
+                           for item, spec in specs.items() for arm in ARMS}
         keys, self.experiments = self._experiments(specs)
         self.bugs = {bug: Bug(bug, keys[bug], spec) for bug, spec in specs.items()}  # name -> Bug
         for bug in self.bugs:
             check_seeds(Path(self.bug(bug).seeds), bug, config["train"]["study_seed"], config["train"]["seed_policy"])
         self.reach_artifacts = {bug: self._reach_artifact(bug, recipe_sha, target) for bug in self.bugs}
+        self.reach_placements = {bug: self.runtimes.place(ident, self.train(bug))
+                                 for bug, ident in self.reach_artifacts.items() if ident}
+        # the experiment of every key a job of this study is given: the runs' and checks' (the
+        # bugs' keys) and the traces'
+        self.trains = {bug.key: self.train(name) for name, bug in self.bugs.items()}
+        self.trains.update({self._trace_key(bug): self.train(bug) for bug in self.reach_placements})
         refused = sorted((why, a.ident) for a in self.artifacts.values()
                          if (why := runtime_kind(a.kind).refusal(a.spec["source"])))
         if refused:
@@ -91,66 +101,41 @@ class Plan:
         of them was trained on these arms (``records.trained_on``)."""
         keys, experiments, self.runtime_contents = {}, {}, {}
         for bug, spec in specs.items():
-            runtime = "+".join(sorted({self.artifacts[spec["arms"][arm]["artifact"]].runtime for arm in ARMS}))
-            arms = arms_identity(spec)
-            found = experiment_file(self.config["train"], runtime, arms)
-            before = experiment_file(self.config["train"], runtime)
+            runtime = "+".join(sorted({self.placements[(bug, arm)].runtime for arm in ARMS}))
+            arms, train = arms_identity(spec), workloads.train(self.config, spec["workload"])
+            found = experiment_file(train, runtime, arms)
+            before = experiment_file(train, runtime)
             if not Path(layout.BUG_RUNS.format(bug=bug, key=found["key"])).exists() and trained_on(
                     [layout.BUG_RUNS.format(bug=bug, key=before["key"]),
                      layout.BUG_REPEATS.format(bug=bug, key=before["key"])], arms):
                 found = before
-            found, self.runtime_contents[bug] = self._in_contents(bug, spec, runtime, arms, found)
+            found, self.runtime_contents[bug] = self._in_contents(bug, spec, train, runtime, arms, found)
             keys[bug], experiments[found["key"]] = found["key"], found
         return keys, experiments
 
-    def _in_contents(self, bug, spec, runtime, arms, found):
+    def _in_contents(self, bug, spec, train, runtime, arms, found):
         """The experiment of a bug whose runs ran in a runtime of other content than its arm's
         runtime has now (made again since with other bytes: ``steps.runtime``): its arms named with
         their runtimes' contents, so new runs go beside the old ones (and a runtime made again as it
         was finds them); and the content each arm's runs must run in (the train jobs refuse
         another), "" where none is known yet."""
-        made = {arm: self._made_content(spec["arms"][arm]["artifact"]) for arm in ARMS}
+        made = {arm: self._made_content(self.placements[(bug, arm)]) for arm in ARMS}
         ran = ran_in(layout.BUG_RUNS.format(bug=bug, key=found["key"]))
         if any(made[arm] and ran.get(arm) and made[arm] != ran[arm] for arm in ARMS):
-            found = experiment_file(self.config["train"], runtime,
-                                    {arm: {**arms[arm], "runtime_content": made[arm]} for arm in ARMS})
+            found = experiment_file(train, runtime, {arm: {**arms[arm], "runtime_content": made[arm]} for arm in ARMS})
             ran = ran_in(layout.BUG_RUNS.format(bug=bug, key=found["key"]))
         return found, {arm: made[arm] or ran.get(arm, "") for arm in ARMS}
 
-    def _made_content(self, ident):
-        """The content of artifact ``ident``'s runtime as made now (``kinds.content_digest``), or ""
+    def _made_content(self, artifact):
+        """The content of ``artifact``'s runtime as made now (``kinds.content_digest``), or ""
         where it is not made, failed or does not read."""
-        path = Path(self.artifacts[ident].runtime_json)
+        path = Path(artifact.runtime_json)
         try:
             record = read_json(path) if path.is_file() else None
         except InputError:
             return ""
         return content_digest(record) if isinstance(record, dict) and record.get("kind") \
             and record.get("status") != "failed" else ""
-
-    def runtime_made_with(self, ident):
-        """What the runtime of artifact ``ident`` is made with besides the artifact, compared with
-        the last run's (the runtime rule's tracked param: an edit remakes it): the extra
-        requirements, what the model needs of it (the torchvision table) and its kind's own
-        settings (runtime.<kind>). Where neither of the last two applies, the requirements alone,
-        the value this param had before they existed: such a runtime is kept."""
-        kind = self.artifacts[ident].kind
-        made, runtime_cfg = {}, self.config["runtime"]
-        if self.model.runtime_needs() is not None:
-            made["model_needs"] = self.model.runtime_needs()
-        if runtime_kind(kind).settings_schema:
-            made["kind_settings"] = runtime_cfg.get(kind, {})
-        return {"requirements": runtime_cfg["requirements"], **made} if made else runtime_cfg["requirements"]
-
-    def runtime_settings(self, ident):
-        """The settings the runtime of artifact ``ident`` is made with (``steps.runtime``; the job's
-        threads aside): its rule's, and ``bugimpact``'s when it makes one again in place."""
-        runtime_cfg = self.config["runtime"]
-        return {"interpreter": self.interpreter, **made_with(self.runtime_made_with(ident)),
-                "toolchain_json": self.toolchain_json() if self.kind.needs_toolchain else None,
-                "installer": runtime_cfg["installer"], "cache": runtime_cfg["cache"],
-                "object_cache": runtime_cfg["object_cache"], "sources": artifact_sources(self.config),
-                "model": {k: self.config["train"].get(k) for k in ("model", "model_options")}}
 
     def lost_runtimes(self):
         """The runtimes that whole runs of this study ran in whose records are gone (a folder
@@ -175,7 +160,7 @@ class Plan:
         corrected = self.bug(bug).arm("corrected")
         version = reach["release"]
         if version == "sheet":
-            row = next((r for r in self.sheet_rows if r.get("id") == bug), {})
+            row = self.bug(bug).spec.get("sheet_row", {})
             version = re.sub(r"^v", "", row.get("release", ""))
         release = self.kind.reach_release(corrected, version)
         if release is None:
@@ -183,19 +168,8 @@ class Plan:
         ident = artifact_id(release, recipe_sha, target)
         if source(release["source"]).fits_interpreter:
             release["python"] = self.interpreter
-        self._register(ident, release, recipe_sha)
+        self.runtimes.register(ident, release)
         return ident
-
-    def _register(self, ident, spec, recipe_sha):
-        """The artifact ``ident``, made with its source's own settings, if it has any (in its spec:
-        an edit remakes it), and the runtime it runs in (``RuntimeKind.runs_in``)."""
-        if source(spec["source"]).settings_schema:
-            spec = {**spec, "settings": self.config["artifacts"].get(spec["source"], {})}
-        if ident not in self.artifacts:
-            kind = self.kind.runs_in(spec["source"], self.config["runtime"])
-            runtime = runtime_id({**self.config["runtime"], "kind": kind}, self.interpreter, recipe_sha,
-                                 self.model.runtime_needs())
-            self.artifacts[ident] = Artifact(ident, runtime, kind, spec)
 
     @property
     def keys(self):
@@ -206,9 +180,26 @@ class Plan:
         """The study's bug ``name`` (``identities.Bug``): its spec, experiment key and paths."""
         return self.bugs[name]
 
+    def studied_workloads(self):
+        """The named workloads its bugs are studied with (``workloads.items``), sorted."""
+        return sorted({bug.spec["workload"] for bug in self.bugs.values()} - {None})
+
+    def train(self, name):
+        """The experiment bug ``name`` trains: ``train``, with its workload's model in place."""
+        return workloads.train(self.config, self.bug(name).spec["workload"])
+
     def artifact_of(self, bug, arm):
-        """The artifact an arm of a bug runs (``identities.Artifact``)."""
-        return self.artifacts[self.bug(bug).arm(arm)["artifact"]]
+        """The artifact an arm of a bug runs, in the runtime it runs in (``identities.Artifact``)."""
+        return self.placements[(bug, arm)]
+
+    def placed_artifacts(self):
+        """Every artifact of the study in every runtime a job of it runs one in."""
+        return {*self.artifacts.values(), *self.placements.values(), *self.reach_placements.values()}
+
+    def placed(self, ident, key):
+        """Artifact ``ident`` in the runtime a job of experiment ``key`` (a trace, a check) runs it in."""
+        return self.runtimes.of(ident, self.trains[key])
+
 
     def override_checks(self, bug):
         """The checks of the override libraries the bug's arms may carry (one-fix arms: a compiled
@@ -217,19 +208,20 @@ class Plan:
                 if source(self.artifact_of(bug, arm).spec["source"]).overrides}
 
     def reach_trace(self, bug):
-        ident = self.reach_artifacts.get(bug)
-        if not ident:
-            return None
-        return self.artifacts[ident].trace(self._trace_key(ident))
+        """The trace of the bug's workload that its reach verdict reads, or None where it needs none."""
+        return self.reach_placements[bug].trace(self._trace_key(bug)) if bug in self.reach_placements else None
 
-    def _trace_key(self, ident):
-        return experiment_key(self.config["train"], self.artifacts[ident].runtime)
+    def _trace_key(self, bug):
+        return experiment_key(self.train(bug), self.reach_placements[bug].runtime)
 
     def experiment_keys(self):
         """Every experiment key a path of this study may hold: a path under any other key (typed
         by hand, or left from another config) matches no rule, so no record lies about its run."""
-        traces = {self._trace_key(i) for i in self.reach_artifacts.values() if i}
-        return sorted(set(self.keys.values()) | traces)
+        return sorted(self.trains)
+
+    def experiment_of(self, key):
+        """The experiment (the train settings) a job of ``key`` (a run, a trace, a check) trains."""
+        return self.trains[key]
 
     def reach_json(self, bug):
         """The bug's reach verdict, or None when the study judges no reach."""
@@ -320,9 +312,13 @@ class Plan:
         """The toolchain image's record (built by its own rule), or None when no step uses docker."""
         return layout.TOOLCHAIN.format(toolchain=self.toolchain) if self.toolchain else None
 
-    def data_files(self):
-        """The prepared challenge: its .npz and its metadata."""
-        challenge = self.config["train"]["challenge"]
+    def challenges(self):
+        """The challenges its experiments train on (train's where it has none), sorted."""
+        return sorted({train["challenge"] for train in self.trains.values()} or {self.config["train"]["challenge"]})
+
+    def data_files(self, key):
+        """The prepared challenge of experiment ``key``: its .npz and its metadata."""
+        challenge = self.experiment_of(key)["challenge"]
         return layout.DATA.format(challenge=challenge), layout.DATA_META.format(challenge=challenge)
 
     def build_statuses(self):
@@ -362,10 +358,17 @@ class Plan:
         """(records, decisions) this bug needs as far as the decisions on disk ask."""
         return self.needed(bug, lambda kind, pairs, path: _written(path)) if self.runnable(bug) else ([], [])
 
+    def matrix_files(self):
+        """The reach matrix's csv, text and figure, where the config names workloads and releases."""
+        study, config = self.study, self.config
+        made = config["workloads"] and config["reach"]["releases"]
+        return [study.reach_matrix, study.reach_matrix_text, study.reach_matrix_figure] if made else []
+
     def targets(self):
-        """Every target of the study (``all``): each bug's, then the study's tables and report."""
+        """Every target of the study (``all``): the reach matrix, each bug's, then the study's
+        tables and report."""
         study = self.study
-        out = [study.preflight, study.funnel, study.mined_releases]
+        out = [study.preflight, study.funnel, study.mined_releases, *self.matrix_files()]
         if self.bugs:
             for bug in sorted(self.bugs):
                 out += self.bug_targets(bug)

@@ -67,7 +67,7 @@ def run(config, plan, nvidia_smi=None, timeout=20, gated=()):
         checks += _docker(config)
         checks += _disk(config, plan, built_arms)
     checks += _gpus(config, plan, nvidia_smi)
-    checks += _data(config)
+    checks += [check for challenge in plan.challenges() for check in _data(config, challenge)]
     checks += _interpreter(config, plan)
     checks += _compiler(arms)
     return checks
@@ -345,9 +345,8 @@ def _gpus(config, plan, recorded):
     return checks
 
 
-def _data(config):
-    """The challenge's raw file, as the challenge checks it."""
-    challenge = config["train"]["challenge"]
+def _data(config, challenge):
+    """A challenge's raw file (train's, or a workload's its bugs train), as the challenge checks it."""
     found = problems(challenge, config["data"])
     if found:
         return [Check("data", "FAIL", f"{challenge}: {'; '.join(p for p, _ in found)}",

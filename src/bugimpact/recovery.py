@@ -208,7 +208,7 @@ def of_plan(plan, bugs=None):
                for p in record_paths(folder)]
     used = {plan.artifact_of(bug, arm).runtime_json for bug in names for arm in ARMS
             if any(record_status(p) == "ok" for p in record_paths(Path(plan.bug(bug).runs_folder) / arm))}
-    settings = {a.runtime_json: {**plan.runtime_settings(a.ident), "kind": a.kind, "artifact_manifest": a.manifest,
+    settings = {a.runtime_json: {**plan.runtimes.settings(a.ident, a.runtime), "kind": a.kind, "artifact_manifest": a.manifest,
                                  "artifact_spec": a.spec} for a in made if a.runtime_json in used}
     lost = [Finding(Path(path), "gone", f"finished runs of {', '.join(bugs_of)} ran in it", IN_PLACE)
             for path, bugs_of in plan.lost_runtimes().items() if set(bugs_of) & set(names)]

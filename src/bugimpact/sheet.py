@@ -22,7 +22,7 @@ MACHINE_COLUMNS = ("id", "release", "area", "subarea", "pr", "prs", "text", "url
                    "corrected_sha", "resolve_status", "resolve_note", "onefix", "tags", "mined")
 # What the latest resolution says of a row whose commits nobody typed: refreshed on every merge.
 RESOLUTION_COLUMNS = ("resolve_status", "resolve_note", "onefix")  # onefix: what its diff says
-PERSON_COLUMNS = ("decision", "reason", "notes")
+PERSON_COLUMNS = ("decision", "reason", "notes", "workloads")
 COLUMNS = MACHINE_COLUMNS + PERSON_COLUMNS
 REASONS = ("compile_error", "crash", "end_user", "cpu_only", "no_application", "other")
 

@@ -28,8 +28,7 @@ def bug_row(plan, bug, verdicts=None):
     """One bug's state. ``runs``: done/needed (needed: as far as the decisions made so far ask;
     ``+N skipped`` when a decision made runs unneeded)."""
     spec = plan.bug(bug).spec
-    sheet = {r["id"]: r for r in plan.sheet_rows}.get(bug)
-    decision = (sheet or {}).get("decision") or ("control" if spec["kind"] == "control" else "config")
+    decision = spec.get("sheet_row", {}).get("decision") or ("control" if spec["kind"] == "control" else "config")
     gate = Path(plan.bug(bug).arms_gate)
     runnable = plan.runnable(bug)
     if runnable is None:

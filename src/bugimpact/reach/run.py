@@ -129,6 +129,12 @@ def scope(trace_json, result):
             f"({trace['device']}); tables {result.get('tables') or (result.get('mapping') or {}).get('tables', '?')}")
 
 
+def verdict_settings(reach_cfg):
+    """What of ``reach`` a bug's verdict is judged with (the reach rule's tracked param): not the
+    releases the reach matrix traces, so that naming them judges no bug again."""
+    return {k: v for k, v in reach_cfg.items() if k != "releases"}
+
+
 def gate(reach, device):
     """Whether a reach verdict stops its bug before artifacts and runs (where reach.skip applies):
     not reached, or not reached on cpu in a CPU study."""

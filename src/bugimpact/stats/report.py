@@ -7,21 +7,24 @@ from pathlib import Path
 
 from ..io import read_csv, write_text
 from ..layout import ROOT
+from ..reach.matrix import Matrix
 
 TEMPLATES = ROOT / "report"
 FIGURE_CAPTIONS = {"bug": "bug_figure", "std": "std_figure"}
 
 
-def render(study, setup, tables, figures, out, config=None):
+def render(study, setup, tables, figures, out, config=None, matrix=()):
     """``tables``: the ``verdicts``, ``pvalues``, ``summary``, ``builds`` and (where compiled fixes
     were checked) ``checks`` CSVs; ``figures``:
     ``bugs`` (the per-bug PNGs) and ``std`` (the spread figure); ``config``: what the captions'
-    Jinja expressions read as ``snakemake.config`` (Snakemake's report gives them the same)."""
+    Jinja expressions read as ``snakemake.config`` (Snakemake's report gives them the same);
+    ``matrix``: the reach matrix's csv, text and figure, shown where given (``_matrix``)."""
     import jinja2  # jinja2: only for the report
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     captions = {name: caption(name, config or {}) for name in
-                ("verdicts", "pvalues", "summary", "builds", "override_checks", *FIGURE_CAPTIONS.values())}
+                ("verdicts", "pvalues", "summary", "builds", "override_checks", "matrix", "matrix_fixes",
+                 *FIGURE_CAPTIONS.values())}
     checks = [_table("Override checks of compiled fixes", "checks", tables["checks"], captions["override_checks"])] \
         if tables.get("checks") and read_csv(tables["checks"])[1] else []
     page = env.get_template("report.html.j2").render(
@@ -30,9 +33,11 @@ def render(study, setup, tables, figures, out, config=None):
         pvalues=_pvalues(tables["pvalues"]),
         tables=[_table("Funnel and counts", "summary", tables["summary"], captions["summary"]),
                 _table("Builds", "builds", tables["builds"], captions["builds"],
-                       ("bug", "arm", "artifact", "status", "failure_class", "build_seconds")), *checks],
+                       ("bug", "arm", "artifact", "status", "failure_class", "build_seconds")), *checks,
+                *_matrix(matrix, captions["matrix"], captions["matrix_fixes"])],
         figures=[_figure(path, f"{Path(path).stem}: {captions['bug_figure']}")
-                 for path in sorted(figures["bugs"])] + [_figure(figures["std"], captions["std_figure"])])
+                 for path in sorted(figures["bugs"])] + [_figure(figures["std"], captions["std_figure"])]
+        + ([_figure(matrix[2], captions["matrix"])] if matrix else []))
     write_text(out, page)
 
 
@@ -83,9 +88,26 @@ def _pvalues(path):
 def _table(title, element_id, path, text, only=None):
     columns, rows = read_csv(path)
     columns = [c for c in columns if not only or c in only]
-    return {"title": title, "id": element_id, "caption": text, "columns": columns,
+    return {"title": title, "id": element_id, "caption": text, "note": "", "columns": columns,
             "rows": [{"css": (row.get("verdict") or "").replace(" ", "-"),
                       "cells": [_fmt(row.get(c, "")) for c in columns]} for row in rows]}
+
+
+def _matrix(files, text, captions_fixes):
+    """The reach matrix's two tables (``files``: its csv, text and figure, or none): the count of
+    each verdict per workload, with the fixes no workload reaches below it, and the fixes that
+    some workload reaches, the most reached first."""
+    if not files:
+        return []
+    shown = Matrix.read(files[0])
+    counts = {"title": shown.title(), "id": "matrix", "caption": text, "note": shown.nowhere_line(),
+              "columns": ["workload", *shown.count_columns()],
+              "rows": [{"css": "", "cells": [w, *counts]} for w, counts in shown.counts()]}
+    reached = {"title": "Fixes some workload reaches, the most reached first", "id": "matrix-fixes",
+               "caption": captions_fixes, "note": "",
+               "columns": ["fix", "cells reached", *shown.cell_columns()],
+               "rows": [{"css": "", "cells": [f, n, *cells]} for f, n, cells in shown.fix_rows() if n]}
+    return [counts, reached] if reached["rows"] else [counts]
 
 
 def _fmt(value):

@@ -1,41 +1,35 @@
 """Which fixes can touch which models: every fix judged for every workload of a study on every
-release, with no build and no training (``bugimpact reach --config X``, where ``reach.workloads``
+release, with no build and no training (``bugimpact reach --config X``, where ``workloads``
 names the models and ``reach.releases`` the torch releases).
 
 Each release is a venv of its wheel (and of what a workload's model needs, e.g. the torchvision
 released for that torch), each workload traced in it once (its model, challenge and options, on
 shaped data) and the trace kept with what it was made of, so a second call traces nothing. The
 fixes are judged against every trace at once (``batch.judge_rows``) into ``matrix.csv``: one row
-per fix, workload and release, with its verdict and why; ``matrix.md`` and ``matrix.png`` show it
-fixes first that touch the most workloads."""
+per fix, workload and release, with its verdict and why; ``matrix.md`` and ``matrix.png``
+(``reach.matrix``) show it fixes first that touch the most workloads."""
 import logging
 from pathlib import Path
 
+from .. import workloads
 from ..artifacts import interpreters
 from ..artifacts.source_kinds import release_version
 from ..artifacts.sources import artifact_sources
 from ..harness import TRACE_VERSION
-from ..io import ConfigError, read_json, write_csv, write_json, write_text
+from ..io import ConfigError, read_json, write_csv, write_json
+from ..layout import REACH_TABLES
 from ..models import model_of
-from ..reach.batch import UNRESOLVED, judge_rows, trace_in
+from ..reach.batch import UNRESOLVED, judge_rows, rows_of, trace_in
+from ..reach.matrix import COLUMNS, Matrix
 from .builds import artifact
 from .runtime import runtime
 
 log = logging.getLogger("bugimpact.reach")
-COLUMNS = ("fix", "workload", "release", "verdict", "why")
-# the verdicts in the order a reader weighs them: what a workload can run first
-ORDER = ("reached", "unknown", "not reached on cpu", "not reached")
-
-
-def workload_train(train_cfg, workload):
-    """The study's experiment with one workload's model, challenge and options in place."""
-    return {**train_cfg, "model": workload["model"], "model_options": workload.get("model_options") or {},
-            "challenge": workload.get("challenge") or train_cfg["challenge"]}
 
 
 def traces(config, folder):
     """({"<workload>@<release>": trace}, {"<workload>@<release>": why it has none}): each workload
-    of ``reach.workloads`` traced on each release of ``reach.releases`` (venvs of the release
+    of ``workloads`` traced on each release of ``reach.releases`` (venvs of the release
     wheels for ``runtime.python``), made once and kept under ``folder`` with what they were made
     of. A workload that cannot run on a release (its model needs what the venv lacks) is said, and
     the others go on."""
@@ -49,8 +43,8 @@ def traces(config, folder):
             if made.get("status") != "ok":
                 raise ConfigError(f"torch {release}: {made.get('reason', 'its wheel could not be had')}",
                                   field="reach.releases")
-        for workload in reach["workloads"]:
-            train = workload_train(config["train"], workload)
+        for workload in config["workloads"]:
+            train = workloads.train_of(config["train"], workload)
             made_of = {"workload": workload, "release": release, "steps": reach["steps"],
                        "trace_version": TRACE_VERSION, "python": interpreter["executable"]}
             out = Path(folder) / "traces" / f"{workload['name']}@{release}.json"
@@ -100,63 +94,30 @@ def matrix(rows, found, sources, reach_cfg, cache_dir, patches=None):
 
 
 def write(folder, table, workloads, releases, failed=None):
-    """``matrix.csv``, and ``matrix.md`` and ``matrix.png``: fixes that touch the most workloads
-    first, the count per workload, the fixes no workload reaches, the traces that failed."""
+    """``matrix.csv``, ``matrix.md`` and ``matrix.png`` (``reach.matrix.Matrix``)."""
     folder = Path(folder)
     write_csv(folder / "matrix.csv", table, COLUMNS)
-    cells = {(r["fix"], r["workload"], r["release"]): r["verdict"] for r in table}
-    fixes = sorted({r["fix"] for r in table}, key=lambda f: (-_reaching(cells, f), f))
-    columns = [(w, rel) for rel in releases for w in workloads]
-    lines = [f"# Which fixes can touch which models: {len(fixes)} fixes, {len(workloads)} workloads, "
-             f"torch {', '.join(releases)}", "", "| workload | " + " | ".join(
-                 f"{v} ({rel})" for rel in releases for v in ORDER) + " |",
-             "|---" * (1 + len(ORDER) * len(releases)) + "|"]
-    for w in workloads:
-        lines.append(f"| {w} | " + " | ".join(str(sum(cells.get((f, w, rel)) == v for f in fixes))
-                                             for rel in releases for v in ORDER) + " |")
-    lines += [f"\nNo trace of {name}: {why}" for name, why in sorted((failed or {}).items())]
-    nowhere = [f for f in fixes if not _reaching(cells, f) and not any(
-        cells.get((f, w, rel)) == "unknown" for w, rel in columns)]
-    lines += ["", f"Reached by no workload on any release, and unknown for none: {len(nowhere)} fixes"
-              f"{': ' + ', '.join(nowhere) if nowhere else ''}.", "",
-              "| fix | workloads reaching it | " + " | ".join(f"{w}@{rel}" for w, rel in columns) + " |",
-              "|---" * (2 + len(columns)) + "|"]
-    for f in fixes:
-        lines.append(f"| {f} | {_reaching(cells, f)} | " + " | ".join(
-            _short(cells.get((f, w, rel), "")) for w, rel in columns) + " |")
-    write_text(folder / "matrix.md", "\n".join(lines) + "\n")
-    _figure(folder / "matrix.png", fixes, columns, cells)
+    shown = Matrix(table, workloads, releases)
+    shown.write_markdown(folder / "matrix.md", failed)
+    shown.draw(folder / "matrix.png")
 
 
-def _reaching(cells, fix):
-    """How many (workload, release) cells a fix is reached in."""
-    return sum(v == "reached" for (f, _, _), v in cells.items() if f == fix)
+def study_matrix(config, rows, sources, reach_cfg, patches, folder):
+    """The matrix of ``config``'s workloads and releases over the fixes of ``rows`` (sheet rows),
+    written under ``folder`` (``write``), with every trace made there first (``traces``).
+    Returns (its rows, {"<workload>@<release>": why it has no trace}): a workload that cannot
+    run is said in the matrix, and the others are answered."""
+    found, failed = traces(config, folder)
+    table = matrix(rows, found, sources, reach_cfg, REACH_TABLES, patches)
+    write(folder, table, [w["name"] for w in config["workloads"]], config["reach"]["releases"], failed)
+    return table, failed
 
 
-def _short(verdict):
-    return {"reached": "R", "unknown": "?", "not reached on cpu": "cpu", "not reached": "."}.get(verdict, "")
-
-
-def _figure(path, fixes, columns, cells):
-    # the figure alone needs matplotlib (steps import it only where used: a train job imports steps)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after use("Agg"): no display is asked for
-    from matplotlib.colors import ListedColormap  # with pyplot, for the figure alone
-
-    colours = ("#c0392b", "#95a5a6", "#5dade2", "#f4f6f7")  # ORDER's
-    grid = [[ORDER.index(cells[(f, w, rel)]) if (f, w, rel) in cells else len(ORDER) - 1
-             for w, rel in columns] for f in fixes]
-    fig, ax = plt.subplots(figsize=(max(7, 2 + 0.45 * len(columns)), 1.5 + 0.16 * len(fixes)))
-    ax.imshow(grid, cmap=ListedColormap(colours), vmin=0, vmax=len(ORDER) - 1, aspect="auto",
-              interpolation="nearest")
-    ax.set_xticks(range(len(columns)))
-    ax.set_xticklabels([f"{w}@{rel}" for w, rel in columns], rotation=90, fontsize=7)
-    ax.set_yticks(range(len(fixes)))
-    ax.set_yticklabels(fixes, fontsize=6)
-    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c, label=v) for c, v in zip(colours, ORDER)],
-              loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
-    ax.set_title("fixes x workloads: reach (fixes touching the most workloads first)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+def reach_matrix(config, sheet, folder):
+    """The workflow's step: ``study_matrix`` over every fix of ``sheet``, from the diffs the config
+    names (``artifacts.onefix.patches``) or its clone's commits; the traces that failed are said in
+    the log and in ``matrix.md``."""
+    _, failed = study_matrix(config, rows_of(sheet, None), artifact_sources(config), config["reach"],
+                             config["artifacts"].get("onefix", {}).get("patches"), folder)
+    for name, why in sorted(failed.items()):
+        log.warning("no trace of %s: %s", name, why)

@@ -143,7 +143,7 @@ def whole(runtime_json, expected=""):
 
 def made_again(runtime_json, settings, why):
     """The runtime at ``runtime_json`` made again in place (``why``: in words, for the log) with
-    ``settings`` (its record's ``made_with``, or the plan's: ``Plan.runtime_settings``); the
+    ``settings`` (its record's ``made_with``, or the plan's: ``StudyRuntimes.settings``); the
     record before is kept where the new one fails (the job that asked fails, saying why)."""
     if not settings:
         raise RuntimeError(f"{runtime_json}: {why}, and its record does not keep the settings it was made "

@@ -2,6 +2,7 @@
 import logging
 from pathlib import Path
 
+from .. import workloads
 from ..io import read_csv, read_json, write_json, write_text
 from ..stats.exact import counted_record
 from ..stats.report import render
@@ -81,16 +82,22 @@ def std_figure(bug_jsons, out):
     draw(std_values(bug_jsons), out)
 
 
-def study_setup(config):
-    """The report's one-line description of the study's setup."""
+def study_setup(config, studied=()):
+    """The report's one-line description of the study's setup; ``studied``: the workloads its
+    bugs name (``workloads.items``)."""
     t = config["train"]
+    named = workloads.named(config)
+    others = ", ".join(f"{name} ({named[name]['model']} on {workloads.train(config, name)['challenge']})"
+                       for name in studied)
     return (f"{t['model']} on {t['challenge']}, {t['epochs']} epochs, {t['runs']} runs per arm, "
             f"seed policy {t['seed_policy']}, {t['threads']} thread(s), device {t['device']}; "
             f"alpha {config['stats']['alpha']}, {config['stats']['correction']} correction over "
-            f"the tested bugs x metrics.")
+            f"the tested bugs x metrics." + (f" A bug named <bug>@<workload> trains that workload's model "
+                                             f"instead: {others}." if others else ""))
 
 
-def report(study, setup, tables, figures, out, stats_cfg=None):
+def report(study, setup, tables, figures, out, stats_cfg=None, matrix=()):
     """The study's HTML page (``tables``: verdicts, pvalues, summary and builds CSVs;
-    ``figures``: ``bugs``, the per-bug PNGs, and ``std``); ``stats_cfg`` fills the captions."""
-    render(study, setup, tables, figures, out, {"stats": stats_cfg or {}})
+    ``figures``: ``bugs``, the per-bug PNGs, and ``std``; ``matrix``: the reach matrix's csv,
+    text and figure, where the study makes one); ``stats_cfg`` fills the captions."""
+    render(study, setup, tables, figures, out, {"stats": stats_cfg or {}}, matrix)
