@@ -56,6 +56,12 @@ rule reach_matrix:
         "logs/reach/matrix.log",
     params:
         workloads=config["workloads"],
-        releases=config["reach"]["releases"],
+        reach=config["reach"],
+        patches=config["artifacts"].get("onefix", {}).get("patches", ""),
+        # untracked: a trace keeps what it was made of (its workload, release and steps) and is
+        # made again when that changes (steps.matrix.traces); where wheels come from is not that
+        train=untracked(config["train"]),
+        runtime=untracked(config["runtime"]),
+        sources=untracked(artifact_sources(config)),
     script:
         "../scripts/reach_matrix.py"

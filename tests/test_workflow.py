@@ -29,7 +29,7 @@ def test_lint_is_clean_but_for_the_declined_conda_advice():
     lints = [line.strip() for line in (out.stdout + out.stderr).splitlines()
              if line.strip().startswith("* ")]
     assert set(lints) == {"* Specify a conda environment or container for each rule.:"}
-    assert len(lints) == 28  # one per rule, nothing else
+    assert len(lints) == 29  # one per rule, nothing else
 
 
 def test_default_config_dry_run(tmp_path):

@@ -14,6 +14,7 @@ from ..artifacts.launch import RunOptions, launch
 from ..challenges import named_challenge
 from ..datasets import sha256_file, write_npz
 from ..io import InputError, read_json, write_csv, write_json
+from ..overrides.parts import Refused
 from ..train import RunTarget, short_spec
 from .loader import BLIND_SPOTS, contradicted, recording_calls
 from .run import map_fix, trace_spec
@@ -113,7 +114,8 @@ def judge_rows(rows, traces, sources, reach_cfg, cache_dir, patches=None, truths
             diff_text, _ = fix_diff(sources, {k: v for k, v in arm.items() if v})
             mapping = map_fix(diff_text, sources, reach_cfg, arm, cache_dir)
         except Exception as exc:  # noqa: BLE001 - recorded per row; the traceback goes to the log
-            log.warning("%s: its fix could not be mapped", row["id"], exc_info=True)
+            # a refusal names its cause (no source for the diff): its words say all, not a traceback
+            log.warning("%s: its fix could not be mapped: %s", row["id"], exc, exc_info=not isinstance(exc, Refused))
             for name in traces:
                 out.append({"id": row["id"], "trace": name, "verdict": "unknown",
                             "detail": f"{type(exc).__name__}: {exc}", "static_s": ""})

@@ -14,7 +14,6 @@ from pathlib import Path
 from .. import workloads
 from ..artifacts import interpreters
 from ..artifacts.source_kinds import release_version
-from ..artifacts.sources import artifact_sources
 from ..harness import TRACE_VERSION
 from ..io import ConfigError, read_json, write_csv, write_json
 from ..layout import REACH_TABLES
@@ -27,13 +26,14 @@ from .runtime import runtime
 log = logging.getLogger("bugimpact.reach")
 
 
-def traces(config, folder):
+def traces(config, sources, folder):
     """({"<workload>@<release>": trace}, {"<workload>@<release>": why it has none}): each workload
-    of ``workloads`` traced on each release of ``reach.releases`` (venvs of the release
-    wheels for ``runtime.python``), made once and kept under ``folder`` with what they were made
-    of. A workload that cannot run on a release (its model needs what the venv lacks) is said, and
-    the others go on."""
-    reach, sources = config["reach"], artifact_sources(config)
+    of ``workloads`` traced on each release of ``reach.releases`` (venvs of the release wheels,
+    had from ``sources``, for ``runtime.python``), made once and kept under ``folder`` with what
+    they were made of. A workload that cannot run on a release (its model needs what the venv
+    lacks) is said, and the others go on. ``config``: its ``workloads``, ``reach``, ``train`` and
+    ``runtime``."""
+    reach = config["reach"]
     interpreter = interpreters.find(config["runtime"].get("python") or "python3")
     found, failed = {}, {}
     for release in reach["releases"]:
@@ -107,17 +107,17 @@ def study_matrix(config, rows, sources, reach_cfg, patches, folder):
     written under ``folder`` (``write``), with every trace made there first (``traces``).
     Returns (its rows, {"<workload>@<release>": why it has no trace}): a workload that cannot
     run is said in the matrix, and the others are answered."""
-    found, failed = traces(config, folder)
+    found, failed = traces(config, sources, folder)
     table = matrix(rows, found, sources, reach_cfg, REACH_TABLES, patches)
     write(folder, table, [w["name"] for w in config["workloads"]], config["reach"]["releases"], failed)
     return table, failed
 
 
-def reach_matrix(config, sheet, folder):
-    """The workflow's step: ``study_matrix`` over every fix of ``sheet``, from the diffs the config
-    names (``artifacts.onefix.patches``) or its clone's commits; the traces that failed are said in
-    the log and in ``matrix.md``."""
-    _, failed = study_matrix(config, rows_of(sheet, None), artifact_sources(config), config["reach"],
-                             config["artifacts"].get("onefix", {}).get("patches"), folder)
+def reach_matrix(workloads_cfg, reach_cfg, train_cfg, runtime_cfg, sources, patches, sheet, folder):
+    """The workflow's step: ``study_matrix`` over every fix of ``sheet``, from the diffs of
+    ``patches`` (the config's ``artifacts.onefix.patches``) or the commits of the clone
+    ``sources`` name; the traces that failed are said in the log and in ``matrix.md``."""
+    config = {"workloads": workloads_cfg, "reach": reach_cfg, "train": train_cfg, "runtime": runtime_cfg}
+    _, failed = study_matrix(config, rows_of(sheet, None), sources, reach_cfg, patches or None, folder)
     for name, why in sorted(failed.items()):
         log.warning("no trace of %s: %s", name, why)
