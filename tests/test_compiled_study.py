@@ -61,7 +61,8 @@ def test_kernel_fixes_on_torch_1_4_and_1_5_are_studied_on_their_release_wheels(t
     work = project_copy(tmp_path / "p")
     fixes = {bug: {"release": {"source": "pypi", "version": version}, "patch": str(PATCHES / f"{bug}.diff")}
              for bug, version in (("pr28784", "1.4.0"), ("pr38674", "1.5.1"))}
-    snakemake(work, "--configfile", study(work, "kernels", fixes, {"kind": "venv", "python": "3.7", "object_cache": objects}))
+    runtime = {"kind": "venv", "python": "3.7", "object_cache": objects}
+    snakemake(work, "--configfile", study(work, "kernels", fixes, runtime, runs=2, epochs=1))  # the same training
     found = verdicts(work, "kernels")
     for bug in fixes:
         checked = gate(work, bug)["override_checks"]["buggy"]
@@ -201,6 +202,33 @@ def test_the_interposed_fault_control_is_impact(tmp_path):
     # the generic file's gemm, once per scalar type; only the float one is on the workload's path
     changed = {f["name"].split("(")[0] for f in override["changed_functions"]}
     assert "THFloatBlas_gemm" in changed and all(re.fullmatch(r"TH\w+Blas_gemm", n) for n in changed), changed
+
+
+def test_a_fix_of_a_th_file_and_an_op_file_is_one_library_that_interposes_and_registers(tmp_path):
+    """Both routes in one library per arm: THBlas.cpp interposed (every float gemm scaled by 0.1 in
+    the buggy arm) and Pooling.cpp registered (every 2-d max pool halved), preloaded into torch
+    1.4.0's processes. The check sees both halves run (the release's addmm entering the rebuilt
+    gemm, max_pool2d called through the library), the faithful build trains as the release does,
+    and the library exports only the functions it interposes (no op file's, no inline copy)."""
+    work = project_copy(tmp_path / "p")
+    fixes = {"fault-both": {"label": "compiled positive control, both routes",
+                            "release": {"source": "pypi", "version": "1.4.0"},
+                            "patch": str(ROOT / "data" / "faults" / "pytorch" / "fault-th-pool.diff")}}
+    name = study(work, "faultboth", fixes, {"kind": "venv", "python": "3.7"}, runs=8, epochs=1)
+    snakemake(work, "--configfile", name)
+    checked = gate(work, "fault-both")["override_checks"]["buggy"]
+    assert checked["outcome"] == "verified" and checked["route"] == "registered+interposed", checked
+    assert checked["faithful_identical"] and not checked["arm_identical"] and checked["canary_entries"] > 0
+    assert {"max_pool2d", "THFloatBlas_gemm"} <= set(checked["workload_calls"]), checked["workload_calls"]
+    assert verdicts(work, "faultboth")["fault-both"]["verdict"] == "impact"
+    runtime = next((work / "results" / "runtimes").glob("*/onefix-buggy-*/runtime.json"))
+    record = json.loads(runtime.read_text())
+    override = record["override"]
+    assert [r["op"] for r in override["registered"]] and override["interposed_files"] == ["aten/src/TH/THBlas.cpp"]
+    exported = subprocess.run(["nm", "-D", "--defined-only", override["libraries"]["arm"]["library"]],
+                              capture_output=True, text=True, check=True).stdout.split()
+    assert any(re.fullmatch(r"TH\w+Blas_gemm", name) for name in exported)
+    assert not [name for name in exported if "native" in name or name.startswith("_ZNK2at6Tensor")], exported
 
 
 def test_the_papers_stub_kernel_fix_is_studied_through_the_releases_own_stub(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 
 from bugimpact.artifacts import onefix
 from bugimpact.harness import overrides as harness_overrides
-from bugimpact.overrides import build, check, parts
+from bugimpact.overrides import build, check, interposed, parts
 from bugimpact.overrides.release_build import BuildRefused
 from bugimpact.train import override_spec
 
@@ -38,8 +38,8 @@ def test_th_and_atens_own_files_are_interposed_and_the_rest_of_infrastructure_is
     kind, kinds = parts.fix_part(["aten/src/TH/generic/THTensorMath.cpp", "aten/src/THC/generic/THCTensorMathBlas.cu"])
     assert kind == "th" and kinds["cuda"] == ["aten/src/THC/generic/THCTensorMathBlas.cu"]  # TH's CUDA half
     assert parts.refusal(kind, kinds) == ""
-    assert parts.Kernels(kind, kinds, "").route == "interposed"
-    assert parts.Kernels(*parts.fix_part(["aten/src/ATen/native/Loss.cpp"]), "").route == "registered"
+    assert str(parts.Kernels(kind, kinds, "").route) == "interposed"
+    assert str(parts.Kernels(*parts.fix_part(["aten/src/ATen/native/Loss.cpp"]), "").route) == "registered"
     infra = parts.fix_part(["aten/src/ATen/native/TensorIterator.cpp"])
     assert infra[0] == "infra" and parts.refusal(*infra) == ""
     bindings = parts.fix_part(["torch/csrc/generic/StorageMethods.cpp"])
@@ -49,7 +49,13 @@ def test_th_and_atens_own_files_are_interposed_and_the_rest_of_infrastructure_is
     header = parts.fix_part(["aten/src/ATen/native/TensorIterator.h"])
     assert parts.refusal(*header).startswith("infra:")
     both = parts.fix_part(["aten/src/TH/generic/THTensorMath.cpp", "aten/src/ATen/native/Loss.cpp"])
-    assert "one library doing both is not built yet" in parts.refusal(*both)
+    assert parts.refusal(*both) == ""  # one library takes both routes
+    route = parts.Kernels(*both, "").route
+    assert str(route) == "registered+interposed" and route.registers and route.interposes
+    assert str(parts.Kernels(*parts.fix_part(["aten/src/ATen/native/cpu/Activation.cpp"]), "").route) == "registered"
+    # a record of before routes were named is a registered library's
+    assert parts.Route.read(None).registers and not parts.Route.read(None).interposes
+    assert parts.Route.read("registered+interposed").interposes
 
 
 def test_atens_cuda_sources_and_cpp_tests_are_never_interposed():
@@ -88,12 +94,12 @@ def test_the_changed_functions_of_a_generic_file_are_found_once_per_scalar_type(
                "_ZL24THDoubleTensor_addmmImplPv": "THDoubleTensor_addmmImpl(void*)",
                "THFloatTensor_addmv": "THFloatTensor_addmv",
                "_ZL23THFloatTensor_addmmImplPv.cold": "THFloatTensor_addmmImpl(void*) [clone .cold]"}
-    assert build.changed_functions([(GENERIC, fixed)], symbols) == ["_ZL23THFloatTensor_addmmImplPv",
+    assert interposed.changed_functions([(GENERIC, fixed)], symbols) == ["_ZL23THFloatTensor_addmmImplPv",
                                                                    "_ZL24THDoubleTensor_addmmImplPv"]
     member = b"namespace at {\nvoid TensorIterator::compute_shape() {\n  x = 1;\n}\n}\n"
     symbols = {"_ZN2at14TensorIterator13compute_shapeEv": "at::TensorIterator::compute_shape()",
                "_ZN2at5otherEv": "at::other()"}
-    assert build.changed_functions([(member, member.replace(b"x = 1", b"x = 2"))], symbols) == \
+    assert interposed.changed_functions([(member, member.replace(b"x = 1", b"x = 2"))], symbols) == \
         ["_ZN2at14TensorIterator13compute_shapeEv"]
 
 
@@ -113,14 +119,50 @@ def test_a_changed_function_the_release_hides_refuses_the_build_naming_it(tmp_pa
     faithful = compile_o(tmp_path, "faithful", REBUILT)
     exported = compile_o(tmp_path, "exported", REBUILT.replace("int scale(int x) { return 2", "int scale(int x) { return 3"))
     changed_scale = [(REBUILT.encode(), REBUILT.replace("int scale(int x) { return 2", "int scale(int x) { return 3").encode())]
-    changed, interposed = build.interposition([faithful], [exported], [str(release)], changed_scale)
-    assert [f["name"] for f in changed] == ["scale(int)"] and interposed == 1
+    changed, taken = interposed.interposition([faithful], [exported], [str(release)], changed_scale,
+                                              [faithful, exported])
+    assert [f["name"] for f in changed] == ["scale(int)"] and taken == 1
+    # the same objects registered, not interposed: nothing is taken over, nothing need be exported
+    assert interposed.interposition([faithful], [exported], [str(release)], changed_scale)[1] == 0
     # the same file, the hidden function changed instead:
     hidden = REBUILT.replace("int hidden_scale(int x) { return 2", "int hidden_scale(int x) { return 3")
     with pytest.raises(BuildRefused, match=r"the release does not export 1 function\(s\) the fix changes "
                                            r"\(hidden_scale\(int\)\): hidden"):
-        build.interposition([faithful], [compile_o(tmp_path, "hidden", hidden)], [str(release)],
-                            [(REBUILT.encode(), hidden.encode())])
+        hidden_o = compile_o(tmp_path, "hidden", hidden)
+        interposed.interposition([faithful], [hidden_o], [str(release)], [(REBUILT.encode(), hidden.encode())],
+                                 [faithful, hidden_o])
+
+
+INLINE = """
+struct Box { int v; __attribute__((noipa)) int twice() const { return 2 * v; } };  // a weak copy
+int scale(int x) { Box b{x}; return b.twice(); }
+int own_helper(int x) { return x + 1; }
+extern "C" { long long bugimpact_entries = 0; }
+"""
+
+
+def test_a_preloaded_library_exports_only_what_it_takes_over_and_the_counters(tmp_path):
+    """Without its version script a preloaded library exports its weak copies of inline functions
+    (``Box::twice`` here, ``Tensor::contiguous`` in a real one) and its other functions: each would
+    take over the release's own copy in every library of the process."""
+    obj = compile_o(tmp_path, "lib", INLINE)
+    exported_by_release = {"_Z5scalei", "_ZNK3Box5twiceEv", "_Z10own_helperi"}
+
+    def dynamic(library):
+        listing = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True,
+                                 check=True).stdout
+        return {line.split()[-1] for line in listing.splitlines()}
+
+    plain = tmp_path / "plain.so"
+    subprocess.run(["g++", "-shared", "-o", str(plain), obj], check=True)
+    assert {"_ZNK3Box5twiceEv", "_Z10own_helperi"} <= dynamic(plain)  # what the script stops
+    takes = ["_Z5scalei"]  # the interposed file's function, as interposed.taken_over would give
+    assert interposed.taken_over([obj], {"_Z5scalei"}) == takes
+    assert interposed.taken_over([obj], exported_by_release) == sorted(exported_by_release)
+    scripted = tmp_path / "scripted.so"
+    subprocess.run(["g++", "-shared", "-o", str(scripted), obj,
+                    interposed.version_script(tmp_path / "lib.map", takes)], check=True)
+    assert dynamic(scripted) == {"_Z5scalei", "bugimpact_entries"}
 
 
 def test_a_file_that_registers_when_it_loads_is_refused(tmp_path):
@@ -128,9 +170,9 @@ def test_a_file_that_registers_when_it_loads_is_refused(tmp_path):
     (tmp_path / path).parent.mkdir(parents=True)
     (tmp_path / path).write_text("static auto registry = c10::Dispatcher::singleton().registerBackendFallbackKernel();\n")
     with pytest.raises(BuildRefused, match="registers at load time .*: preloaded, the registrations would be made twice"):
-        build._no_load_time_registrations([path], tmp_path)
+        interposed.no_load_time_registrations([path], tmp_path)
     (tmp_path / path).write_text("namespace at { void f() {} }\n")
-    build._no_load_time_registrations([path], tmp_path)  # nothing registered: no refusal
+    interposed.no_load_time_registrations([path], tmp_path)  # nothing registered: no refusal
 
 
 # --- the harness: a library that was to be preloaded and was not ---------------------------------
@@ -173,6 +215,8 @@ def test_a_runs_spec_says_to_preload_an_interposed_library_only():
     libraries = {"arm": {"library": "/x/arm.so"}}
     assert override_spec({"route": "interposed", "libraries": libraries}, "arm") == {"override": "/x/arm.so", "preload": True}
     assert override_spec({"route": "registered", "libraries": libraries}, "arm") == {"override": "/x/arm.so"}
+    both = {"route": "registered+interposed", "libraries": libraries}
+    assert override_spec(both, "arm") == {"override": "/x/arm.so", "preload": True}
     assert override_spec(None, "arm") == {}
 
 
@@ -211,3 +255,29 @@ def test_an_interposed_library_that_trains_unlike_the_release_or_with_other_flag
     assert "trains differently from the release" in check.judge(interposed_runs(faithful="c"), INTERPOSED, FLAGS)["reason"]
     lacking = check.judge(interposed_runs(), INTERPOSED, FLAGS + ["-mavx2"])
     assert lacking["outcome"] == "failed" and "-mavx2 left out" in lacking["reason"]
+
+
+BOTH = {**INTERPOSED, "route": "registered+interposed", "overloads": {"max_pool2d": ["max_pool2d"]},
+        "registered": [{"op": "max_pool2d", "key": "Variable"}]}
+
+
+def both_runs(pooled=5, entered=None):
+    runs = interposed_runs(entered=entered)
+    runs["release"]["ops"] = {"max_pool2d": 5, "addmm": 10}
+    for build_name in ("faithful", "arm"):
+        runs[build_name]["override"]["calls"] = {"max_pool2d": pooled}
+    return runs
+
+
+def test_a_library_of_both_routes_counts_its_operators_and_its_interposed_functions():
+    result = check.judge(both_runs(), BOTH, FLAGS)
+    assert result["outcome"] == "verified" and result["route"] == "registered+interposed"
+    assert result["workload_calls"] == ["max_pool2d", "THFloatBlas_gemm"] and result["interposed"] == 40
+    # the interposed half alone ran: verified by it
+    alone = check.judge(both_runs(pooled=0), BOTH, FLAGS)
+    assert alone["outcome"] == "failed" and "never through the library" in alone["reason"]
+    # neither half ran: not exercised, both named
+    idle = check.judge({**both_runs(pooled=0, entered={"other": 3}),
+                        "release": {**both_runs()["release"], "ops": {"addmm": 10}}}, BOTH, FLAGS)
+    assert idle["outcome"] == "not exercised", idle
+    assert "calls none of the 1 operators" in idle["reason"] and "none of those it changes in the files it interposes" in idle["reason"]

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from bugimpact.overrides import build, check, release_build, stubs
+from bugimpact.overrides import check, interposed, release_build, stubs
 from bugimpact.overrides.release_build import BuildRefused
 
 # a stub as torch 1.5's DispatchStub.h declares it (public atomic CPU pointer, a static per
@@ -189,4 +189,4 @@ def test_changed_template_functions_and_members_are_found_by_their_source_names(
     symbols = {"_Z4clipIfET_S0_": "float at::native::(anonymous namespace)::clip<float>(float)",
                "_ZNK3LocIfLb1EE5applyEf": "at::native::(anonymous namespace)::Loc<float, true>::apply(float) const",
                "_Z5otherv": "at::native::other()"}
-    assert build.changed_functions([(before, after)], symbols) == ["_Z4clipIfET_S0_", "_ZNK3LocIfLb1EE5applyEf"]
+    assert interposed.changed_functions([(before, after)], symbols) == ["_Z4clipIfET_S0_", "_ZNK3LocIfLb1EE5applyEf"]

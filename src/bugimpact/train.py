@@ -18,6 +18,7 @@ from .artifacts.launch import RunOptions, launch
 from .experiment import derive_seeds, experiment, experiment_attributes, read_experiment, run_seeds
 from .harness.registry import sealed
 from .io import read_json, write_json
+from .overrides.parts import Route
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def override_spec(override, build):
     library = ((override or {}).get("libraries") or {}).get(build)
     if not library:
         return {}
-    return {"override": library["library"], **({"preload": True} if override.get("route") == "interposed" else {})}
+    return {"override": library["library"], **({"preload": True} if Route.read(override.get("route")).interposes else {})}
 
 
 def build_spec(attributes, target, seed, data_npz, data_sha256, **extra):

@@ -223,7 +223,7 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     callers = {}
     # the files whose operators run a changed helper: rebuilt too (an interposed function is
     # reached from every caller through the release's own symbol table)
-    if source.tree is not None and apply and kernels.route == "registered":
+    if source.tree is not None and apply and kernels.route.registers:
         callers = caller_files(cached_tables(source.tree, layout.REACH_TABLES), files, placed)
         for path in callers:
             files[path] = source.tree.read_bytes(path)
@@ -232,7 +232,7 @@ def prepare(kernels, sources, arm, wheel, version, folder):
         source.standins = sorted(set(source.standins) | set(standins))
     tree = (Path(folder) / "kernels").resolve()
     digests = write_tree(tree, source, {"release": files, "arm": {**files, **(placed if apply else {})}})
-    part = {"part": kernels.part, "route": kernels.route, "changed": kernels.built,
+    part = {"part": kernels.part, "route": str(kernels.route), "changed": kernels.built,
             "cuda_left_out": kernels.files.get("cuda", []),
             "rebuild": sorted({parts.compile_unit(p) for p in files if not p.endswith(".h")}), "tree": str(tree),
             "rebuilt_for_callers": {path: sorted(ops) for path, ops in sorted(callers.items())},

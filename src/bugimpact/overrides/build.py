@@ -41,10 +41,10 @@ from ..framework.declarations import manual_operators, op_name, operators
 from ..framework.paths import part_of
 from ..harness.files import sha256_file
 from . import release_build, release_locals, stubs
-from .arm import changed_functions as arm_changed
 from .arm import not_as_made
-from .check import source_name
+from .interposed import REGISTERS, interposition, no_load_time_registrations, taken_over, version_script
 from .objects import the_release_in_the_arm
+from .parts import Route
 from .registration import defined_functions, registration_source, registrations
 from .release_build import (
     LACKS,
@@ -110,9 +110,10 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     runtime's ``override`` record; raises ``BuildRefused`` naming what failed."""
     cxx, version = compiler()
     settings = release_settings(python)
-    interposed = compiled.get("route") == "interposed"
+    route = Route.read(compiled.get("route"))
     stub_files = [p for p in compiled["rebuild"] if part_of(p) == "stub"]
-    registering = not interposed and set(compiled["rebuild"]) - set(stub_files)
+    interposed = [p for p in compiled["rebuild"] if route.interposes and Route.interposed(p)]
+    registering = set(compiled["rebuild"]) - set(stub_files) - set(interposed)
     if registering and (settings["major"], settings["minor"]) not in ((1, 4), (1, 5), (1, 6)) and settings["major"] < 2:
         raise BuildRefused(f"torch {settings['version']}: no override registration is known for it "
                            "(1.4, 1.5, 1.6 and 2.x are), which its op files need "
@@ -144,8 +145,7 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
             if name == "canary":
                 flags += CANARY_FLAGS
             jobs.append(compile_job(cxx, name, path, data, folder, flags))
-    if interposed:
-        _no_load_time_registrations(compiled["rebuild"], source_tree / "release")
+    no_load_time_registrations(interposed, source_tree / "release")
     # the canary's are the faithful build's files
     standins = (compiled.get("source") or {}).get("standins", ())
     needed = missing_headers([job for job in jobs if job[0] != "canary"], standins)
@@ -155,13 +155,13 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
         raise BuildRefused(same)
     shared = folder / "shared"
     shared.mkdir(exist_ok=True)
-    if interposed:
+    if route.registers:
+        chosen, skipped, overloads = _registered(sorted(registering | set(stub_files)), folder / "faithful",
+                                                 source_tree / "yaml", settings, bool(stub_files))
+        (shared / "register.cpp").write_text(registration_source(chosen, settings))
+    else:
         chosen, skipped, overloads = [], [], {}
         (shared / "register.cpp").write_text(NO_REGISTRATIONS)
-    else:
-        chosen, skipped, overloads = _registered(compiled["rebuild"], folder / "faithful", source_tree / "yaml",
-                                                 settings, bool(stub_files))
-        (shared / "register.cpp").write_text(registration_source(chosen, settings))
     (shared / "hooks.cpp").write_text(HOOKS)
     base = compile_flags(settings, includes=(source_tree / "release" / "aten" / "src", include))
     run_all([("shared", "register.cpp", [cxx, *base, "-c", str(shared / "register.cpp"),
@@ -177,21 +177,25 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     compiled_with = {name + (" kernels" if path in stub_files else ""): flags_of(cmd) for name, path, cmd in jobs}
     if support:
         compiled_with["support"] = flags_of(support_jobs[0][2])
+    pairs = [((source_tree / "release" / p).read_bytes(), (source_tree / "arm" / p).read_bytes())
+             for p in compiled["changed"]]
+    own = {name: [str(folder / name / p) + ".o" for p in interposed] for name in sides}  # interposed files'
+    # the canary's objects too: instrumented, every function it enters has a copy of its own (an
+    # inline one the optimiser put into its callers elsewhere)
+    changed, interposed_count = interposition(objects["faithful"] + objects["canary"], objects["arm"], libs, pairs,
+                                              own["faithful"] + own["arm"])
+    exported = release_exports(libs) if interposed else set()
     out = {}
     for name in sides:
         library = folder / f"{name}.so"
         hooks = [str(shared / "hooks.o")] if name == "canary" else []
-        # preloaded before torch: its libraries found where they are, as they are when loaded after
-        where = [f"-Wl,-rpath,{settings['lib']}"] if interposed else []
+        # preloaded before torch: its libraries found where they are, as they are when loaded
+        # after, and only what it means to take over exported (``interposed``)
+        where = [f"-Wl,-rpath,{settings['lib']}",
+                 version_script(shared / f"{name}.map", taken_over(own[name], exported))] if interposed else []
         link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log, where)
         out[name] = {"library": str(library), "sha256": sha256_file(library)}
-    pairs = [((source_tree / "release" / p).read_bytes(), (source_tree / "arm" / p).read_bytes())
-             for p in compiled["changed"]]
-    # the canary's objects too: instrumented, every function it enters has a copy of its own (an
-    # inline one the optimiser put into its callers elsewhere)
-    changed, interposed_count = interposition(objects["faithful"] + objects["canary"], objects["arm"], libs, pairs,
-                                              interposed)
-    return {"route": "interposed" if interposed else "registered", "changed_functions": changed,
+    return {"route": str(route), "changed_functions": changed, "interposed_files": interposed,
             "interposed": interposed_count, "stubs": stubs.filled(source_tree / "release", stub_files),
             "kernel_flags": kernel, "headers_provided": provided, "compiler": version,
             "flags": compile_flags(settings)[:-len(settings["include"])],
@@ -204,76 +208,6 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
                            for op, key, _ in chosen], "overloads": overloads,
             "not_registered": skipped, "release_locals": taken, "support": support,
             "compiled_with": compiled_with, "libraries": out}
-
-
-def _no_load_time_registrations(rebuild, release):
-    """An interposed file must do nothing when it loads: one that registers operators, kernels or
-    a backend fallback would register them a second time beside the release's."""
-    registering = [p for p in rebuild if REGISTERS.search((release / p).read_bytes())]
-    if registering:
-        raise BuildRefused(f"{', '.join(registering)} register{'s' if len(registering) == 1 else ''} at load "
-                           "time (operators, kernels or a backend fallback): preloaded, the registrations "
-                           "would be made twice")
-
-
-def interposition(faithful, arm, libs, pairs, interposed=True):
-    """The functions the fix changes, from a library's objects (``changed_functions``: each one's
-    symbol, name and linkage), and, for an ``interposed`` library, how many exported functions
-    whose release copies it replaces (else 0), and none the release cannot be made to call: a
-    changed function of external linkage that the release does not export (hidden, or inlined into
-    its callers) keeps the release's own copy for every caller outside the rebuilt files; refused,
-    named. A changed function of internal linkage (``static``, an anonymous namespace, a lambda)
-    is reached through the rebuilt file's exported ones."""
-    exported = release_exports(libs) if interposed else set()
-    defined = {}
-    for path in faithful + arm:
-        defined.update(function_symbols(path))
-    names = dict(zip(defined, release_locals.demangle(list(defined))))
-    changed = changed_functions(pairs, names)
-    hidden = [name for name in changed if defined.get(name) == "T" and name not in exported] if interposed else []
-    if hidden:
-        raise BuildRefused(f"the release does not export {len(hidden)} function(s) the fix changes ("
-                           f"{'; '.join(names[n] for n in hidden[:3])}{' ...' if len(hidden) > 3 else ''}): hidden, "
-                           "its own callers keep its copy, which no preloaded library replaces")
-    taken = [n for n, binding in defined.items() if binding in "TW" and n in exported] if interposed else []
-    return ([{"symbol": n, "name": names[n], "linkage": "external" if defined[n] in ("T", "W") else "internal"}
-             for n in changed], len(taken))
-
-
-def function_symbols(obj):
-    """The functions an object defines: mangled name -> ``nm``'s type (T global, W weak, t local)."""
-    listing = subprocess.run(["nm", "--defined-only", str(obj)], capture_output=True, text=True, check=True)
-    return {f[2]: f[1] for f in (line.split() for line in listing.stdout.splitlines())
-            if len(f) == 3 and f[1] in "TtWw"}
-
-
-# a TH generic function's name, written once for every scalar type: THTensor_(addmm) is
-# THFloatTensor_addmm, THDoubleTensor_addmm, ...; THNN_(ELU_updateOutput) THNN_FloatELU_updateOutput
-GENERIC_NAME = re.compile(r"\b(TH\w*?_)\((\w+)\)\s*\(")
-
-
-def changed_functions(pairs, symbols):
-    """The functions of the rebuilt objects the fix changes: those whose source lines it changes,
-    in either direction (``arm.changed_functions``), found among the objects' ``symbols`` (mangled
-    -> demangled) by name (a TH generic function by its name for each scalar type). ``pairs``: the
-    changed files' bytes, (release, arm). Returns the mangled names."""
-    patterns = []
-    for before, after in pairs:
-        for old, new in ((before, after), (after, before)):
-            lines = old.decode("utf-8", "replace").splitlines()
-            for _, fn in arm_changed("", old, new):
-                generic = GENERIC_NAME.search(" ".join(lines[fn.start - 1:fn.start + 2]))
-                if generic and generic.group(1) == "THNN_":
-                    patterns.append(rf"THNN_\w+?{generic.group(2)}")
-                elif generic:
-                    patterns.append(rf"TH\w*?{generic.group(1)[2:]}{generic.group(2)}")
-                else:
-                    patterns.append(rf"(.*::)?{re.escape(fn.owner + '::') if fn.owner else ''}{re.escape(fn.name)}")
-    if not patterns:
-        return []
-    wanted = re.compile("|".join(f"(?:{p})" for p in sorted(set(patterns))))
-    return sorted(m for m, name in symbols.items()
-                  if "[clone" not in name and wanted.fullmatch(source_name(name)))
 
 
 def _registered(rebuild, objects, yamls, settings, fills_stubs=False):
@@ -300,7 +234,6 @@ def _registered(rebuild, objects, yamls, settings, fills_stubs=False):
 
 
 CANARY_FLAGS = ("-finstrument-functions", "-finstrument-functions-exclude-file-list=/include/")
-REGISTERS = re.compile(rb"RegisterOperators\s*\(|TORCH_LIBRARY|REGISTER_\w*DISPATCH\s*\(|static auto \w+ = c10::")
 SUPPORT_ROUNDS = 4  # a support file may need functions of others the release keeps to itself
 
 

@@ -16,8 +16,8 @@ An interposed library (TH and infrastructure files, ``overrides.parts``) replace
 operators: the same outcomes, with "the workload calls through it" read from the canary's entries
 into the functions the fix changes (``changed_functions``: those whose source lines it changes),
 by name; the release run's profile is not needed. A stub kernel has no operator of its own
-either: a library with stub kernels counts the canary's entries into the functions the fix
-changes beside the operators it registers.
+either: a library with stub kernels, or one that also interposes (``parts.Route``), counts the
+canary's entries into the functions the fix changes beside the operators it registers.
 
 A check record is read by ``read``: one without an outcome, that does not read as a check, whose
 fields contradict each other or whose seal is broken, or that is not of the arm's runtime as it is
@@ -28,6 +28,7 @@ from pathlib import Path
 from ..framework.declarations import op_name
 from ..harness.registry import record_digest
 from ..io import InputError, read_json
+from .parts import Route
 
 OUTCOMES = ("verified", "not exercised", "failed")
 FINGERPRINTS = ("init", "epochs", "losses", "logits", "predictions")
@@ -56,7 +57,8 @@ def judge(runs, override, release_flags):
     failed = {build: why for build, why in runs.items() if isinstance(why, str)}
     if failed:
         return _failed("; ".join(f"the {b} run failed: {why}" for b, why in failed.items()))
-    if override.get("route") == "interposed":
+    route = Route.read(override.get("route"))
+    if not route.registers:
         return _interposed(runs, override, release_flags)
     profile = runs["release"].get("ops")
     if not profile:
@@ -74,8 +76,9 @@ def judge(runs, override, release_flags):
     never = [base for base in missed if set(overloads.get(base, [base])) <= set(registered) and base not in by_hand]
     unconfirmed = [op for op in expected if op not in through and op_name(op) not in never]
     entries = runs["canary"]["override"].get("entries", 0)
-    # a stub kernel has no operator of its own: its calls are the canary's entries into it
-    functions = _changed_run(runs, override) if override.get("stubs") else {}
+    # a stub kernel, or an interposed file's function, has no operator of its own: its calls are
+    # the canary's entries into it
+    functions = _changed_run(runs, override) if override.get("stubs") or route.interposes else {}
     if never:
         problems.append(f"the workload calls {', '.join(never)}, but never through the library: "
                         "registered under a key the release does not call")
@@ -85,13 +88,16 @@ def judge(runs, override, release_flags):
     outcome = "failed" if problems else "verified" if through or functions else "not exercised"
     kernels = (f" and runs none of the functions the fix changes in its stub kernels "
                f"({', '.join(sorted({s['stub'] for s in override['stubs']}))})" if override.get("stubs") else "")
-    return {"outcome": outcome, "passed": not problems, "route": "registered", "reason": "; ".join(problems) or (
+    if route.interposes:
+        kernels += f" and none of those it changes in the files it interposes ({len(override['changed_functions'])})"
+    return {"outcome": outcome, "passed": not problems, "route": str(route), "reason": "; ".join(problems) or (
                 "" if through or functions else f"the workload calls none of the {len(registered)} operators the "
                 f"library replaces{kernels}: for it the arm is the release"),
             "workload_calls": through + sorted(functions), "changed_calls": functions,
             "unconfirmed": unconfirmed, "faithful_identical": faithful,
             "faithful_calls": calls["faithful"], "canary_entries": entries, "arm_calls": calls["arm"],
-            "arm_identical": prints["arm"] == prints["release"], "release_operators": len(called)}
+            "arm_identical": prints["arm"] == prints["release"], "release_operators": len(called),
+            "interposed": override.get("interposed", 0)}
 
 
 def _interposed(runs, override, release_flags):
@@ -246,7 +252,8 @@ def contradiction(record):
     if uncounted:
         return "workload_calls", f"names {', '.join(uncounted[:3])} among the workload's calls, with no count of them"
     through = any(isinstance(n, int) and n > 0 for n in (record.get("faithful_calls") or {}).values())
-    if outcome == "verified" and record.get("route") == "registered" and through and not record.get("canary_entries"):
+    if outcome == "verified" and Route.read(record.get("route")).registers and through \
+            and not record.get("canary_entries"):
         return "canary_entries", "verified, yet the canary (the rebuilt code, instrumented) never ran"
     return None
 

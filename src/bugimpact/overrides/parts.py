@@ -3,8 +3,9 @@
 (``REBUILT_PARTS``), and, for the others, the part named in the refusal.
 
 A compiled fix is isolated on a release wheel by rebuilding the changed files as the release has
-them (with the fix applied or reversed) into a library that puts their code over the release's, by
-one of two routes:
+them (with the fix applied or reversed) into one library per arm that puts their code over the
+release's, each file by the route its part takes (``Route``; a fix of both kinds of file takes both
+in one library, as the parts of one fix belong in one arm):
 
 - **registered** (``op``, ``stub``): ATen's native op files define operators; the library
   registers their kernels over the release's, under the key the release's generated code calls.
@@ -15,8 +16,9 @@ one of two routes:
   backend fallbacks, named-tensor helpers) define exported functions that the release's libraries
   call through their own dynamic symbol table (none of them is linked ``-Bsymbolic``). The library
   is preloaded into the run's process before torch binds (``LD_PRELOAD``), so each exported
-  function it defines takes over the release's own calls to it. What the release inlines or hides
-  cannot be reached so: the build names it and refuses.
+  function it defines takes over the release's own calls to it; it exports only those (a version
+  script), so its own copies of inline functions take over nothing. What the release inlines or
+  hides cannot be reached so: the build names it and refuses.
 
 CUDA kernels (``cuda``, TH's THC half among them) need a CUDA compiler matching
 the wheel's CUDA (designed the same way, not driven yet: a CPU fix's CUDA half is left out of CPU
@@ -77,7 +79,34 @@ class Kernels:
     @property
     def route(self):
         """How the library puts the rebuilt code over the release's (module doc)."""
-        return "interposed" if self.part in INTERPOSED_PARTS else "registered"
+        return Route(REGISTERED * any(self.files.get(k) for k in ("op", "stub"))
+                     + INTERPOSED * any(self.files.get(k) for k in INTERPOSED_PARTS))
+
+
+REGISTERED, INTERPOSED = ("registered",), ("interposed",)
+
+
+class Route:
+    """The routes one override library takes (module doc): ``registers`` (op and stub kernel
+    files, loaded after torch) and ``interposes`` (TH and infrastructure files: the library is
+    preloaded). Records name it as its words: ``registered``, ``interposed`` or
+    ``registered+interposed``; a record of before routes were named is a registered library's."""
+
+    def __init__(self, names):
+        self.registers = "registered" in names
+        self.interposes = "interposed" in names
+
+    @classmethod
+    def read(cls, words):
+        return cls(tuple((words or "registered").split("+")))
+
+    def __str__(self):
+        return "+".join(REGISTERED * self.registers + INTERPOSED * self.interposes)
+
+    @staticmethod
+    def interposed(path):
+        """Whether a rebuilt file is interposed (its part's route), not registered."""
+        return part_of(path) in INTERPOSED_PARTS
 
 
 def compile_unit(path):
@@ -162,10 +191,6 @@ def refusal(fix, kinds, cuda_compiler=False):
         cannot = [p for p in files if not INTERPOSABLE.search(p)]
         if cannot:
             return _named(part_of(cannot[0]), cannot)
-        both = [p for k in ("op", "stub") for p in kinds.get(k, [])]
-        if both:
-            return (f"{fix}: its TH or infrastructure files are interposed, its op or stub files "
-                    f"({', '.join(both[:3])}) registered: one library doing both is not built yet")
         return ""
     if fix in REBUILT_PARTS or (fix == "cuda" and cuda_compiler):
         return ""

@@ -11,8 +11,9 @@ from ..artifacts.sources import ChecksumMismatch, write_manifest
 from ..failures import logged, recorded
 from ..framework.declarations import op_name
 from ..io import InputError, read_json, write_csv, write_json
-from ..overrides.check import OUTCOMES
+from ..overrides.check import OUTCOMES, short_name
 from ..overrides.check import read as read_check
+from ..overrides.parts import Route
 from ..reach.run import JUDGED_AT, summary_line
 from .runtime import OVERRIDE_REFUSED
 
@@ -165,8 +166,10 @@ def unreplaced(reach, override):
     override library does not register, in words ("" when none, or no reach verdict). An
     interposed library registers none: it takes over every caller of the functions it rebuilds;
     an operator whose way to the changed code goes through a stub the library puts its kernel
-    into (reach's chain, ``kernel <- stub <- ... <- op``) is replaced there."""
-    if override.get("route") == "interposed":
+    into (reach's chain, ``kernel <- stub <- ... <- op``), or through a function it interposes,
+    is replaced there."""
+    route = Route.read(override.get("route"))
+    if not route.registers:
         return ""
     mapping = (reach or {}).get("mapping") or {}
     ops = mapping.get("ops") or {}
@@ -174,7 +177,9 @@ def unreplaced(reach, override):
     chains = mapping.get("chains") or {op: way.split(" <- ") for op, way in ops.items()}
     reached = {line.split()[1] for line in (reach or {}).get("reached", []) if line.startswith("operator ")}
     registered = {op_name(r["op"]) for r in override.get("registered", [])}
-    stubs = {s["stub"] for s in override.get("stubs") or ()}
+    replaced_at = {s["stub"] for s in override.get("stubs") or ()}
+    if route.interposes:
+        replaced_at |= {short_name(f["name"]) for f in override.get("changed_functions") or ()}
     left = sorted(op for op in ops if op in reached and op_name(op) not in registered
-                  and not stubs & set(chains.get(op, ())))
+                  and not replaced_at & set(chains.get(op, ())))
     return ", ".join(f"{op} ({ops[op]})" for op in left[:3]) + (" ..." if len(left) > 3 else "")

@@ -177,10 +177,7 @@ def _override(kernels, python, folder, settings):
         record = build(kernels, python, Path(folder) / "override", handle, tree, settings["threads"],
                        settings["object_cache"])
     record["build_seconds"] = round(time.time() - started, 1)
-    if record["route"] == "interposed":
-        log.info("override built in %.0f s: %d exported functions interposed, %d changed by the fix",
-                 record["build_seconds"], record["interposed"], len(record["changed_functions"]))
-    else:
-        log.info("override built in %.0f s: %d operators registered", record["build_seconds"],
-                 len(record["registered"]))
+    log.info("override built in %.0f s (%s): %d operators registered, %d exported functions interposed, %d "
+             "changed by the fix", record["build_seconds"], record["route"], len(record["registered"]),
+             record["interposed"], len(record["changed_functions"]))
     return record
