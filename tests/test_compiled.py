@@ -138,6 +138,50 @@ def test_a_change_to_comments_only_changes_no_binary():
     assert not parts.only_comments(path, "@@ -1 +1 @@\n-#define N 1\n+#define N 2\n")
 
 
+HEADER_HUNK = ("@@ -1,6 +1,6 @@\n namespace at {\n\n CAFFE2_API void assert_no_overlap(const Tensor& t);\n"
+               "-void propagate_names_for_copy(Tensor& result, const Tensor& src);\n\n}\n")
+
+
+def test_a_header_change_of_declarations_only_rebuilds_no_includer():
+    """A declaration taken away (pr26829's NamedTensorUtils.h), added, forward-declared, or with
+    its parameters renamed changes no includer's code; a body, a member, a default, a virtual
+    function, a macro or an overload set changed does."""
+    path = "aten/src/ATen/NamedTensorUtils.h"
+    assert parts.only_declarations(path, HEADER_HUNK)
+    added = HEADER_HUNK.replace("-void propagate", "+Tensor& propagate_names_if_nonempty(\n+    Tensor& result,\n"
+                                "+    DimnameList names);\n+class Dimname;\n-void propagate")
+    assert parts.only_declarations(path, added)
+    renamed = HEADER_HUNK.replace("-void propagate_names_for_copy(Tensor& result, const Tensor& src);",
+                                  "-void f(Tensor& a, bool check_internal_overlap = false);\n"
+                                  "+void f(Tensor& a,\n+       bool check_mem_overlap = false);")
+    assert parts.only_declarations(path, renamed)
+    for code in ("+inline int twice(int x) { return 2 * x; }",  # a body
+                 "+  bool check_mem_overlap_ = false;",  # a member: the layout
+                 "+  virtual void f();", "+#define N 2", "+void (*hook)(int);",
+                 "+static int counter(int);"):
+        assert not parts.only_declarations(path, HEADER_HUNK.replace("-void propagate", f"{code}\n-void propagate")), code
+    default = renamed.replace("check_mem_overlap = false", "check_mem_overlap = true")
+    assert not parts.only_declarations(path, default)  # a default is compiled into each caller
+    retyped = renamed.replace("+void f(Tensor& a,", "+int f(Tensor& a,")
+    assert not parts.only_declarations(path, retyped)  # its callers would compile otherwise
+    overload = HEADER_HUNK.replace("-void propagate_names_for_copy(Tensor& result, const Tensor& src);",
+                                   "-void f(Tensor& a);\n-void f(TensorImpl* a);")
+    assert not parts.only_declarations(path, overload)  # an overload set changed
+    assert not parts.only_declarations("aten/src/ATen/NamedTensorUtils.cpp", HEADER_HUNK)  # not a header
+    # with the fix's own files: placed for them, no part of its own, never rebuilt
+    diff = (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n{HEADER_HUNK}"
+            "diff --git a/aten/src/ATen/native/Copy.cpp b/aten/src/ATen/native/Copy.cpp\n"
+            "--- a/aten/src/ATen/native/Copy.cpp\n+++ b/aten/src/ATen/native/Copy.cpp\n"
+            "@@ -1 +1 @@\n-int x = 1;\n+int x = 2;\n")
+    _, kinds, kernels = onefix.isolate(diff)
+    assert kinds["declarations"] == [path] and kernels.part == "op"
+    assert kernels.built == ["aten/src/ATen/NamedTensorUtils.h", "aten/src/ATen/native/Copy.cpp"]
+    with pytest.raises(onefix.Refused, match="declarations only in headers .*: nothing compiled or run differs"):
+        onefix.isolate(diff[:diff.index("diff --git a/aten/src/ATen/native/Copy.cpp")])
+    # the header's part would have refused the fix before
+    assert parts.refusal(*parts.fix_part([path, "aten/src/ATen/native/Copy.cpp"])).startswith("header:")
+
+
 # --- which operators a rebuilt file implements, under which key --------------------------------
 
 NATIVE_FUNCTIONS = b"""

@@ -100,7 +100,7 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
     library takes. Refuses a file of unknown kind or binary, and compiled code of a kind no
     override can replace (``parts.refusal``, which names the kind)."""
     kinds = {"python": [], "not_shipped": [], "not_imported": [], "compiled": [], "unknown": [], "wheel": [],
-             "comments": []}
+             "comments": [], "declarations": []}
     shipped, code = [], []
     for path, section in split_diff(diff_text):
         _check_section(path, section)
@@ -109,25 +109,29 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
             kind = "unknown"
         if kind == "compiled" and parts.only_comments(path, section):
             kind = "comments"  # changes no binary
+        elif kind == "compiled" and parts.only_declarations(path, section):
+            kind = "declarations"  # placed for the fix's own files; rebuilds no includer
         kinds[kind].append(path)
         if kind == "python":
             shipped.append(section)
-        elif kind == "compiled":
+        elif kind in ("compiled", "declarations"):
             code.append(section)
     if kinds["unknown"] or kinds["wheel"]:
         bad = kinds["unknown"] + kinds["wheel"]
         raise Refused(f"the fix touches files of unknown kind ({', '.join(bad[:5])}"
                       f"{' ...' if len(bad) > 5 else ''}), {CANNOT}")
     kernels = None
-    if code:
+    if kinds["compiled"]:
         fix, by_kind = parts.fix_part(kinds["compiled"])
         why = parts.refusal(fix, by_kind)
         if why:
             raise Refused(f"the fix touches {why}, {CANNOT}")
-        kernels = parts.Kernels(fix, by_kind, "".join(code))
-    if not shipped and kernels is None and kinds["comments"]:
-        raise Refused(f"the fix changes comments only in compiled files ({', '.join(kinds['comments'][:5])}): "
-                      "nothing compiled or run differs, so no arm can")
+        kernels = parts.Kernels(fix, {**by_kind, **({"declarations": kinds["declarations"]}
+                                                    if kinds["declarations"] else {})}, "".join(code))
+    if not shipped and kernels is None and (kinds["comments"] or kinds["declarations"]):
+        only = kinds["comments"] + kinds["declarations"]
+        raise Refused(f"the fix changes comments only in compiled files, or declarations only in headers "
+                      f"({', '.join(only[:5])}): nothing compiled or run differs, so no arm can")
     if not shipped and kernels is None:
         raise Refused("the fix changes no file of the installed package "
                       f"(only: {', '.join((kinds['not_shipped'] + kinds['not_imported'])[:5])})")

@@ -137,7 +137,9 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     jobs = []
     for name, side in sides.items():
         for path in compiled["rebuild"]:
-            flags = compile_flags(settings, (source_tree / side / "aten" / "src", third_party, include))
+            # the tree's root after ATen's: a placed c10 or torch/csrc header before the wheel's
+            flags = compile_flags(settings, (source_tree / side / "aten" / "src", source_tree / side, third_party,
+                                             include))
             data = (source_tree / side / path).read_bytes()
             if path in stub_files:
                 flags += kernel
@@ -201,7 +203,8 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
             "flags": compile_flags(settings)[:-len(settings["include"])],
             "canary_flags": list(CANARY_FLAGS), "release_flags": release_flags(settings),
             "link_flags": list(release_build.LINK_FLAGS),  # read where link() reads them
-            "include_order": ["<tree>/<arm or release>/aten/src", "<override>/shared/third-party", "<tree>/include",
+            "include_order": ["<tree>/<arm or release>/aten/src", "<tree>/<arm or release>",
+                              "<override>/shared/third-party", "<tree>/include",
                               *settings["include"]],
             "torch": settings["version"], "capability": settings["capability"],
             "registered": [{"op": op["name"], "key": key, **({"manual": True} if op["manual"] else {})}

@@ -73,8 +73,9 @@ class Kernels:
     @property
     def built(self):
         """The changed files an override rebuilds on the CPU (op and stub kernel files and their
-        headers, or TH and infrastructure files)."""
-        return sorted(p for k in REBUILT_PARTS for p in self.files.get(k, []))
+        headers, or TH and infrastructure files), and the headers whose change is declarations
+        only (``only_declarations``), placed for them."""
+        return sorted(p for k in (*REBUILT_PARTS, "declarations") for p in self.files.get(k, []))
 
     @property
     def route(self):
@@ -132,13 +133,97 @@ def only_comments(path, section):
             sides = {"-": [], "+": []}
         elif line.startswith(("+++", "---", "diff --git", "index ")):
             continue
-        elif line[:1] in "+-":
+        elif line[:1] in ("+", "-"):
             sides[line[0]].append(line[1:])
             changed = True
-        elif line[:1] == " ":
+        elif line[:1] in (" ", ""):  # a blank context line may have lost its space
             sides["-"].append(line[1:])
             sides["+"].append(line[1:])
     return changed
+
+
+HEADER = (".h", ".hh", ".hpp", ".hxx", ".cuh")
+# what makes a statement more than a declaration of a function with no body: inline code, a
+# function pointer (a data member), the preprocessor, names brought in or redefined
+NOT_A_DECLARATION = re.compile(r"\b(virtual|inline|constexpr|static|using|typedef|template|operator)\b|"
+                               r"\(\s*\*|#|\[\[")
+DECLARED_NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")
+
+
+def only_declarations(path, section):
+    """Whether a header's diff section changes nothing an includer compiles: every statement it
+    changes, on either side, is a declaration of a function with no body (no inline code, no
+    class member layout, no virtual function, no macro), its default arguments the same on both
+    sides (a default is compiled into each caller), and no name it declares is declared by the
+    section's other statements (an overload added or taken away can change which one an
+    includer's call resolves to). A wholly added or removed forward declaration of a class
+    (``class Foo;``) counts too. Such a header is placed for the fix's own files and rebuilds no
+    includer of it. Comments and blank lines are ignored (``only_comments``)."""
+    if not path.endswith(HEADER) or only_comments(path, section):
+        return False
+    sides, changed_any = {"-": [], "+": []}, False
+    statements = {"-": [], "+": []}
+    for line in section.splitlines() + ["@@"]:
+        if line.startswith("@@"):
+            for side in sides:
+                statements[side] += _changed_statements(sides[side])
+            sides = {"-": [], "+": []}
+        elif line.startswith(("+++", "---", "diff --git", "index ")):
+            continue
+        elif line[:1] in ("+", "-"):
+            sides[line[0]].append((line[1:], True))
+            changed_any = True
+        elif line[:1] in (" ", ""):
+            sides["-"].append((line[1:], False))
+            sides["+"].append((line[1:], False))
+    if not changed_any or any(s is None for side in statements.values() for s in side):
+        return False
+    kept = {side: [s for s in statements[side] if s] for side in statements}
+    if sorted(d for s in kept["-"] for d in _defaults(s)) != sorted(d for s in kept["+"] for d in _defaults(s)):
+        return False
+    declared = {side: {} for side in kept}
+    for side, found in kept.items():
+        for statement in found:
+            name = DECLARED_NAME.findall(statement)[:1]
+            if name and declared[side].setdefault(name[0], statement) is not statement:
+                return False  # overloads of one name changed together
+    # a name on both sides is one declaration changed in place: its parameters' names only
+    return all(_shape(declared["-"][n]) == _shape(declared["+"][n]) for n in set(declared["-"]) & set(declared["+"]))
+
+
+def _changed_statements(lines):
+    """The statements of one side of a hunk that hold a changed line, without comments, each a
+    declaration's text; None for one that is not a declaration (``only_declarations``)."""
+    text, marks = "", []
+    for line, changed in lines:
+        code = " ".join(_code(line, False)) if line.strip() else ""
+        text += code + "\n"
+        marks += [changed] * (len(code) + 1)
+    out, start = [], 0
+    for i, c in enumerate(text + ";"):
+        if c in ";{}":
+            if any(marks[start:i + 1]) and (text[start:i].strip() or c != ";"):
+                statement = " ".join(text[start:i].split())
+                if c != ";" or not statement:
+                    out.append(None)  # a body, a class or a brace: code, not a declaration
+                elif re.fullmatch(r"(class|struct)\s+\w+", statement):
+                    out.append("")  # a forward declaration
+                elif "(" not in statement or NOT_A_DECLARATION.search(statement):
+                    out.append(None)
+                else:
+                    out.append(statement)
+            start = i + 1
+    return out
+
+
+def _defaults(statement):
+    return [d.strip() for d in re.findall(r"=\s*([^,)]+)", statement)]
+
+
+def _shape(statement):
+    """A declaration without its parameters' names and its spacing (a parameter's name is the last
+    word before a comma, a closing parenthesis or a default)."""
+    return re.sub(r"\b\w+\s*(?=[,)=])", "_", statement).replace(" ", "")
 
 
 C_FAMILY = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".inl", ".mm", ".m",

@@ -9,8 +9,8 @@ import re
 CAUSES = (
     ("kind", r"^the fix touches |^no: [a-z]+: ",
      "its diff changes a part no override library takes (its part named: codegen, header, jit, ...)"),
-    ("comments only", r"comments only in compiled files",
-     "nothing compiled or run differs: no arm can"),
+    ("comments or declarations only", r"comments only in compiled files",
+     "nothing compiled or run differs (comments, or declarations no file that is compiled uses): no arm can"),
     ("a submodule or link", r"a symlink or special file",
      "a submodule bump or a link: a wheel's files are plain files"),
     ("no release source", r"no source of torch",
