@@ -168,6 +168,14 @@ def test_a_header_change_of_declarations_only_rebuilds_no_includer():
                                    "-void f(Tensor& a);\n-void f(TensorImpl* a);")
     assert not parts.only_declarations(path, overload)  # an overload set changed
     assert not parts.only_declarations("aten/src/ATen/NamedTensorUtils.cpp", HEADER_HUNK)  # not a header
+    # a hunk that begins within an inline function's body: a local made with a constructor reads
+    # as a declaration in the hunk alone; the artifact reads the whole file (``arm.prepare``)
+    release = b"namespace at {\ninline Tensor f(const Tensor& x) {\n  Tensor t(x);\n  return t;\n}\n}\n"
+    fixed = release.replace(b"  Tensor t(x);", b"  Tensor t(other);")
+    inside = "@@ -3,2 +3,2 @@\n-  Tensor t(x);\n+  Tensor t(other);\n   return t;\n"
+    assert parts.only_declarations("aten/src/ATen/X.h", inside)  # a parameter renamed, it seems
+    assert parts.includer_code(parts.whole_file_section(release, fixed)) == "code, not a declaration (Tensor t(x))"
+    assert not parts.includer_code(parts.whole_file_section(b"void g(int a);\n", b"void g(int b);\n"))
     # with the fix's own files: placed for them, no part of its own, never rebuilt
     diff = (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n{HEADER_HUNK}"
             "diff --git a/aten/src/ATen/native/Copy.cpp b/aten/src/ATen/native/Copy.cpp\n"

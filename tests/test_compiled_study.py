@@ -181,6 +181,7 @@ def test_a_reconstructed_source_is_named_in_the_manifest(pr38674):
     assert Path(manifest["kernels"]["tree"], "release", "aten/src/ATen/native/Convolution.cpp").is_file()
 
 
+@pytest.mark.long  # 2.5 minutes in CI: its route is built, preloaded and checked there by the fault control of both routes
 def test_the_interposed_fault_control_is_impact(tmp_path):
     """The route of TH and infrastructure fixes detects a change: TH's THBlas.cpp rebuilt with every
     float matrix product scaled by 0.1 in the buggy arm, preloaded into torch 1.4.0's processes,

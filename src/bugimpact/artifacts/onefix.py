@@ -101,7 +101,7 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
     override can replace (``parts.refusal``, which names the kind)."""
     kinds = {"python": [], "not_shipped": [], "not_imported": [], "compiled": [], "unknown": [], "wheel": [],
              "comments": [], "declarations": []}
-    shipped, code = [], []
+    shipped, code, header_code = [], [], {}
     for path, section in split_diff(diff_text):
         _check_section(path, section)
         kind = classify(path, package, wheel_files)
@@ -111,6 +111,8 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
             kind = "comments"  # changes no binary
         elif kind == "compiled" and parts.only_declarations(path, section):
             kind = "declarations"  # placed for the fix's own files; rebuilds no includer
+        elif kind == "compiled" and path.endswith(parts.HEADER):
+            header_code[path] = parts.includer_code(section)
         kinds[kind].append(path)
         if kind == "python":
             shipped.append(section)
@@ -125,7 +127,10 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
         fix, by_kind = parts.fix_part(kinds["compiled"])
         why = parts.refusal(fix, by_kind)
         if why:
-            raise Refused(f"the fix touches {why}, {CANNOT}")
+            # a header refused: what of it its includers compile
+            header = next((p for p in by_kind.get(fix, []) if header_code.get(p)), None)
+            said = f" ({header} changes {header_code[header]})" if header else ""
+            raise Refused(f"the fix touches {why}{said}, {CANNOT}")
         kernels = parts.Kernels(fix, {**by_kind, **({"declarations": kinds["declarations"]}
                                                     if kinds["declarations"] else {})}, "".join(code))
     if not shipped and kernels is None and (kinds["comments"] or kinds["declarations"]):

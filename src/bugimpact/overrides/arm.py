@@ -218,6 +218,11 @@ def prepare(kernels, sources, arm, wheel, version, folder):
         if unit != path and f"generic/{Path(path).name}".encode() not in (files.get(unit) or b""):
             raise Refused(f"{path} is compiled by its includer, and torch {version}'s {unit} does not include it")
     fix_in_release, placed, placement = made_on(fix, source, files, version)
+    for path in kernels.files.get("declarations", ()):  # judged by its diff: now by the whole file
+        changes = parts.includer_code(parts.whole_file_section(files[path], placed.get(path, files[path])))
+        if changes:
+            raise Refused(f"{path}: as torch {version}'s whole file reads, the fix changes {changes}, not "
+                          "declarations only: its includers, not rebuilt, would compile otherwise")
     direction = "reverse" if fix_in_release else "forward"
     apply = None if arm["arm"] == ("corrected" if fix_in_release else "buggy") else direction
     callers = {}

@@ -27,6 +27,7 @@ runs, a CUDA-only fix is refused). Everything else is compiled into code neither
 infrastructure outside ATen): refused, its part named, and the docker source build stays its route.
 A change to comments only changes no binary and is left out.
 """
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -151,18 +152,21 @@ DECLARED_NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
 def only_declarations(path, section):
-    """Whether a header's diff section changes nothing an includer compiles: every statement it
-    changes, on either side, is a declaration of a function with no body (no inline code, no
-    class member layout, no virtual function, no macro), its default arguments the same on both
-    sides (a default is compiled into each caller), and no name it declares is declared by the
-    section's other statements (an overload added or taken away can change which one an
-    includer's call resolves to). A wholly added or removed forward declaration of a class
-    (``class Foo;``) counts too. Such a header is placed for the fix's own files and rebuilds no
-    includer of it. Comments and blank lines are ignored (``only_comments``)."""
-    if not path.endswith(HEADER) or only_comments(path, section):
-        return False
-    sides, changed_any = {"-": [], "+": []}, False
-    statements = {"-": [], "+": []}
+    """Whether a header's diff section changes declarations only (``includer_code``)."""
+    changes = any(line[:1] in ("+", "-") and not line.startswith(("+++", "---")) for line in section.splitlines())
+    return path.endswith(HEADER) and changes and not only_comments(path, section) and not includer_code(section)
+
+
+def includer_code(section):
+    """What a header's diff section changes that its includers compile, in words, or "" where it
+    changes declarations only: every statement it changes, on either side, is a declaration of a
+    function with no body (no inline code, no class member, no virtual function, no macro), its
+    default arguments the same on both sides (a default is compiled into each caller), each name
+    declared once a side (an overload added or taken away can change which one an includer's call
+    resolves to) and one on both sides changed in its parameters' names only. A forward declaration
+    of a class (``class Foo;``) counts too. Such a header is placed for the fix's own files and
+    rebuilds no includer of it. Comments and blank lines are ignored."""
+    sides, statements = {"-": [], "+": []}, {"-": [], "+": []}
     for line in section.splitlines() + ["@@"]:
         if line.startswith("@@"):
             for side in sides:
@@ -172,48 +176,86 @@ def only_declarations(path, section):
             continue
         elif line[:1] in ("+", "-"):
             sides[line[0]].append((line[1:], True))
-            changed_any = True
         elif line[:1] in (" ", ""):
             sides["-"].append((line[1:], False))
             sides["+"].append((line[1:], False))
-    if not changed_any or any(s is None for side in statements.values() for s in side):
-        return False
-    kept = {side: [s for s in statements[side] if s] for side in statements}
+    code = next((text for side in statements.values() for kind, text in side if kind == "code"), None)
+    if code is not None:
+        return f"code, not a declaration ({code[:80]})"
+    kept = {side: [text for kind, text in found if kind == "declaration"] for side, found in statements.items()}
     if sorted(d for s in kept["-"] for d in _defaults(s)) != sorted(d for s in kept["+"] for d in _defaults(s)):
-        return False
+        return "a default argument, which each caller compiles"
     declared = {side: {} for side in kept}
     for side, found in kept.items():
         for statement in found:
             name = DECLARED_NAME.findall(statement)[:1]
             if name and declared[side].setdefault(name[0], statement) is not statement:
-                return False  # overloads of one name changed together
-    # a name on both sides is one declaration changed in place: its parameters' names only
-    return all(_shape(declared["-"][n]) == _shape(declared["+"][n]) for n in set(declared["-"]) & set(declared["+"]))
+                return f"the overloads of {name[0]}"
+    retyped = sorted(n for n in set(declared["-"]) & set(declared["+"])
+                     if _shape(declared["-"][n]) != _shape(declared["+"][n]))
+    return f"the declaration of {retyped[0]}, which its callers compile" if retyped else ""
 
 
 def _changed_statements(lines):
-    """The statements of one side of a hunk that hold a changed line, without comments, each a
-    declaration's text; None for one that is not a declaration (``only_declarations``)."""
-    text, marks = "", []
+    """The statements of one side of a hunk that hold a changed line, without comments, each as
+    (``declaration``, ``forward`` or ``code``, its text) (``includer_code``). A namespace's braces
+    are no code; a preprocessor line is; any statement within a function's or an enum's braces is;
+    a class's braces are code where a changed line opens or closes them (its layout), its members
+    declarations as at the top (a member function with no body changes no layout)."""
+    out, stack, statement, changed_here, macro = [], [], "", False, False
     for line, changed in lines:
         code = " ".join(_code(line, False)) if line.strip() else ""
-        text += code + "\n"
-        marks += [changed] * (len(code) + 1)
-    out, start = [], 0
-    for i, c in enumerate(text + ";"):
-        if c in ";{}":
-            if any(marks[start:i + 1]) and (text[start:i].strip() or c != ";"):
-                statement = " ".join(text[start:i].split())
-                if c != ";" or not statement:
-                    out.append(None)  # a body, a class or a brace: code, not a declaration
-                elif re.fullmatch(r"(class|struct)\s+\w+", statement):
-                    out.append("")  # a forward declaration
-                elif "(" not in statement or NOT_A_DECLARATION.search(statement):
-                    out.append(None)
+        if macro or code.startswith("#"):  # the preprocessor: a condition, a macro, an include
+            if changed:
+                out.append(("code", code[:80]))
+            macro = code.endswith("\\")
+            continue
+        for c in code + "\n":
+            if c not in ";{}":
+                statement += c
+                changed_here = changed_here or (changed and not c.isspace())
+                continue
+            text = " ".join(statement.split())
+            inside = stack[-1][0] if stack else "namespace"
+            if c == "{":
+                kind = ("namespace" if re.match(r'(namespace\b|extern\s*"C")', text) else
+                        "class" if re.match(r"(template\s*<.*>\s*)?(class|struct|union)\b", text) and "(" not in text
+                        else "body")
+                stack.append((kind, changed_here or changed))
+                if kind != "namespace" and (changed_here or changed or inside == "body"):
+                    out.append(("code", f"{text} {{"))
+            elif c == "}":
+                kind, opened_changed = stack.pop() if stack else ("body", True)
+                if kind != "namespace" and (changed or opened_changed) and inside != "body":
+                    out.append(("code", f"{text} }}".strip()))
+            elif (changed_here or changed) and text:
+                if inside == "body":
+                    out.append(("code", text))
+                elif re.fullmatch(r"(class|struct)\s+\w+", text):
+                    out.append(("forward", text))
+                elif "(" not in text or NOT_A_DECLARATION.search(text) or not _declared(text):
+                    out.append(("code", text))
                 else:
-                    out.append(statement)
-            start = i + 1
+                    out.append(("declaration", re.sub(r"^(public|protected|private)\s*:\s*", "", text)))
+            statement, changed_here = "", False
     return out
+
+
+def _declared(text):
+    """Whether a statement reads as a function's declaration: a type, then its name, then its
+    parameters (not a call, an assignment or a return)."""
+    before = text[:text.index("(")]
+    words = before.replace("*", " ").replace("&", " ").split()
+    return len(words) >= 2 and not re.search(r"[=.]|->", before) and words[0] not in ("return", "throw", "case")
+
+
+def whole_file_section(before, after):
+    """A diff section of one file's two versions whose one hunk holds the whole file, so that every
+    statement is read in its scope (``includer_code`` on a hunk alone cannot see the braces it
+    begins within)."""
+    lines = difflib.unified_diff(before.decode("utf-8", "replace").splitlines(),
+                                 after.decode("utf-8", "replace").splitlines(), lineterm="", n=1 << 30)
+    return "\n".join(lines) + "\n"
 
 
 def _defaults(statement):
