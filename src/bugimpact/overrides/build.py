@@ -101,7 +101,9 @@ extern "C" { int bugimpact_op_count = 0; long long bugimpact_calls[1]; const cha
 def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     """The override libraries of a compiled one-fix arm, in ``folder``: ``arm`` (the arm's files),
     ``faithful`` (the release's own files) and ``canary`` (the release's, instrumented), each with
-    the same registrations. ``compiled``: the artifact manifest's ``kernels`` part
+    the same registrations; one library does each route the fix's files take (``parts.Route``:
+    its op files' operators registered, its TH and infrastructure files interposed, exporting only
+    what they take over, ``interposed``). ``compiled``: the artifact manifest's ``kernels`` part
     (``arm.prepare``); ``tree``: the release's whole tree (``release_source.open_tree``), from
     which what the rebuilt files need that the release neither exports nor holds in its symbol
     table (``release_locals``) is compiled in (``support``); ``threads``: how many compilers run
