@@ -745,6 +745,9 @@ def test_an_operator_called_through_the_library_is_exercised_whether_or_not_the_
      "faithful build): error: ...: the source at hand is not what the release was built from, here",
      "the reconstruction is not the release there"),
     ("no runs: buggy: override check failed: the canary ... never ran", "check"),
+    ("no runs: artifact failed (refused): aten/src/ATen/X.h: as torch 1.4.0's whole file reads, the fix changes "
+     "code, not a declaration (Tensor t(x)), not declarations only: its includers, not rebuilt, would compile "
+     "otherwise", "a header's code its includers compile"),
 ])
 def test_the_corpus_script_classes_each_refusal_by_its_words(reason, cls):
     """bin/corpus (run by hand: it studies dozens of fixes) imports what it uses and classes each

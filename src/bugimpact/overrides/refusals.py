@@ -22,6 +22,8 @@ CAUSES = (
      "the arm's code calls what the release does not have"),
     ("the reconstruction is not the release there", r"not what the release was built from",
      "the release's own file does not compile from the reconstructed source"),
+    ("a header's code its includers compile", r"not declarations only",
+     "the header judged by its diff changes code its includers, not rebuilt, would compile otherwise"),
     ("placement", r"does not apply|applies both|not in the release|in the release already",
      "the fix goes on the release in neither direction, or in both"),
     ("not exported", r"does not export", "the release does not export a function the rebuilt code calls"),
