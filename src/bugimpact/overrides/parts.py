@@ -225,7 +225,7 @@ def _changed_statements(lines):
                 if kind != "namespace" and (changed_here or changed or inside == "body"):
                     out.append(("code", f"{text} {{"))
             elif c == "}":
-                kind, opened_changed = stack.pop() if stack else ("body", True)
+                kind, opened_changed = stack.pop() if stack else ("opened before the hunk", False)
                 if kind != "namespace" and (changed or opened_changed) and inside != "body":
                     out.append(("code", f"{text} }}".strip()))
             elif (changed_here or changed) and text:
