@@ -126,21 +126,31 @@ def only_comments(path, section):
     (``//`` and block comments in C and C++, trailing ones included; ``#`` in the build's scripts
     and YAML), its literals kept as they are."""
     hash_comments = not path.endswith(C_FAMILY)
-    sides, changed = {"-": [], "+": []}, False
+    changed = False
+    for sides in hunks(section):
+        if _code("\n".join(t for t, _ in sides["-"]), hash_comments) != \
+                _code("\n".join(t for t, _ in sides["+"]), hash_comments):
+            return False
+        changed = changed or any(c for side in sides.values() for _, c in side)
+    return changed
+
+
+def hunks(section):
+    """Each hunk of a file's diff section as its two sides: ``-`` (before) and ``+`` (after), each
+    a list of (line, whether the diff changes it)."""
+    sides = {"-": [], "+": []}
     for line in section.splitlines() + ["@@"]:
         if line.startswith("@@"):
-            if _code("\n".join(sides["-"]), hash_comments) != _code("\n".join(sides["+"]), hash_comments):
-                return False
+            if sides["-"] or sides["+"]:
+                yield sides
             sides = {"-": [], "+": []}
         elif line.startswith(("+++", "---", "diff --git", "index ")):
             continue
         elif line[:1] in ("+", "-"):
-            sides[line[0]].append(line[1:])
-            changed = True
+            sides[line[0]].append((line[1:], True))
         elif line[:1] in (" ", ""):  # a blank context line may have lost its space
-            sides["-"].append(line[1:])
-            sides["+"].append(line[1:])
-    return changed
+            sides["-"].append((line[1:], False))
+            sides["+"].append((line[1:], False))
 
 
 HEADER = (".h", ".hh", ".hpp", ".hxx", ".cuh")
@@ -153,8 +163,8 @@ DECLARED_NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 def only_declarations(path, section):
     """Whether a header's diff section changes declarations only (``includer_code``)."""
-    changes = any(line[:1] in ("+", "-") and not line.startswith(("+++", "---")) for line in section.splitlines())
-    return path.endswith(HEADER) and changes and not only_comments(path, section) and not includer_code(section)
+    return path.endswith(HEADER) and not only_comments(path, section) and not includer_code(section) \
+        and any(c for sides in hunks(section) for side in sides.values() for _, c in side)
 
 
 def includer_code(section):
@@ -166,19 +176,10 @@ def includer_code(section):
     resolves to) and one on both sides changed in its parameters' names only. A forward declaration
     of a class (``class Foo;``) counts too. Such a header is placed for the fix's own files and
     rebuilds no includer of it. Comments and blank lines are ignored."""
-    sides, statements = {"-": [], "+": []}, {"-": [], "+": []}
-    for line in section.splitlines() + ["@@"]:
-        if line.startswith("@@"):
-            for side in sides:
-                statements[side] += _changed_statements(sides[side])
-            sides = {"-": [], "+": []}
-        elif line.startswith(("+++", "---", "diff --git", "index ")):
-            continue
-        elif line[:1] in ("+", "-"):
-            sides[line[0]].append((line[1:], True))
-        elif line[:1] in (" ", ""):
-            sides["-"].append((line[1:], False))
-            sides["+"].append((line[1:], False))
+    statements = {"-": [], "+": []}
+    for sides in hunks(section):
+        for side in sides:
+            statements[side] += _changed_statements(sides[side])
     code = next((text for side in statements.values() for kind, text in side if kind == "code"), None)
     if code is not None:
         return f"code, not a declaration ({code[:80]})"
