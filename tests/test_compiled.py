@@ -7,7 +7,8 @@ from conftest import config_with
 
 from bugimpact.artifacts import onefix
 from bugimpact.framework.declarations import operators
-from bugimpact.overrides import parts
+from bugimpact.overrides import generator_inputs, parts
+from bugimpact.overrides.refusals import cause_of
 
 # The compiled fixes of data/known_commits/pytorch.csv whose changed files were listed whole when
 # they were classified by hand (shared/reference/compiled-fixes.md), with that kind. Two differ on
@@ -188,6 +189,46 @@ def test_a_header_change_of_declarations_only_rebuilds_no_includer():
         onefix.isolate(diff[:diff.index("diff --git a/aten/src/ATen/native/Copy.cpp")])
     # the header's part would have refused the fix before
     assert parts.refusal(*parts.fix_part([path, "aten/src/ATen/native/Copy.cpp"])).startswith("header:")
+
+
+def yaml_section(path, *hunk_lines, header=""):
+    return (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,9 +1,9 @@{header}\n"
+            + "\n".join(hunk_lines) + "\n")
+
+
+def test_a_codegen_fix_is_refused_naming_what_it_changes_in_the_generators_inputs():
+    """Read from the diff: the derivative formula of cdist's backward (the spike of
+    compiled-fixes.md), a kernel moved between dispatch keys, a schema changed, added or taken
+    away, the TH declarations and the generators themselves; the refusal says them, hardest first."""
+    derivative = yaml_section("tools/autograd/derivatives.yaml",
+                              " - name: cdist(Tensor x1, Tensor x2, float p=2) -> Tensor",
+                              "-  x1: _cdist_backward(grad, x1, x2, p, result)",
+                              "+  x1: _cdist_backward(grad.contiguous(), x1, x2, p, result)", "")
+    assert generator_inputs.changes("tools/autograd/derivatives.yaml", derivative) == [("a derivative formula", "cdist")]
+    moved = yaml_section("aten/src/ATen/native/native_functions.yaml",
+                         "   dispatch:", "-    CPU: legacy::cpu::_th_sqrt_out", "+    CPU: sqrt_out",
+                         header=" - func: sqrt.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)")
+    assert generator_inputs.changes("aten/src/ATen/native/native_functions.yaml", moved) == \
+        [("a dispatch entry or key", "sqrt.out")]
+    schema = yaml_section("aten/src/ATen/native/native_functions.yaml",
+                          "-- func: full_like(Tensor self, Scalar fill_value) -> Tensor",
+                          "+- func: full_like(Tensor self, Scalar fill_value, *, MemoryFormat? memory_format=None) -> Tensor",
+                          "+- func: bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor", "+  variants: function",
+                          "-- func: _th_xor(Tensor self) -> Tensor")
+    assert generator_inputs.changes("aten/src/ATen/native/native_functions.yaml", schema) == [
+        ("an operator removed", "_th_xor"), ("an operator added", "bitwise_xor.Scalar"),
+        ("an existing operator's schema changed", "full_like")]
+    assert generator_inputs.changes("aten/src/ATen/Declarations.cwrap", "") == \
+        [("TH declarations (cwrap, nn.yaml)", "aten/src/ATen/Declarations.cwrap")]
+    assert generator_inputs.changes("tools/autograd/templates/Functions.cpp", "")[0][0] == "the generators"
+    whole = schema.replace("@@ -1,9 +1,9 @@", "@@ -1,9 +1,9 @@") + derivative
+    with pytest.raises(onefix.Refused) as refused:
+        onefix.isolate(whole)
+    said = str(refused.value)
+    assert said.startswith("the fix touches codegen: ") and "(its generated code: an existing operator's schema " \
+        "changed (full_like); an operator removed (_th_xor); an operator added (bitwise_xor.Scalar); a derivative " \
+        "formula (cdist))" in said
+    assert cause_of("no: " + said) == "an existing operator's schema changed"
 
 
 # --- which operators a rebuilt file implements, under which key --------------------------------

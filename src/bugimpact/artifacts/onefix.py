@@ -24,7 +24,7 @@ from ..framework import patch
 from ..framework.apply import NoDirection, direction_of
 from ..framework.paths import CUDA, NOT_SHIPPED
 from ..io import atomic_open, write_text
-from ..overrides import parts
+from ..overrides import generator_inputs, parts
 from ..overrides.parts import Refused
 
 PACKAGE = "torch"
@@ -101,7 +101,7 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
     override can replace (``parts.refusal``, which names the kind)."""
     kinds = {"python": [], "not_shipped": [], "not_imported": [], "compiled": [], "unknown": [], "wheel": [],
              "comments": [], "declarations": []}
-    shipped, code, header_code = [], [], {}
+    shipped, code, header_code, generated = [], [], {}, []
     for path, section in split_diff(diff_text):
         _check_section(path, section)
         kind = classify(path, package, wheel_files)
@@ -113,6 +113,8 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
             kind = "declarations"  # placed for the fix's own files; rebuilds no includer
         elif kind == "compiled" and path.endswith(parts.HEADER):
             header_code[path] = parts.includer_code(section)
+        if kind == "compiled":
+            generated += generator_inputs.changes(path, section)
         kinds[kind].append(path)
         if kind == "python":
             shipped.append(section)
@@ -129,7 +131,9 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
         if why:
             # a header refused: what of it its includers compile
             header = next((p for p in by_kind.get(fix, []) if header_code.get(p)), None)
-            said = f" ({header} changes {header_code[header]})" if header else ""
+            said = (f" ({header} changes {header_code[header]})" if header else
+                    f" (its generated code: {generator_inputs.words(generated)})" if fix == "codegen" and generated
+                    else "")
             raise Refused(f"the fix touches {why}{said}, {CANNOT}")
         kernels = parts.Kernels(fix, {**by_kind, **({"declarations": kinds["declarations"]}
                                                     if kinds["declarations"] else {})}, "".join(code))

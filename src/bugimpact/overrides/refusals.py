@@ -7,6 +7,8 @@ import re
 
 # (name, the words of the refusals or failures it names, what it means)
 CAUSES = (
+    ("an existing operator's schema changed", r"an existing operator's schema changed",
+     "the dispatcher holds one schema per name and overload, and the release's is registered already"),
     ("kind", r"^the fix touches |^no: [a-z]+: ",
      "its diff changes a part no override library takes (its part named: codegen, header, jit, ...)"),
     ("comments or declarations only", r"comments only in compiled files",
