@@ -1,7 +1,1 @@
-#include <TH/THBlas.h>
-
-#include <TH/generic/THBlas.cpp>
-#include <TH/THGenerateAllTypes.h>
-
-#include <TH/generic/THBlas.cpp>
-#include <TH/THGenerateBFloat16Type.h>
+../../../../../fault-th-gemm.release/files/aten/src/TH/THBlas.cpp
