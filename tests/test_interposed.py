@@ -121,7 +121,7 @@ def test_a_changed_function_the_release_hides_refuses_the_build_naming_it(tmp_pa
     changed_scale = [(REBUILT.encode(), REBUILT.replace("int scale(int x) { return 2", "int scale(int x) { return 3").encode())]
     changed, taken = interposed.interposition([faithful], [exported], [str(release)], changed_scale,
                                               [faithful, exported])
-    assert [f["name"] for f in changed] == ["scale(int)"] and taken == 1
+    assert [f["name"] for f in changed] == ["scale(int)"] and taken == 1 and changed[0]["interposed"]
     # the same objects registered, not interposed: nothing is taken over, nothing need be exported
     assert interposed.interposition([faithful], [exported], [str(release)], changed_scale)[1] == 0
     # the same file, the hidden function changed instead:

@@ -430,6 +430,13 @@ def test_an_operator_reach_runs_through_the_changed_code_that_the_library_leaves
     assert gate_files(tmp_path, verified, reach, stubbed)["runnable"]
     elsewhere = {**stubbed, "stubs": [{"file": "cpu/K.cpp", "stub": "min_stub", "kernel": "min_kernel"}]}
     assert "runs max (max_kernel <- max_stub" in gate_files(tmp_path, verified, reach, elsewhere)["reason"]
+    # a library of both routes replaces an operator reached through a function it interposes, and
+    # only those: a changed function of its registered op files is reached through its operator
+    both = {**elsewhere, "route": "registered+interposed",
+            "changed_functions": [{"symbol": "m", "name": "max_kernel(float)", "interposed": True}]}
+    assert gate_files(tmp_path, verified, reach, both)["runnable"]
+    registered_only = {**both, "changed_functions": [{"symbol": "m", "name": "max_kernel(float)"}]}
+    assert "runs max (max_kernel <- max_stub" in gate_files(tmp_path, verified, reach, registered_only)["reason"]
 
 
 def test_failed_and_broken_checks_and_a_runtime_whose_library_is_gone_are_recovered(tmp_path, monkeypatch):

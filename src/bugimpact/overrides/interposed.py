@@ -36,7 +36,7 @@ def no_load_time_registrations(files, release):
 
 def interposition(faithful, arm, libs, pairs, interposed=()):
     """The functions the fix changes, from a library's objects (``changed_functions``: each one's
-    symbol, name and linkage), and how many exported functions whose release copies the objects of
+    symbol, name and linkage, and whether an interposed file defines it), and how many exported functions whose release copies the objects of
     its ``interposed`` files replace (none: a registered library's), and none the release cannot
     be made to call: a changed function of an interposed file, of external linkage, that the
     release does not export (hidden, or inlined into its callers) keeps the release's own copy for
@@ -56,8 +56,8 @@ def interposition(faithful, arm, libs, pairs, interposed=()):
         raise BuildRefused(f"the release does not export {len(hidden)} function(s) the fix changes ("
                            f"{'; '.join(names[n] for n in hidden[:3])}{' ...' if len(hidden) > 3 else ''}): hidden, "
                            "its own callers keep its copy, which no preloaded library replaces")
-    return ([{"symbol": n, "name": names[n], "linkage": "external" if defined[n] in ("T", "W") else "internal"}
-             for n in changed], len(taken_over(interposed, exported)))
+    return ([{"symbol": n, "name": names[n], "linkage": "external" if defined[n] in ("T", "W") else "internal",
+              **({"interposed": True} if n in theirs else {})} for n in changed], len(taken_over(interposed, exported)))
 
 
 def taken_over(objects, exported):

@@ -179,7 +179,7 @@ def unreplaced(reach, override):
     registered = {op_name(r["op"]) for r in override.get("registered", [])}
     replaced_at = {s["stub"] for s in override.get("stubs") or ()}
     if route.interposes:
-        replaced_at |= {short_name(f["name"]) for f in override.get("changed_functions") or ()}
+        replaced_at |= {short_name(f["name"]) for f in override.get("changed_functions") or () if f.get("interposed")}
     left = sorted(op for op in ops if op in reached and op_name(op) not in registered
                   and not replaced_at & set(chains.get(op, ())))
     return ", ".join(f"{op} ({ops[op]})" for op in left[:3]) + (" ..." if len(left) > 3 else "")
