@@ -1,5 +1,6 @@
 """Helpers to run the real workflow in a temporary copy of the project."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,14 +43,30 @@ def job_counts(text):
     return counts
 
 
+def logged_jobs(text):
+    """(rule, {field: value}) of each job a Snakemake log prints: a header line ("localrule x:",
+    "checkpoint y:", ...) and its indented fields, which end at the first line not indented."""
+    jobs = []
+    for line in text.splitlines():
+        header = JOB_HEADER.match(line)
+        if header:
+            jobs.append((header.group(1), {}))
+        elif jobs and line.startswith("    ") and ": " in line:
+            jobs[-1][1].setdefault(*line.strip().split(": ", 1))
+        elif jobs and jobs[-1][1]:
+            jobs.append((None, {}))  # the block ended: what follows is no job's field
+    return [job for job in jobs if job[0]]
+
+
+JOB_HEADER = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
+
+
 def runtime_threads(work):
     """Each runtime job's threads, as snakemake's logs of the project's runs say them:
     {artifact: threads}."""
     found = {}
     for log in (Path(work) / ".snakemake" / "log").glob("*.log"):
-        for job in log.read_text().split("localrule ")[1:]:
-            rule, *lines = job.splitlines()
-            if rule == "runtime:":
-                fields = dict(line.strip().split(": ", 1) for line in lines if line.startswith("    "))
+        for rule, fields in logged_jobs(log.read_text()):
+            if rule == "runtime":
                 found[Path(fields["output"]).parent.name] = int(fields.get("threads", 1))
     return found

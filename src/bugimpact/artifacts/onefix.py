@@ -26,6 +26,7 @@ from ..framework.paths import CUDA, NOT_SHIPPED
 from ..io import atomic_open, write_text
 from ..overrides import generator_inputs, parts
 from ..overrides.parts import Refused
+from . import other_side
 
 PACKAGE = "torch"
 # Anything that is compiled, generates code, or drives the build: a wheel cannot take it as a patch.
@@ -273,4 +274,4 @@ def describe(manifest):
         source = kernels["source"]
         rebuilt = (f"; kernels rebuilt from {', '.join(Path(p).name for p in kernels['rebuild'])} "
                    f"({'reconstructed' if source['reconstructed'] else 'tag ' + source.get('tag', '?')})")
-    return f"{name} {what}{diff}{rebuilt}"
+    return f"{name} {what}{diff}{rebuilt}{other_side.in_words(manifest.get('release_tries'))}"

@@ -22,7 +22,7 @@ from ..harness.registry import ARMS
 from ..io import ConfigError, InputError, read_json
 from ..overrides.arm import not_as_made, prepare
 from ..plugins import Registry
-from . import onefix
+from . import onefix, other_side
 from .diffs import fix_diff
 from .sources import installed_manifest, pypi_cache_dir, pypi_wheel, usable, user_wheel, wheel_manifest
 
@@ -284,6 +284,11 @@ class OneFix(Source):
         return super().fetched(source(manifest["release"]["source"]).fetched(manifest, sources), sources)
 
     def make(self, sources, spec, folder, toolchain_json=None):
+        """The arm on its release, else on the nearest release that takes the fix (``other_side``)."""
+        return other_side.on_nearest_release(lambda arm: self._made_on(sources, arm, folder, toolchain_json),
+                                             spec, sources.get("other_side") or (), folder)
+
+    def _made_on(self, sources, spec, folder, toolchain_json):
         release = dict(spec["release"], python=spec.get("python"))
         base = source(release["source"]).make(sources, release, folder)
         try:

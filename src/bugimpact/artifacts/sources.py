@@ -183,9 +183,13 @@ def write_manifest(path, manifest):
 
 def artifact_sources(config):
     """Where the artifact step gets wheels and fixes from: how it fetches, never what (the artifact
-    is named by its id), so the rule gives these as an untracked param."""
+    is named by its id), so the rule gives these as an untracked param. Also the releases a
+    one-fix arm its release refuses may move to (``other_side``): an arm its release takes is the
+    same whatever they are, and one that moved names its release in its manifest, whose runtime's
+    content keys its runs."""
     return {"wheel_cache": config["artifacts"]["wheel_cache"],
             "pip_index_url": config["artifacts"]["pip_index_url"],
             "fix_clone": config["artifacts"]["onefix"]["clone"] or config["resolve"].get("clone", ""),
             "fix_api": config["artifacts"]["onefix"]["api"], "api_url": config["mine"]["api_url"],
+            "other_side": config["artifacts"]["onefix"]["other_side"],
             "repo": config["repo"]}

@@ -26,6 +26,16 @@ from .parts import Refused
 from .release_source import CloneTree, Release, clone_commit, closure
 
 
+class Entangled(Refused):
+    """The fix's own lines and the release's are entangled: the release changed them after the fix
+    (``fix_in_release``), or the fix builds on changes the release lacks. A release on the fix's
+    other side, or nearer to it, may take it (``artifacts.other_side``)."""
+
+    def __init__(self, message, fix_in_release):
+        super().__init__(message)
+        self.fix_in_release = fix_in_release
+
+
 class Fix:
     """The compiled part of a fix: its parsed diff, and its own files at both commits where a
     clone holds them (``clone``, ``buggy``, ``corrected``)."""
@@ -147,8 +157,9 @@ def made_on(fix, source, files, version):
     except NoDirection as exc:
         raise Refused(str(exc)) from None
     except NotPlaced as exc:
-        raise Refused(f"the fix does not apply to torch {version}'s own files as {source.read_from} has them "
-                      f"({'in reverse' if fix_in_release else 'forwards'}): {exc}") from None
+        words = (f"the fix does not apply to torch {version}'s own files as {source.read_from} has them "
+                 f"({'in reverse' if fix_in_release else 'forwards'}): {exc}")
+        raise (Refused(words) if fix_in_release is None else Entangled(words, fix_in_release)) from None
     removed = sorted(path for path in files if path in placed and placed[path] is None)
     if removed:  # seen: pr33534 added cpu/CatKernel.cpp, so taking it back on 1.5.0 removes it
         raise Refused(f"making the fix {'in reverse' if fix_in_release else 'forwards'} removes "

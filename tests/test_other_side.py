@@ -1,0 +1,122 @@
+"""A fix its release is entangled with (the release changed the fix's lines after it) is made on
+the nearest release that takes it, on either side of the fix, and every try is named. Real git
+histories made here, two release cuts each, and the real kernel part of an arm
+(``overrides.arm.prepare``) on each release's reconstructed source."""
+import pytest
+from conftest import git
+from test_overrides import HEADER, OP, commit, kernel, mirror, wheel
+
+from bugimpact.artifacts import onefix, other_side
+from bugimpact.overrides import arm as override_arm
+from bugimpact.overrides.parts import Refused
+from bugimpact.overrides.refusals import cause_of
+
+FIXED = kernel(b"  return self * 2;  // fixed")
+CUTS = {"9.8.0": b"#pragma once\nint cut_98();\n", "9.9.0": b"#pragma once\nint cut_99();\n"}
+
+
+def history(tmp_path, order):
+    """A master history of ``order``'s steps (each a day apart): ``fix`` (the op file fixed),
+    ``edit`` (the fix's own line changed again), ``cut98``/``cut99`` (a release cut: the header its
+    wheel ships; every other step changes it, so each cut is its release's branch point). Returns the
+    repo and each step's commit."""
+    repo = mirror(tmp_path)
+    shas = {}
+    for day, step in enumerate(order, start=1):
+        when = f"2020-02-{day:02d}T00:00:00"
+        if step == "fix":
+            shas[step] = commit(repo, {OP: FIXED, HEADER: b"// fix\n"}, "Fix foo (#1)", when)
+        elif step.startswith("edit"):
+            line = kernel(f"  return self * {2 + day};  // fixed, then changed".encode())
+            shas[step] = commit(repo, {OP: line, HEADER: f"// {step}\n".encode()}, f"Change foo again ({step})", when)
+        else:
+            shas[step] = commit(repo, {HEADER: CUTS[f"9.{step[-1]}.0"]}, f"release {step}", when)
+    return repo, shas
+
+
+def arms_on(repo, shas, tmp_path, versions):
+    """Both arms of the fix asked on torch 9.9.0, each made (its kernel part) on the nearest release
+    of ``versions`` that takes it: arm -> manifest."""
+    parent = git(repo, "rev-parse", f"{shas['fix']}^")
+    diff = git(repo, "diff", "--full-index", parent, shas["fix"]) + "\n"
+    kernels = override_arm.parts.Kernels("op", {"op": [OP]}, diff)
+    wheels = {v: wheel(tmp_path, version=v, headers={"ATen/native/Foo.h": h, "ATen/ATen.h": b""})
+              for v, h in CUTS.items()}
+    made = {}
+    for arm in ("buggy", "corrected"):
+        folder = tmp_path / arm
+
+        def make_on(spec):
+            version = spec["release"]["version"]
+            in_release, apply, part = override_arm.prepare(kernels, {"fix_clone": str(repo)}, spec, wheels[version],
+                                                           version, folder)
+            return {"source": "onefix", "release": spec["release"], "fix_in_release": in_release, "apply": apply,
+                    "kernels": part, "patch_sha256": "0" * 64}
+
+        spec = {"arm": arm, "release": {"source": "pypi", "version": "9.9.0"}, "buggy_sha": parent,
+                "corrected_sha": shas["fix"]}
+        made[arm] = other_side.on_nearest_release(make_on, spec, versions, folder)
+    return made
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the reconstructions' records go under results/
+
+
+def test_a_fix_the_release_changed_after_is_taken_back_on_an_earlier_release_that_holds_it(tmp_path, results):
+    """Before: refused, "the release changed them after the fix: 1 commit(s) to Foo.cpp". Now
+    torch 9.8.0, cut between the fix and the change, holds the fix as it landed: taken back there."""
+    repo, shas = history(tmp_path, ["fix", "cut98", "edit", "cut99"])
+    with pytest.raises(Refused, match="the release changed them after the fix: 1 commit"):
+        arms_on(repo, shas, tmp_path, [])  # the asked release alone: refused as before
+    made = arms_on(repo, shas, tmp_path, ["9.8.0", "9.9.0", "10.0.0"])
+    for arm, manifest in made.items():
+        assert manifest["release"]["version"] == "9.8.0" and manifest["fix_in_release"]
+        first, then = manifest["release_tries"]
+        assert first["version"] == "9.9.0" and first["cause"] == "the release changed the fix's lines after it"
+        assert shas["edit"][:7] in first["refused"] and then == {"version": "9.8.0", "refused": None}
+    buggy = made["buggy"]["kernels"]
+    assert made["buggy"]["apply"] == "reverse" and made["corrected"]["kernels"] is None  # 9.8.0 as shipped
+    tree = tmp_path / "buggy" / "kernels"
+    assert (tree / "arm" / OP).read_bytes() == kernel(b"  return self * 1;")
+    assert (tree / "release" / OP).read_bytes() == FIXED
+    assert buggy["source"]["branch_point"] == shas["cut98"]
+    assert onefix.describe(made["buggy"]).startswith("torch 9.8.0 with the fix's diff reversed")
+    assert onefix.describe(made["buggy"]).endswith(
+        "; torch 9.9.0 refused it (the release changed the fix's lines after it)")
+
+
+def test_a_fix_landed_after_the_earlier_cut_is_made_forwards_there(tmp_path, results):
+    """The other side: torch 9.8.0 was cut before the fix, and its notes (9.9.0's) do not make it
+    a cherry-pick there: the fix is made forwards, and the buggy arm is 9.8.0 as shipped."""
+    repo, shas = history(tmp_path, ["cut98", "fix", "edit", "cut99"])
+    made = arms_on(repo, shas, tmp_path, ["9.8.0", "9.9.0"])
+    for manifest in made.values():
+        assert manifest["release"]["version"] == "9.8.0" and not manifest["fix_in_release"]
+        assert manifest["kernels"] is None or manifest["kernels"]["source"]["fix"].startswith(
+            "not in the release: landed after the branch point, listed in v9.9.0's notes")
+    assert made["buggy"]["apply"] is None and made["corrected"]["apply"] == "forward"
+    assert (tmp_path / "corrected" / "kernels" / "arm" / OP).read_bytes() == FIXED
+    assert (tmp_path / "corrected" / "kernels" / "release" / OP).read_bytes() == kernel(b"  return self * 1;")
+
+
+def test_where_no_release_nearer_takes_it_the_refusal_names_each_try_and_keeps_its_cause(tmp_path, results):
+    repo, shas = history(tmp_path, ["fix", "edit1", "cut98", "edit2", "cut99"])
+    with pytest.raises(Refused) as refused:
+        arms_on(repo, shas, tmp_path, ["9.8.0", "9.9.0"])
+    text = str(refused.value)
+    assert text.startswith("the fix does not apply to torch 9.9.0's own files")
+    assert "Tried nearer the fix too: torch 9.8.0: the fix does not apply to torch 9.8.0's own files" in text
+    assert shas["edit1"][:7] in text.split("Tried nearer")[1]
+    assert cause_of(text) == "the release changed the fix's lines after it"
+    assert not (tmp_path / "buggy" / "kernels").exists() or not any((tmp_path / "buggy" / "kernels").iterdir())
+
+
+def test_the_releases_tried_are_the_nearest_first_on_the_side_away_from_the_fix():
+    versions = ["1.2.0", "1.10.0", "1.3.0", "1.5.0", "not-a-version", "1.4.0"]
+    pypi = {"source": "pypi", "version": "1.4.0"}
+    assert other_side.releases_to_try(pypi, versions, override_arm.Entangled("", True)) == ["1.3.0", "1.2.0"]
+    assert other_side.releases_to_try(pypi, versions, override_arm.Entangled("", False)) == ["1.5.0", "1.10.0"]
+    assert other_side.releases_to_try({"source": "wheel", "wheel": "x.whl"}, versions,
+                                      override_arm.Entangled("", True)) == []
