@@ -10,6 +10,7 @@ from bugimpact.artifacts import onefix, other_side
 from bugimpact.overrides import arm as override_arm
 from bugimpact.overrides.parts import Refused
 from bugimpact.overrides.refusals import cause_of
+from bugimpact.overrides.registration import no_registration, registered_files, registers_operators
 
 FIXED = kernel(b"  return self * 2;  // fixed")
 CUTS = {"9.8.0": b"#pragma once\nint cut_98();\n", "9.9.0": b"#pragma once\nint cut_99();\n"}
@@ -34,14 +35,14 @@ def history(tmp_path, order):
     return repo, shas
 
 
-def arms_on(repo, shas, tmp_path, versions):
-    """Both arms of the fix asked on torch 9.9.0, each made (its kernel part) on the nearest release
-    of ``versions`` that takes it: arm -> manifest."""
+def arms_on(repo, shas, tmp_path, versions, names=("9.8.0", "9.9.0")):
+    """Both arms of the fix asked on the later cut's release, each made (its kernel part) on the
+    nearest release of ``versions`` that takes it: arm -> manifest. ``names``: the cuts' versions."""
     parent = git(repo, "rev-parse", f"{shas['fix']}^")
     diff = git(repo, "diff", "--full-index", parent, shas["fix"]) + "\n"
     kernels = override_arm.parts.Kernels("op", {"op": [OP]}, diff)
     wheels = {v: wheel(tmp_path, version=v, headers={"ATen/native/Foo.h": h, "ATen/ATen.h": b""})
-              for v, h in CUTS.items()}
+              for v, h in zip(names, CUTS.values())}
     made = {}
     for arm in ("buggy", "corrected"):
         folder = tmp_path / arm
@@ -53,7 +54,7 @@ def arms_on(repo, shas, tmp_path, versions):
             return {"source": "onefix", "release": spec["release"], "fix_in_release": in_release, "apply": apply,
                     "kernels": part, "patch_sha256": "0" * 64}
 
-        spec = {"arm": arm, "release": {"source": "pypi", "version": "9.9.0"}, "buggy_sha": parent,
+        spec = {"arm": arm, "release": {"source": "pypi", "version": names[1]}, "buggy_sha": parent,
                 "corrected_sha": shas["fix"]}
         made[arm] = other_side.on_nearest_release(make_on, spec, versions, folder)
     return made
@@ -120,3 +121,24 @@ def test_the_releases_tried_are_the_nearest_first_on_the_side_away_from_the_fix(
     assert other_side.releases_to_try(pypi, versions, override_arm.Entangled("", False)) == ["1.5.0", "1.10.0"]
     assert other_side.releases_to_try({"source": "wheel", "wheel": "x.whl"}, versions,
                                       override_arm.Entangled("", True)) == []
+
+
+def test_on_a_release_without_a_known_registration_the_op_files_are_interposed(tmp_path, results):
+    """Seen on the mirror: pr28982 and pr26303, entangled with 1.4.0, were made on 1.3.0 (one
+    forwards, one taken back), and their runtimes refused: "no override registration is known for
+    1.3". 1.3's generated code calls each op file's exported ``at::native`` functions through the
+    PLT, so a preloaded library takes them over: the route there interposes op files."""
+    repo, shas = history(tmp_path, ["fix", "cut98", "edit", "cut99"])
+    made = arms_on(repo, shas, tmp_path, ["1.3.0", "1.4.0"], names=("1.3.0", "1.4.0"))
+    assert made["buggy"]["release"]["version"] == "1.3.0" and made["buggy"]["apply"] == "reverse"
+    part = made["buggy"]["kernels"]
+    assert part["route"] == "interposed" and "op" in part["interposed_parts"]
+    route = override_arm.parts.Route.read(part["route"], part["interposed_parts"])
+    assert route.interposed(OP) and not route.registers
+    assert registered_files(part["rebuild"], route) == []
+    on_14 = override_arm.parts.Kernels("op", {"op": [OP]}, "").route_on(registers_operators("1.4.0"))
+    assert str(on_14) == "registered" and not on_14.interposed(OP)
+    # an arm made before routes named their parts reads as registered: its build says why not
+    assert no_registration("1.3.0", registered_files([OP], override_arm.parts.Route.read("registered"))) == (
+        f"torch 1.3.0: no override registration is known for it (1.4, 1.5, 1.6 and 2.x are), which its op "
+        f"files need ({OP})")

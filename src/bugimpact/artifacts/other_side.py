@@ -65,7 +65,8 @@ def on_nearest_release(make_on, spec, versions, folder):
                     break  # past the fix's other side, or refused for a reason no release nearer cures
                 continue
             return {**made, "release_tries": tries + [_tried(other)]}
-        others = "; ".join(f"torch {t['version']}: {t['refused']}" for t in tries[1:])
+        others = "; ".join(t["refused"] if t["refused"].startswith(f"torch {t['version']}")
+                           else f"torch {t['version']}: {t['refused']}" for t in tries[1:])
         raise Refused(f"{first}. Tried nearer the fix too: {others}") from None
 
 

@@ -23,6 +23,7 @@ from ..harness.files import sha256_file
 from ..io import atomic_open
 from . import parts, release_source
 from .parts import Refused
+from .registration import registers_operators
 from .release_source import CloneTree, Release, clone_commit, closure
 
 
@@ -214,6 +215,7 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     Returns ``(fix_in_release, apply, part)``: ``part`` is None where this arm is the release as
     shipped (nothing to build), else the manifest's ``kernels``. Refuses (``Refused``) where no
     release source is at hand or the fix does not go on it."""
+    route = kernels.route_on(registers_operators(version))
     release = Release.of_wheel(wheel, version)
     fix = Fix([fd for fd in patch.parse(kernels.diff) if fd.name in kernels.built],
               sources.get("fix_clone") or "", arm.get("buggy_sha") or "", arm.get("corrected_sha") or "")
@@ -239,7 +241,7 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     callers = {}
     # the files whose operators run a changed helper: rebuilt too (an interposed function is
     # reached from every caller through the release's own symbol table)
-    if source.tree is not None and apply and kernels.route.registers:
+    if source.tree is not None and apply and route.registers:
         callers = caller_files(cached_tables(source.tree, layout.REACH_TABLES), files, placed)
         for path in callers:
             files[path] = source.tree.read_bytes(path)
@@ -248,7 +250,8 @@ def prepare(kernels, sources, arm, wheel, version, folder):
         source.standins = sorted(set(source.standins) | set(standins))
     tree = (Path(folder) / "kernels").resolve()
     digests = write_tree(tree, source, {"release": files, "arm": {**files, **(placed if apply else {})}})
-    part = {"part": kernels.part, "route": str(kernels.route), "changed": kernels.built,
+    part = {"part": kernels.part, "route": str(route), "interposed_parts": list(route.interposed_parts),
+            "changed": kernels.built,
             "cuda_left_out": kernels.files.get("cuda", []),
             "rebuild": sorted({parts.compile_unit(p) for p in files if not p.endswith(".h")}), "tree": str(tree),
             "rebuilt_for_callers": {path: sorted(ops) for path, ops in sorted(callers.items())},

@@ -45,7 +45,7 @@ from .arm import not_as_made
 from .interposed import REGISTERS, interposition, no_load_time_registrations, taken_over, version_script
 from .objects import the_release_in_the_arm
 from .parts import Route
-from .registration import defined_functions, registration_source, registrations
+from .registration import defined_functions, no_registration, registered_files, registration_source, registrations
 from .release_build import (
     LACKS,
     BuildRefused,
@@ -112,14 +112,13 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     runtime's ``override`` record; raises ``BuildRefused`` naming what failed."""
     cxx, version = compiler()
     settings = release_settings(python)
-    route = Route.read(compiled.get("route"))
+    route = Route.read(compiled.get("route"), compiled.get("interposed_parts"))
     stub_files = [p for p in compiled["rebuild"] if part_of(p) == "stub"]
-    interposed = [p for p in compiled["rebuild"] if route.interposes and Route.interposed(p)]
-    registering = set(compiled["rebuild"]) - set(stub_files) - set(interposed)
-    if registering and (settings["major"], settings["minor"]) not in ((1, 4), (1, 5), (1, 6)) and settings["major"] < 2:
-        raise BuildRefused(f"torch {settings['version']}: no override registration is known for it "
-                           "(1.4, 1.5, 1.6 and 2.x are), which its op files need "
-                           f"({', '.join(sorted(registering)[:3])})")
+    interposed = [p for p in compiled["rebuild"] if route.interposed(p)]
+    registering = registered_files(compiled["rebuild"], route)
+    refused = no_registration(settings["version"], registering)
+    if refused:  # an artifact made before the artifact step refused it
+        raise BuildRefused(refused)
     kernel = stubs.kernel_flags(settings) if stub_files else []
     libs = torch_libs(settings["lib"])
     source_tree = Path(compiled["tree"])
@@ -160,7 +159,7 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     shared = folder / "shared"
     shared.mkdir(exist_ok=True)
     if route.registers:
-        chosen, skipped, overloads = _registered(sorted(registering | set(stub_files)), folder / "faithful",
+        chosen, skipped, overloads = _registered(sorted({*registering, *stub_files}), folder / "faithful",
                                                  source_tree / "yaml", settings, bool(stub_files))
         (shared / "register.cpp").write_text(registration_source(chosen, settings))
     else:

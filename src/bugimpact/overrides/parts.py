@@ -39,7 +39,7 @@ class Refused(Exception):
 
 
 REBUILT_PARTS = ("op", "stub", "th", "infra")  # built on the host's compiler, for CPU runs
-INTERPOSED_PARTS = ("th", "infra")  # preloaded; op files are registered
+INTERPOSED_PARTS = ("th", "infra")  # preloaded; op files are registered where the release can
 # what an interposed library can rebuild: TH's and ATen's own C++, compiled into the release's
 # libtorch (torch/csrc, caffe2 and c10 live in other libraries, some of them Python's own)
 INTERPOSABLE = re.compile(r"^aten/src/(TH|THNN|ATen)/.*\.(cpp|c)$")
@@ -80,9 +80,17 @@ class Kernels:
 
     @property
     def route(self):
-        """How the library puts the rebuilt code over the release's (module doc)."""
-        return Route(REGISTERED * any(self.files.get(k) for k in ("op", "stub"))
-                     + INTERPOSED * any(self.files.get(k) for k in INTERPOSED_PARTS))
+        """How the library puts the rebuilt code over the release's (module doc), on a release whose
+        operator registration is known (``registration.registration_known``)."""
+        return self.route_on(registers_operators=True)
+
+    def route_on(self, registers_operators):
+        """The route on a release that can (``registers_operators``) or cannot take registered
+        operators: where it cannot, op files are interposed too (the release's own calls to their
+        exported ``at::native`` functions are taken over; stubs still go into its stubs)."""
+        interposed = INTERPOSED_PARTS + (() if registers_operators else ("op",))
+        return Route(REGISTERED * any(self.files.get(k) for k in ("op", "stub") if k not in interposed)
+                     + INTERPOSED * any(self.files.get(k) for k in interposed), interposed)
 
 
 REGISTERED, INTERPOSED = ("registered",), ("interposed",)
@@ -90,25 +98,27 @@ REGISTERED, INTERPOSED = ("registered",), ("interposed",)
 
 class Route:
     """The routes one override library takes (module doc): ``registers`` (op and stub kernel
-    files, loaded after torch) and ``interposes`` (TH and infrastructure files: the library is
-    preloaded). Records name it as its words: ``registered``, ``interposed`` or
-    ``registered+interposed``; a record of before routes were named is a registered library's."""
+    files, loaded after torch) and ``interposes`` (TH and infrastructure files, and op files on a
+    release whose registration is not known: the library is preloaded), and which parts it
+    interposes. Records name it as its words: ``registered``, ``interposed`` or
+    ``registered+interposed`` (and the parts, ``interposed_parts``); a record of before routes
+    were named is a registered library's."""
 
-    def __init__(self, names):
+    def __init__(self, names, interposed_parts=INTERPOSED_PARTS):
         self.registers = "registered" in names
         self.interposes = "interposed" in names
+        self.interposed_parts = tuple(interposed_parts)
 
     @classmethod
-    def read(cls, words):
-        return cls(tuple((words or "registered").split("+")))
+    def read(cls, words, interposed_parts=None):
+        return cls(tuple((words or "registered").split("+")), interposed_parts or INTERPOSED_PARTS)
 
     def __str__(self):
         return "+".join(REGISTERED * self.registers + INTERPOSED * self.interposes)
 
-    @staticmethod
-    def interposed(path):
+    def interposed(self, path):
         """Whether a rebuilt file is interposed (its part's route), not registered."""
-        return part_of(path) in INTERPOSED_PARTS
+        return self.interposes and part_of(path) in self.interposed_parts
 
 
 def compile_unit(path):

@@ -12,6 +12,37 @@ be called: ``VariableTensorId`` on 1.4 and 1.5, ``Autograd`` on 1.6); on 2.x the
 import json
 import re
 
+from ..framework.paths import part_of
+
+
+REGISTERING = "1.4, 1.5, 1.6 and 2.x"  # the releases whose registration API ``registration_source`` writes
+
+
+def registration_known(major, minor):
+    """Whether an override library can register kernels on torch ``major.minor`` (``REGISTERING``)."""
+    return (major, minor) in ((1, 4), (1, 5), (1, 6)) or major >= 2
+
+
+def registered_files(rebuild, route):
+    """The rebuilt files whose operators the library registers: not the stub kernels (they go into
+    the release's stubs) and not the files it interposes."""
+    return sorted(p for p in rebuild if part_of(p) != "stub" and not route.interposed(p))
+
+
+def registers_operators(version):
+    """Whether torch ``version`` (a version's text) takes registered operators; a text that is not a
+    version (a build of its own) is taken to: the build reads the installed torch's and says."""
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return not match or registration_known(int(match.group(1)), int(match.group(2)))
+
+
+def no_registration(version, files):
+    """Why torch ``version`` cannot take ``files`` (``registered_files``), or "" where it can."""
+    if not files or registers_operators(version):
+        return ""
+    return (f"torch {version}: no override registration is known for it ({REGISTERING} are), which its "
+            f"op files need ({', '.join(sorted(files)[:3])})")
+
 
 def registration_key(op, settings):
     """The key the release's generated code calls an operator's kernel under (module doc). An
