@@ -142,3 +142,14 @@ def test_on_a_release_without_a_known_registration_the_op_files_are_interposed(t
     assert no_registration("1.3.0", registered_files([OP], override_arm.parts.Route.read("registered"))) == (
         f"torch 1.3.0: no override registration is known for it (1.4, 1.5, 1.6 and 2.x are), which its op "
         f"files need ({OP})")
+
+
+def test_the_scope_names_where_a_release_s_own_source_was_read():
+    """Seen: "kernels rebuilt from LinearAlgebra.cpp (tag ?)" for 1.3.0, whose own commit the clone holds."""
+    kernels = {"rebuild": ["aten/src/ATen/native/LinearAlgebra.cpp"], "diff_sha256": "ab" * 32,
+               "source": {"reconstructed": False, "commit": "6742476ba370164af3b8b45bfc2b86b96d286ad6",
+                          "origin": "clone /m at the release's commit 6742476ba370 (its torch/version.py)"}}
+    manifest = {"source": "onefix", "release": {"version": "1.3.0"}, "apply": "reverse", "kernels": kernels}
+    assert onefix.describe(manifest) == (
+        "torch 1.3.0 with the fix's diff reversed (diff sha256 abababababab); kernels rebuilt from "
+        "LinearAlgebra.cpp (the release's commit 6742476ba370 (its torch/version.py))")

@@ -273,5 +273,13 @@ def describe(manifest):
     if kernels:
         source = kernels["source"]
         rebuilt = (f"; kernels rebuilt from {', '.join(Path(p).name for p in kernels['rebuild'])} "
-                   f"({'reconstructed' if source['reconstructed'] else 'tag ' + source.get('tag', '?')})")
+                   f"({'reconstructed' if source['reconstructed'] else _own_source(source)})")
     return f"{name} {what}{diff}{rebuilt}{other_side.in_words(manifest.get('release_tries'))}"
+
+
+def _own_source(source):
+    """Where a release's own (not reconstructed) source was read, briefly: the archive shipped
+    beside the fix, or the clone's or GitHub's tag or the release's commit."""
+    if source.get("archive"):
+        return f"archive {Path(source['archive']).name}"
+    return source.get("origin", "?").rsplit(" at ", 1)[-1]
