@@ -7,8 +7,8 @@ between (``artifacts.onefix.other_side``), nearest first, up to the first on the
 side. Before the release where it holds the fix: an earlier release that holds it too is taken
 back on (fewer commits since), the first that lacks it gets it forwards. After it where it does
 not: the reverse. Measured on the mirror's 1.4.0 window (fixes landed from 2019-08-01 to the 1.4
-cut, 31 accepted by their kind): 9 entangled with 1.4.0, 4 of them taken by 1.3.0 (two taken
-back, two made forwards).
+cut, 31 accepted by their kind): of 8 entangled with 1.4.0, 4 are studied nearer the fix (three
+on 1.3.0, one made forwards on 1.2.0; docs/usage.md, "The release to study on").
 
 Both arms of a bug walk alike (each is refused on the same release for the same reason), so they
 end on the same release; each try, and why it was refused, is named in the manifest
