@@ -47,7 +47,7 @@ def arms_on(repo, shas, tmp_path, versions, names=("9.8.0", "9.9.0")):
     for arm in ("buggy", "corrected"):
         folder = tmp_path / arm
 
-        def make_on(spec):
+        def make_on(spec, folder=folder):
             version = spec["release"]["version"]
             in_release, apply, part = override_arm.prepare(kernels, {"fix_clone": str(repo)}, spec, wheels[version],
                                                            version, folder)
@@ -72,7 +72,7 @@ def test_a_fix_the_release_changed_after_is_taken_back_on_an_earlier_release_tha
     with pytest.raises(Refused, match="the release changed them after the fix: 1 commit"):
         arms_on(repo, shas, tmp_path, [])  # the asked release alone: refused as before
     made = arms_on(repo, shas, tmp_path, ["9.8.0", "9.9.0", "10.0.0"])
-    for arm, manifest in made.items():
+    for manifest in made.values():
         assert manifest["release"]["version"] == "9.8.0" and manifest["fix_in_release"]
         first, then = manifest["release_tries"]
         assert first["version"] == "9.9.0" and first["cause"] == "the release changed the fix's lines after it"

@@ -14,7 +14,6 @@ import re
 
 from ..framework.paths import part_of
 
-
 REGISTERING = "1.4, 1.5, 1.6 and 2.x"  # the releases whose registration API ``registration_source`` writes
 
 
