@@ -22,6 +22,8 @@ CHECKS = "results/checks"
 CHECK = CHECKS + "/{key}/{artifact}.json"  # a compiled fix's override, checked on the workload
 # a release's source reconstructed from a history without its tag: its branch point, once per wheel
 RECONSTRUCTION = "results/release-sources/torch-{version}-{wheel}.json"
+# ATen's headers as a tree's own generator writes them, by commit and the cherry-picks placed on it
+GENERATED = "results/release-sources/generated/{tree}"
 REACH = "results/reach/{bug}/{key}.json"  # a fix's reach verdict
 REACH_TABLES = "results/reach/tables"  # the operator tables read from sources, cached
 ARMS_GATES = "results/arms"

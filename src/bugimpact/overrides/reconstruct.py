@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..failures import reading
 from ..io import write_json
+from . import generated_headers
 
 # where a wheel's torch/include/<name> lives in the source tree
 INCLUDE_MAP = (("ATen/", "aten/src/ATen/"), ("c10/", "c10/"), ("TH/", "aten/src/TH/"),
@@ -33,7 +34,7 @@ INCLUDE_MAP = (("ATen/", "aten/src/ATen/"), ("c10/", "c10/"), ("TH/", "aten/src/
 WINDOW_DAYS = 120  # how long before its wheel a release may have been cut
 COARSE = 16  # commits between the first scores; then every commit around the best
 log = logging.getLogger("bugimpact")
-RECORD_VERSION = 1  # bump when what the search does changes: records are then made again
+RECORD_VERSION = 2  # bump when what the search does changes: records are then made again
 MATCHED = 0.5  # of the wheel's headers, the least a branch point holds (measured: 98% and 95%)
 
 
@@ -138,6 +139,11 @@ def reconstruction(clone, wheel, wheel_sha256, version, record):
                     return made
                 log.warning("%s: %s; searched again", record, why)
         found = {**identity, **branch_point(clone, wheel)}
+        shipped = {path: blob for path, blob in wheel_headers(wheel).values()}
+        found["generated_headers"] = generated_headers.check(
+            clone, found["branch_point"], wheel, found["branch_point_date"], wheel_made(wheel).isoformat(),
+            default_branch(clone), lambda files: sorted(p for p, data in files.items()
+                                                       if p in shipped and blob_sha(data) != shipped[p]))
         write_json(record, found)
         return found
 

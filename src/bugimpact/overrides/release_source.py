@@ -37,7 +37,7 @@ from ..framework.apply import NotPlaced
 from ..framework.tables import GitTree
 from ..harness.files import sha256_file
 from ..io import atomic_open
-from . import reconstruct
+from . import generated_headers, reconstruct
 from .archives import archive_of, serves
 
 # what says how the release registers its operators (``registration``); the last is torch 1.4's only
@@ -320,7 +320,10 @@ def reconstructed(clone, arm, release, paths, fix, record):
     the branch point and this release's notes list it (a cherry-pick)."""
     found = reconstruct.reconstruction(clone, release.wheel, release.sha256, release.version, record)
     commit = found["branch_point"]
-    base = CloneTree(clone, commit)
+    checked = found.get("generated_headers") or {}
+    # the cherry-picks its generated headers found (``generated_headers``), on the branch point's files
+    picked = generated_headers.placed(clone, commit, [p["commit"] for p in checked.get("cherry_picks", ())])
+    base = CloneTree(clone, commit, picked)
     rebuild = _with_includers(base, paths)
     files = {p: base.read_bytes(p) for p in rebuild}
     missing = sorted(p for p, data in files.items() if data is None)
@@ -336,17 +339,17 @@ def reconstructed(clone, arm, release, paths, fix, record):
             raise LookupError(f"torch {release.version}'s notes list the fix, but it does not apply to "
                               f"the branch point's files: {exc}") from None
         changed = {p: data for p, data in made.items() if data is not None and p in files}
-    tree = CloneTree(clone, commit, changed)
+    tree = CloneTree(clone, commit, {**picked, **changed})
     facts = {**release.identity, "branch_point": commit,
              "branch_point_date": found["branch_point_date"], "headers_matched": found["headers_matched"],
-             "branch_point_ties": found["branch_point_ties"],
+             "branch_point_ties": found["branch_point_ties"], "generated_headers": checked,
              "files_same_in_ties": all(_same_in(clone, tie, commit, rebuild) for tie in found["branch_point_ties"]),
              "fix": how, "rebuild": sorted(p for p in rebuild if not p.endswith(".h")),
              "record": str(record), "tree": tree.where()}
     matched, total = found["headers_matched"]
     origin = (f"reconstructed: torch {release.version}'s branch point {commit[:12]} "
-              f"({found['branch_point_date'][:10]}, {matched} of {total} of the wheel's headers identical) "
-              f"of {Path(clone).name}, fix {how}")
+              f"({found['branch_point_date'][:10]}, {matched} of {total} of the wheel's headers identical; "
+              f"{generated_headers.in_words(checked)}) of {Path(clone).name}, fix {how}")
     return from_tree(tree.read_bytes, f"branch point {commit[:12]}", rebuild, release.headers, origin,
                      reconstructed=True, facts=facts, tree=tree)
 

@@ -1,0 +1,225 @@
+"""A reconstruction checked by the headers its own generators write.
+
+A release branch takes cherry-picks after it is cut, and the headers the wheel ships find the
+branch point, not them. But the wheel also ships headers that ATen's generator (``gen.py``) writes
+from ``native_functions.yaml`` and the TH declarations (``NativeFunctions.h``, ``TypeDefault.h``,
+``Functions.h``, ...): a reconstruction is the release's only if its generator writes them byte for
+byte. Where they differ, the lines that differ name operators; a master commit after the branch
+point that adds or removes one in the generators' inputs (``git log -S``) is a cherry-pick the
+branch point lacks: it is placed on the tree (a three-way merge of its own files), and kept if the
+headers then differ less. Measured on the mirror: at 1.4.0's branch point 3 of 13 headers differ
+until #31517 (``_test_optional_float``) is placed, then none; 1.3.0's own commit writes all 12;
+1.5.x's branch point differs in 9 of 13, by changes made on the release branch alone (``real`` and
+``imag`` taken out), which no master commit holds: named, not placed.
+
+The tree's own generator runs on this interpreter (a 2019-2020 ``gen.py`` needs PyYAML only, which
+the host has), about 4 s a tree, once per commit and cherry-picks: its output is kept
+(``layout.GENERATED``). A tree without ``gen.py`` (torch 2.x's ``torchgen``) is not checked, and
+says so.
+"""
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+from .. import layout
+from ..failures import reading
+from ..framework import patch
+from ..framework.apply import NotPlaced, merged
+from ..io import write_json
+
+GEN = "aten/src/ATen/gen.py"
+# what gen.py reads, besides the files cmake/Codegen.cmake lists for it
+TREES = ("aten/src/ATen", "tools", "cmake/Codegen.cmake", "aten/src/THNN", "aten/src/THCUNN")
+# the generators' inputs where an operator is declared: a cherry-pick that adds or removes one
+INPUTS = ("aten/src/ATen/native/native_functions.yaml", "aten/src/ATen/Declarations.cwrap",
+          "aten/src/ATen/nn.yaml")
+CWRAP_FILES = re.compile(r"set\(cwrap_files(.*?)\)", re.S)
+NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+MOST_NAMES, MOST_PICKS = 12, 6  # how far the search for cherry-picks goes, each costing a generation
+NOT_NAMES = {"Tensor", "TensorList", "Scalar", "const", "return", "if", "CAFFE2_API", "TORCH_API",
+             "static", "inline", "void", "bool", "int64_t", "double", "std", "c10", "at"}
+
+
+def git(clone, *args, binary=False, check=True):
+    out = subprocess.run(["git", "-C", str(clone), *args], capture_output=True, check=check)
+    return out.stdout if binary else out.stdout.decode("utf-8", "replace")
+
+
+def generate(clone, commit, picks=()):
+    """ATen's generated headers at ``commit`` of ``clone`` with the cherry-picks ``picks`` placed
+    on it (``placed``): {"headers": {name under ATen/: bytes}, "seconds"} or {"error": why}. Kept
+    under ``layout.GENERATED`` by commit and picks."""
+    key = hashlib.sha256(json.dumps([commit, list(picks)]).encode()).hexdigest()[:16]
+    folder = Path(layout.GENERATED.format(tree=f"{commit[:12]}-{key}"))
+    record = folder / "generated.json"
+    if record.is_file():
+        made = json.loads(record.read_text())
+        if made.get("error") or all((folder / "out" / n).is_file() for n in made["names"]):
+            return {**made, "headers": {n: (folder / "out" / n).read_bytes() for n in made.get("names", ())}}
+    started = time.time()
+    if not _exists(clone, commit, GEN):
+        made = {"error": f"the tree has no {GEN} (a generator this check does not run)"}
+        write_json(record, made)
+        return made
+    with tempfile.TemporaryDirectory(prefix="bugimpact-gen-") as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        have = [p for p in TREES if _exists(clone, commit, p)]
+        subprocess.run(["tar", "-x", "-C", str(src)], input=git(clone, "archive", commit, *have, binary=True),
+                       check=True)
+        for path, data in placed(clone, commit, picks).items():
+            (src / path).parent.mkdir(parents=True, exist_ok=True)
+            (src / path).write_bytes(data)
+        common = src / "aten/src/ATen/common_with_cwrap.py"
+        if common.is_file() and (src / "tools/shared").is_dir():  # as the tree's setup.py does
+            shutil.copy(common, src / "tools/shared/cwrap_common.py")
+        listed = CWRAP_FILES.search((src / "cmake/Codegen.cmake").read_text()) \
+            if (src / "cmake/Codegen.cmake").is_file() else None
+        inputs = [p for p in (line.strip().replace("${CMAKE_CURRENT_LIST_DIR}/../", "")
+                              for line in (listed.group(1) if listed else "").splitlines()) if p and (src / p).is_file()]
+        out = Path(tmp) / "out"
+        ran = subprocess.run([sys.executable, GEN, "--source-path", "aten/src/ATen", "--install_dir", str(out),
+                              *inputs], cwd=src, capture_output=True, text=True)
+        names = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.h")) if out.is_dir() else []
+        if not names:  # gen.py's closing check may fail after it wrote everything: only no output is
+            made = {"error": f"{GEN} wrote no header (exit {ran.returncode}): {ran.stderr.strip()[-300:]}"}
+            write_json(record, made)
+            return made
+        if folder.exists():
+            shutil.rmtree(folder)
+        shutil.copytree(out, folder / "out")
+    made = {"names": names, "seconds": round(time.time() - started, 1), "exit": ran.returncode}
+    write_json(record, made)
+    return {**made, "headers": {n: (folder / "out" / n).read_bytes() for n in names}}
+
+
+def placed(clone, commit, picks):
+    """The files under ``aten/src`` the cherry-picks ``picks`` change (the generator's inputs, and
+    the kernels a fix may rebuild; not the tests or tools a wheel's ATen is not made from), as the
+    tree at ``commit`` has them with each made on it in turn (a three-way merge of the pick's own
+    file, as ``git cherry-pick`` does); raises ``NotPlaced`` naming a conflict."""
+    files = {}
+    for pick in picks:
+        for path in git(clone, "diff", "--name-only", f"{pick}^", pick, "--", "aten/src").split():
+            old = _blob(clone, f"{pick}^", path)
+            new = _blob(clone, pick, path)
+            have = files.get(path, _blob(clone, commit, path))
+            if old is None or new is None or have is None:
+                if new is not None and have is None and old is None:  # a file the pick adds
+                    files[path] = new
+                continue  # removed by it, or absent here: nothing a generator reads changes
+            try:
+                files[path] = merged(have, old, new, "old", path)
+            except NotPlaced:  # e.g. an operator added where master had changed the entry below it
+                diff = git(clone, "diff", "--full-index", f"{pick}^", pick, "--", path)
+                files[path] = _added_after_lines_before(have, patch.parse(diff), path)
+    return files
+
+
+def _added_after_lines_before(have, diffs, path):
+    """``have`` with each change of ``diffs`` that only adds lines placed after the context lines
+    above it, where they stand once (the lines below may have changed since: the entry that
+    follows a new operator in ``native_functions.yaml``). What this places is judged by its outcome:
+    a cherry-pick is kept only where the generated headers then differ less (``check``)."""
+    lines = have.decode("utf-8", "replace").split("\n")
+    for change in reversed([c for fd in diffs for h in fd.hunks for c in patch.changes(h)]):
+        above = change.before
+        at = [i for i in range(len(lines) - len(above) + 1) if lines[i:i + len(above)] == above]
+        if change.old or not above or len(at) != 1:
+            raise NotPlaced(f"{path}: a change that is not an addition after lines that stand once")
+        lines[at[0] + len(above):at[0] + len(above)] = change.new
+    return "\n".join(lines).encode()
+
+
+def compared(headers, wheel):
+    """The generated headers the wheel ships, each the same or not: {"same": n, "of": m, "differ":
+    {name: the lines only one side has}}."""
+    with reading(wheel), zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        shipped = {n: archive.read(f"torch/include/ATen/{n}") for n in headers if f"torch/include/ATen/{n}" in names}
+    differ = {}
+    for name, data in shipped.items():
+        if data != headers[name]:
+            ours, theirs = set(headers[name].decode(errors="replace").splitlines()), \
+                set(data.decode(errors="replace").splitlines())
+            differ[name] = sorted(ours ^ theirs)
+    return {"same": len(shipped) - len(differ), "of": len(shipped), "differ": differ}
+
+
+def check(clone, commit, wheel, since, until, branch, unlike_wheel):
+    """Whether ``commit``'s generator writes the wheel's generated headers, with the cherry-picks
+    of ``branch`` (master commits from ``since`` to ``until``) that make more of them the same
+    placed (module doc); ``unlike_wheel(files)``: the files (path -> bytes) that are headers the
+    wheel ships otherwise (a pick that makes one is not the release's). Returns what the
+    reconstruction record keeps."""
+    made = generate(clone, commit)
+    if made.get("error"):
+        return {"checked": False, "why": made["error"]}
+    now = compared(made["headers"], wheel)
+    picks, tried = [], []
+    for pick in _candidates(clone, now["differ"], since, until, branch):
+        if len(tried) >= MOST_PICKS or not now["differ"]:
+            break
+        tried.append(pick)
+        try:
+            if unlike_wheel(placed(clone, commit, [*picks, pick])):
+                continue
+            again = generate(clone, commit, [*picks, pick])
+        except NotPlaced:
+            continue
+        if again.get("error"):
+            continue
+        better = compared(again["headers"], wheel)
+        if len(better["differ"]) < len(now["differ"]) or \
+                sum(map(len, better["differ"].values())) < sum(map(len, now["differ"].values())):
+            picks, now = [*picks, pick], better
+    return {"checked": True, "same": now["same"], "of": now["of"], "differ": sorted(now["differ"]),
+            "cherry_picks": [{"commit": p, "subject": git(clone, "show", "-s", "--format=%s", p).strip()}
+                             for p in picks],
+            "tried": len(tried), "example": next((f"{n}: {lines[0].strip()}" for n, lines in sorted(now["differ"].items())
+                                                  if lines), "")}
+
+
+def _candidates(clone, differ, since, until, branch):
+    """The master commits after the branch point that add or remove a name of the differing lines
+    in the generators' inputs, oldest first."""
+    names = []
+    for lines in differ.values():
+        for line in lines:
+            for name in NAME.findall(line):
+                if name not in NOT_NAMES and name not in names:
+                    names.append(name)
+    found = []
+    for name in names[:MOST_NAMES]:
+        log = git(clone, "log", "--first-parent", "--reverse", "--format=%H", f"--since={since}", f"--until={until}",
+                  f"-S{name}", branch, "--", *INPUTS, check=False)
+        found += [c for c in log.split() if c not in found]
+    return found
+
+
+def _exists(clone, commit, path):
+    return subprocess.run(["git", "-C", str(clone), "cat-file", "-e", f"{commit}:{path}"],
+                          capture_output=True).returncode == 0
+
+
+def _blob(clone, commit, path):
+    out = subprocess.run(["git", "-C", str(clone), "cat-file", "-p", f"{commit}:{path}"], capture_output=True)
+    return out.stdout if out.returncode == 0 else None
+
+
+def in_words(checked):
+    """What the check found, for a reconstruction's origin line."""
+    if not checked or not checked.get("checked"):
+        return f"generated headers not checked: {(checked or {}).get('why', 'no record')}"
+    picks = "".join(f", with {p['subject']} placed" for p in checked["cherry_picks"])
+    if not checked["differ"]:
+        return f"its generator writes the wheel's {checked['of']} generated headers{picks}"
+    return (f"{len(checked['differ'])} of the wheel's {checked['of']} generated headers differ{picks} "
+            f"({checked['example'][:120]})")

@@ -1,0 +1,106 @@
+"""A reconstruction checked by the headers its own generator writes: a cherry-pick the branch point
+lacks is found in the clone and placed, or what differs is named. Real git histories made here,
+whose tree holds a generator of its own (a small ``gen.py`` that writes ``NativeFunctions.h`` from
+``native_functions.yaml``, as ATen's does); on the mirror the real ``gen.py`` runs (docs)."""
+import json
+import zipfile
+
+from test_overrides import HEADER, OP, RELEASE_HEADER, commit, found, mirror
+
+from bugimpact.overrides import generated_headers
+
+YAML = "aten/src/ATen/native/native_functions.yaml"
+GEN_PY = b'''import re, sys
+from pathlib import Path
+out = Path(sys.argv[sys.argv.index("--install_dir") + 1])
+out.mkdir(parents=True)
+names = [n for path in sys.argv[5:] for n in re.findall(r"^- func: (\\w+)\\(", Path(path).read_text(), re.M)]
+(out / "NativeFunctions.h").write_text("#pragma once\\n" + "".join(f"Tensor {n}(const Tensor & self);\\n" for n in names))
+'''
+CODEGEN = b"set(cwrap_files\n    ${CMAKE_CURRENT_LIST_DIR}/../aten/src/ATen/native/native_functions.yaml)\n"
+
+
+def native_functions(*names):
+    return b"#pragma once\n" + b"".join(b"Tensor %s(const Tensor & self);\n" % n.encode() for n in names)
+
+
+def history(tmp_path, bar_also=None):
+    """A master history with a generator: the release is cut at ``cut``; ``bar`` adds an operator
+    after the cut (and changes the files ``bar_also``), which the release branch took (its wheel's
+    NativeFunctions.h has it), ``baz`` one that it did not."""
+    repo = mirror(tmp_path)
+    shas = {"gen": commit(repo, {"aten/src/ATen/gen.py": GEN_PY, "cmake/Codegen.cmake": CODEGEN},
+                          "ATen's generator", "2020-01-15T00:00:00")}
+    shas["fix"] = commit(repo, {OP: b"// fixed\n"}, "Fix foo (#1)", "2020-02-01T00:00:00")
+    shas["cut"] = commit(repo, {HEADER: RELEASE_HEADER}, "the release is cut here", "2020-02-10T00:00:00")
+    shas["later"] = commit(repo, {"aten/src/ATen/ATen.h": b"// later\n"}, "a header changed after the cut",
+                           "2020-02-12T00:00:00")
+    yaml = (repo / YAML).read_bytes()
+    shas["bar"] = commit(repo, {YAML: yaml + b"- func: bar(Tensor self) -> Tensor\n", **(bar_also or {})},
+                         "Add bar (#3)", "2020-02-15T00:00:00")
+    shas["baz"] = commit(repo, {YAML: yaml + b"- func: bar(Tensor self) -> Tensor\n- func: baz(Tensor self) -> Tensor\n"},
+                         "Add baz (#4)", "2020-02-20T00:00:00")
+    return repo, shas
+
+
+def headers(*names):
+    return {"ATen/native/Foo.h": RELEASE_HEADER, "ATen/ATen.h": b"", "ATen/NativeFunctions.h": native_functions(*names)}
+
+
+def test_a_cherry_pick_the_branch_point_lacks_is_found_by_the_generated_headers_and_placed(tmp_path, monkeypatch):
+    """1.4.0's case: the branch point writes NativeFunctions.h without an operator the release has
+    (#31517's ``_test_optional_float``); the master commit that adds it is found and placed, and the
+    reconstruction's files are the branch point's with it."""
+    monkeypatch.chdir(tmp_path)
+    repo, shas = history(tmp_path)
+    source = found(repo, tmp_path, shas["fix"], headers=headers("foo", "bar"))
+    facts = source.describe()
+    assert facts["branch_point"] == shas["cut"]
+    checked = facts["generated_headers"]
+    assert checked["checked"] and checked["same"] == checked["of"] == 1 and checked["differ"] == []
+    assert checked["cherry_picks"] == [{"commit": shas["bar"], "subject": "Add bar (#3)"}]
+    assert facts["tree"]["changed"] == [YAML]  # the tree the build reads holds the cherry-pick
+    assert "its generator writes the wheel's 1 generated headers, with Add bar (#3) placed" in source.origin
+    record = json.loads((tmp_path / "rec.json").read_text())
+    assert record["generated_headers"] == checked and record["record_version"] == 2
+
+
+def test_a_commit_that_would_change_a_header_the_wheel_ships_otherwise_is_not_placed(tmp_path, monkeypatch):
+    """Its operator is the release's, but the wheel's Foo.h is not what it makes: not the release's."""
+    monkeypatch.chdir(tmp_path)
+    repo, shas = history(tmp_path, bar_also={HEADER: b"// bar's header\n"})
+    checked = found(repo, tmp_path, shas["fix"], headers=headers("foo", "bar")).describe()["generated_headers"]
+    assert checked["cherry_picks"] == [] and checked["differ"] == ["NativeFunctions.h"] and checked["tried"] == 1
+
+
+def test_what_no_master_commit_explains_is_named_and_nothing_is_placed(tmp_path, monkeypatch):
+    """1.5.1's case: the release branch took ``real_out`` out, which no master commit did."""
+    monkeypatch.chdir(tmp_path)
+    repo, shas = history(tmp_path)
+    source = found(repo, tmp_path, shas["fix"], headers=headers("foo", "qux"))
+    checked = source.describe()["generated_headers"]
+    assert checked["differ"] == ["NativeFunctions.h"] and checked["cherry_picks"] == []
+    assert source.describe()["tree"]["changed"] == []
+    assert "1 of the wheel's 1 generated headers differ (NativeFunctions.h: Tensor " in source.origin
+
+
+def test_a_tree_without_the_generator_is_not_checked_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    repo = mirror(tmp_path)
+    cut = commit(repo, {HEADER: RELEASE_HEADER}, "the release is cut here", "2020-02-10T00:00:00")
+    with zipfile.ZipFile(tmp_path / "w.whl", "w") as archive:
+        archive.writestr("torch/include/ATen/NativeFunctions.h", native_functions("foo"))
+    checked = generated_headers.check(repo, cut, tmp_path / "w.whl", "2020-02-10", "2020-03-05", "master", list)
+    assert checked == {"checked": False, "why": "the tree has no aten/src/ATen/gen.py (a generator this check "
+                                                "does not run)"}
+    assert generated_headers.in_words(checked).startswith("generated headers not checked: the tree has no")
+
+
+def test_generated_headers_are_kept_per_commit_and_picks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    repo, shas = history(tmp_path)
+    first = generated_headers.generate(repo, shas["cut"], [shas["bar"]])
+    assert first["headers"]["NativeFunctions.h"] == native_functions("foo", "bar")
+    kept = generated_headers.generate(tmp_path / "no-clone", shas["cut"], [shas["bar"]])  # read, not run
+    assert kept["headers"] == first["headers"]
+    assert generated_headers.generate(repo, shas["cut"])["headers"]["NativeFunctions.h"] == native_functions("foo")
