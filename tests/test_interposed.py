@@ -38,8 +38,8 @@ def test_th_and_atens_own_files_are_interposed_and_the_rest_of_infrastructure_is
     kind, kinds = parts.fix_part(["aten/src/TH/generic/THTensorMath.cpp", "aten/src/THC/generic/THCTensorMathBlas.cu"])
     assert kind == "th" and kinds["cuda"] == ["aten/src/THC/generic/THCTensorMathBlas.cu"]  # TH's CUDA half
     assert parts.refusal(kind, kinds) == ""
-    assert str(parts.Kernels(kind, kinds, "").route) == "interposed"
-    assert str(parts.Kernels(*parts.fix_part(["aten/src/ATen/native/Loss.cpp"]), "").route) == "registered"
+    assert str(parts.Kernels(kind, kinds, "").route_on(True)) == "interposed"
+    assert str(parts.Kernels(*parts.fix_part(["aten/src/ATen/native/Loss.cpp"]), "").route_on(True)) == "registered"
     infra = parts.fix_part(["aten/src/ATen/native/TensorIterator.cpp"])
     assert infra[0] == "infra" and parts.refusal(*infra) == ""
     bindings = parts.fix_part(["torch/csrc/generic/StorageMethods.cpp"])
@@ -50,9 +50,9 @@ def test_th_and_atens_own_files_are_interposed_and_the_rest_of_infrastructure_is
     assert parts.refusal(*header).startswith("infra:")
     both = parts.fix_part(["aten/src/TH/generic/THTensorMath.cpp", "aten/src/ATen/native/Loss.cpp"])
     assert parts.refusal(*both) == ""  # one library takes both routes
-    route = parts.Kernels(*both, "").route
+    route = parts.Kernels(*both, "").route_on(True)
     assert str(route) == "registered+interposed" and route.registers and route.interposes
-    assert str(parts.Kernels(*parts.fix_part(["aten/src/ATen/native/cpu/Activation.cpp"]), "").route) == "registered"
+    assert str(parts.Kernels(*parts.fix_part(["aten/src/ATen/native/cpu/Activation.cpp"]), "").route_on(True)) == "registered"
     # a record of before routes were named is a registered library's
     assert parts.Route.read(None).registers and not parts.Route.read(None).interposes
     assert parts.Route.read("registered+interposed").interposes

@@ -17,6 +17,7 @@ the host has), about 4 s a tree, once per commit and cherry-picks: its output is
 (``layout.GENERATED``). A tree without ``gen.py`` (torch 2.x's ``torchgen``) is not checked, and
 says so.
 """
+import fcntl
 import hashlib
 import json
 import re
@@ -55,9 +56,17 @@ def git(clone, *args, binary=False, check=True):
 def generate(clone, commit, picks=()):
     """ATen's generated headers at ``commit`` of ``clone`` with the cherry-picks ``picks`` placed
     on it (``placed``): {"headers": {name under ATen/: bytes}, "seconds"} or {"error": why}. Kept
-    under ``layout.GENERATED`` by commit and picks."""
+    under ``layout.GENERATED`` by commit and picks, made once however many jobs ask (two releases
+    may share a branch point: 1.5.0 and 1.5.1)."""
     key = hashlib.sha256(json.dumps([commit, list(picks)]).encode()).hexdigest()[:16]
     folder = Path(layout.GENERATED.format(tree=f"{commit[:12]}-{key}"))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _generated(clone, commit, picks, folder)
+
+
+def _generated(clone, commit, picks, folder):
     record = folder / "generated.json"
     if record.is_file():
         made = json.loads(record.read_text())

@@ -78,16 +78,11 @@ class Kernels:
         only (``only_declarations``), placed for them."""
         return sorted(p for k in (*REBUILT_PARTS, "declarations") for p in self.files.get(k, []))
 
-    @property
-    def route(self):
-        """How the library puts the rebuilt code over the release's (module doc), on a release whose
-        operator registration is known (``registration.registration_known``)."""
-        return self.route_on(registers_operators=True)
-
     def route_on(self, registers_operators):
-        """The route on a release that can (``registers_operators``) or cannot take registered
-        operators: where it cannot, op files are interposed too (the release's own calls to their
-        exported ``at::native`` functions are taken over; stubs still go into its stubs)."""
+        """How the library puts the rebuilt code over the release's (module doc), on a release that
+        can (``registers_operators``: ``registration.registers_operators``) or cannot take
+        registered operators: where it cannot, op files are interposed too (the release's own calls
+        to their exported ``at::native`` functions are taken over; stubs still go into its stubs)."""
         interposed = INTERPOSED_PARTS + (() if registers_operators else ("op",))
         return Route(REGISTERED * any(self.files.get(k) for k in ("op", "stub") if k not in interposed)
                      + INTERPOSED * any(self.files.get(k) for k in interposed), interposed)

@@ -17,11 +17,6 @@ from ..framework.paths import part_of
 REGISTERING = "1.4, 1.5, 1.6 and 2.x"  # the releases whose registration API ``registration_source`` writes
 
 
-def registration_known(major, minor):
-    """Whether an override library can register kernels on torch ``major.minor`` (``REGISTERING``)."""
-    return (major, minor) in ((1, 4), (1, 5), (1, 6)) or major >= 2
-
-
 def registered_files(rebuild, route):
     """The rebuilt files whose operators the library registers: not the stub kernels (they go into
     the release's stubs) and not the files it interposes."""
@@ -32,7 +27,10 @@ def registers_operators(version):
     """Whether torch ``version`` (a version's text) takes registered operators; a text that is not a
     version (a build of its own) is taken to: the build reads the installed torch's and says."""
     match = re.match(r"(\d+)\.(\d+)", version or "")
-    return not match or registration_known(int(match.group(1)), int(match.group(2)))
+    if not match:
+        return True
+    major, minor = int(match.group(1)), int(match.group(2))
+    return (major, minor) in ((1, 4), (1, 5), (1, 6)) or major >= 2  # REGISTERING
 
 
 def no_registration(version, files):
