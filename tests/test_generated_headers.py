@@ -104,3 +104,15 @@ def test_generated_headers_are_kept_per_commit_and_picks(tmp_path, monkeypatch):
     kept = generated_headers.generate(tmp_path / "no-clone", shas["cut"], [shas["bar"]])  # read, not run
     assert kept["headers"] == first["headers"]
     assert generated_headers.generate(repo, shas["cut"])["headers"]["NativeFunctions.h"] == native_functions("foo")
+
+
+def test_an_arms_generator_inputs_are_generated_apart_and_the_autograd_generators_say_why_they_did_not_run(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    repo, shas = history(tmp_path)
+    yaml = generated_headers.git(repo, "show", f"{shas['cut']}:{YAML}", binary=True)
+    arm = generated_headers.generate(repo, shas["cut"], files={YAML: yaml + b"- func: qux(Tensor self) -> Tensor\n"})
+    assert arm["files"]["NativeFunctions.h"] == native_functions("foo", "qux")
+    assert generated_headers.generate(repo, shas["cut"])["files"]["NativeFunctions.h"] == native_functions("foo")
+    # this tree's gen.py writes no Declarations.yaml, which the autograd generators read
+    assert "generate_code.py" in generated_headers.generate(repo, shas["cut"], autograd=True)["error"]

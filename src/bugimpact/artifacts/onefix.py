@@ -128,6 +128,16 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
     kernels = None
     if kinds["compiled"]:
         fix, by_kind = parts.fix_part(kinds["compiled"])
+        inputs = by_kind.get("codegen", [])
+        if fix == "codegen" and generator_inputs.registered(generated):
+            # its generated code may say only which kernel a key calls: the arm's generated code
+            # judges it (``generated_code``), and its other files are the fix's kernels
+            rest = [p for p in kinds["compiled"] if p not in inputs]
+            fix, by_kind = parts.fix_part(rest) if rest else ("codegen", {})
+            if not by_kind.get("op") and not by_kind.get("stub"):
+                raise Refused(f"the fix touches code generation and no op file whose kernels its generated "
+                              f"code would call ({', '.join(inputs[:3])}), {CANNOT}")
+            by_kind["codegen"] = inputs
         why = parts.refusal(fix, by_kind)
         if why:
             # a header refused: what of it its includers compile

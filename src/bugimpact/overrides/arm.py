@@ -21,9 +21,9 @@ from ..framework.callers import walk
 from ..framework.tables import cached_tables
 from ..harness.files import sha256_file
 from ..io import atomic_open
-from . import parts, release_source
+from . import generated_code, generated_headers, generator_inputs, parts, release_source
 from .parts import Refused
-from .registration import registers_operators
+from .registration import no_registration, registers_operators
 from .release_source import CloneTree, Release, clone_commit, closure
 
 
@@ -174,6 +174,63 @@ def made_on(fix, source, files, version):
     return fix_in_release, placed, placement
 
 
+def generator_inputs_of(source, paths, version):
+    """The release's own generator inputs a fix changes (``Kernels.generator_inputs``), read from
+    its tree: its generators run there (``generated_code``). A release whose registration is not
+    known is refused: the arm's generated code changes which kernel a key calls, which only a
+    registration takes over (an interposed op file changes the kernels, not which one is called)."""
+    if not paths:
+        return {}
+    if not registers_operators(version):
+        raise Refused(f"the fix changes which kernel its operators' keys call ({', '.join(paths[:3])}), which only "
+                      f"registered kernels take over: {no_registration(version, paths)}")
+    if source.tree is None or not hasattr(source.tree, "clone"):
+        raise Refused(f"the fix changes torch {version}'s generator inputs ({', '.join(paths[:3])}), whose "
+                      f"generated code is made from the release's tree, and {source.read_from} is no clone")
+    inputs = {p: source.tree.read_bytes(p) for p in paths}
+    # a core header the tree no longer checks in (1.4 on) is written by its generator alone
+    inputs = {p: data for p, data in inputs.items() if data is not None or not generator_inputs.CHECKED_IN.search(p)}
+    missing = sorted(p for p, data in inputs.items() if data is None)
+    if missing:
+        raise Refused(f"{', '.join(missing)} not in torch {version}'s tree ({source.read_from})")
+    return inputs
+
+
+def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
+    """What an arm's generated code changes, judged (``generated_code``): the release tree's
+    generators run on its own ``inputs`` and on the arm's (``arm_inputs``). Returns the
+    manifest's ``generated`` (the operators whose kernels the arm's library must register, the
+    generated files that differ, those left out), the generated headers placed for the arm's
+    own files (path in the tree -> bytes: the wheel's own header, ``shipped``, with what the arm's
+    generators change in it merged in, so that a reconstruction's own differences stay out) and
+    the arm's declarations (the ``arm-yaml`` side); refuses what no library takes, naming it
+    (``Entangled`` where a release before the fix may)."""
+    tree = source.tree
+    made = {side: generated_headers.generate(tree.clone, tree.commit, files={**tree.changed, **side_inputs},
+                                             autograd=True)
+            for side, side_inputs in (("release", inputs), ("arm", arm_inputs))}
+    broken = next((m["error"] for m in made.values() if m.get("error")), None)
+    if broken:
+        raise Refused(f"torch {version}'s generated code could not be made from its tree: {broken}")
+    release, arm = made["release"]["files"], made["arm"]["files"]
+    differ = generated_code.compared(release, arm)
+    judged = generated_code.judged(differ, fix_in_release)
+    if judged.refusal:
+        raise (Entangled(judged.refusal, fix_in_release) if judged.earlier else Refused(judged.refusal))
+    headers = {}
+    for name in judged.headers:
+        wheels = shipped.get(f"ATen/{name}")
+        try:
+            headers[f"aten/src/ATen/{name}"] = arm[name] if wheels is None else \
+                merged(wheels, release[name], arm[name], "old", name)
+        except NotPlaced as exc:
+            raise Refused(f"the arm's generated {name} does not go on torch {version}'s own: {exc}") from None
+    yamls = {**source.yamls, **{p: arm_inputs[p] for p in release_source.YAMLS if p in arm_inputs}}
+    return ({"operators": judged.operators, "headers": sorted(headers), "differ": sorted(differ),
+             "left_out": generated_code.left_out(release, arm),
+             "seconds": [made["release"].get("seconds"), made["arm"].get("seconds")]}, headers, yamls)
+
+
 def write_tree(tree, source, sides):
     """The tree the runtime builds the override from (``prepare``); returns each file's sha256."""
     digests = {}
@@ -217,7 +274,7 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     release source is at hand or the fix does not go on it."""
     route = kernels.route_on(registers_operators(version))
     release = Release.of_wheel(wheel, version)
-    fix = Fix([fd for fd in patch.parse(kernels.diff) if fd.name in kernels.built],
+    fix = Fix([fd for fd in patch.parse(kernels.diff) if fd.name in kernels.built + kernels.generator_inputs],
               sources.get("fix_clone") or "", arm.get("buggy_sha") or "", arm.get("corrected_sha") or "")
     record = layout.RECONSTRUCTION.format(version=version, wheel=release.sha256[:16])
     units = sorted({parts.compile_unit(p) for p in kernels.built} - set(kernels.built))
@@ -230,7 +287,8 @@ def prepare(kernels, sources, arm, wheel, version, folder):
         unit = parts.compile_unit(path)
         if unit != path and f"generic/{Path(path).name}".encode() not in (files.get(unit) or b""):
             raise Refused(f"{path} is compiled by its includer, and torch {version}'s {unit} does not include it")
-    fix_in_release, placed, placement = made_on(fix, source, files, version)
+    inputs = generator_inputs_of(source, kernels.generator_inputs, version)
+    fix_in_release, placed, placement = made_on(fix, source, {**files, **inputs}, version)
     for path in kernels.files.get("declarations", ()):  # judged by its diff: now by the whole file
         changes = parts.includer_code(parts.whole_file_section(files[path], placed.get(path, files[path])))
         if changes:
@@ -248,13 +306,22 @@ def prepare(kernels, sources, arm, wheel, version, folder):
         more, standins = closure(source.tree.read_bytes, sorted(callers), release.headers)
         source.includes.update(more)
         source.standins = sorted(set(source.standins) | set(standins))
+    generated, arm_side = None, {**files, **{p: d for p, d in placed.items() if p in files}}
+    if inputs and apply:
+        generated, headers, yamls = generated_for(source, inputs, {p: placed.get(p, d) for p, d in inputs.items()},
+                                                  fix_in_release, version, release.headers)
+        arm_side.update(headers)
     tree = (Path(folder) / "kernels").resolve()
-    digests = write_tree(tree, source, {"release": files, "arm": {**files, **(placed if apply else {})}})
+    sides = {"release": files, "arm": arm_side if apply else files}
+    if generated:
+        sides["arm-yaml"] = yamls
+    digests = write_tree(tree, source, sides)
     part = {"part": kernels.part, "route": str(route), "interposed_parts": list(route.interposed_parts),
             "changed": kernels.built,
             "cuda_left_out": kernels.files.get("cuda", []),
             "rebuild": sorted({parts.compile_unit(p) for p in files if not p.endswith(".h")}), "tree": str(tree),
             "rebuilt_for_callers": {path: sorted(ops) for path, ops in sorted(callers.items())},
             "source": source.describe(), "placement": placement, "sha256": digests,
+            **({"generated": generated} if generated else {}),
             "diff_sha256": hashlib.sha256(kernels.diff.encode()).hexdigest()}
     return fix_in_release, apply, part if apply else None

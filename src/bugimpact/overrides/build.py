@@ -45,7 +45,14 @@ from .arm import not_as_made
 from .interposed import REGISTERS, interposition, no_load_time_registrations, taken_over, version_script
 from .objects import the_release_in_the_arm
 from .parts import Route
-from .registration import defined_functions, no_registration, registered_files, registration_source, registrations
+from .registration import (
+    defined_functions,
+    keyed_as_the_release,
+    no_registration,
+    registered_files,
+    registration_source,
+    registrations,
+)
 from .release_build import (
     LACKS,
     BuildRefused,
@@ -158,22 +165,33 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
         raise BuildRefused(same)
     shared = folder / "shared"
     shared.mkdir(exist_ok=True)
+    arm_chosen = None
     if route.registers:
         chosen, skipped, overloads = _registered(sorted({*registering, *stub_files}), folder / "faithful",
                                                  source_tree / "yaml", settings, bool(stub_files))
         (shared / "register.cpp").write_text(registration_source(chosen, settings))
+        if compiled.get("generated"):  # the arm's generated code calls the kernels its declarations name
+            arm_chosen, _, _ = _registered(sorted({*registering, *stub_files}), folder / "arm",
+                                           source_tree / "arm-yaml", settings, True, keys=source_tree / "yaml")
+            _every_generated_kernel(compiled["generated"], arm_chosen)
+            (shared / "register-arm.cpp").write_text(registration_source(arm_chosen, settings))
     else:
         chosen, skipped, overloads = [], [], {}
         (shared / "register.cpp").write_text(NO_REGISTRATIONS)
     (shared / "hooks.cpp").write_text(HOOKS)
-    base = compile_flags(settings, includes=(source_tree / "release" / "aten" / "src", include))
-    run_all([("shared", "register.cpp", [cxx, *base, "-c", str(shared / "register.cpp"),
-                                         "-o", str(shared / "register.o")]),
-             ("shared", "hooks.cpp", [cxx, "-O2", "-fPIC", "-c", str(shared / "hooks.cpp"),
-                                      "-o", str(shared / "hooks.o")])], log, threads)
+    # the arm's registration declares its kernels with the arm's generated headers
+    registers = {"register": "release", **({"register-arm": "arm"} if arm_chosen is not None else {})}
+    run_all([("shared", f"{name}.cpp", [cxx, *compile_flags(settings, includes=(source_tree / side / "aten" / "src",
+                                                                                include)),
+                                        "-c", str(shared / f"{name}.cpp"), "-o", str(shared / f"{name}.o")])
+             for name, side in registers.items()]
+            + [("shared", "hooks.cpp", [cxx, "-O2", "-fPIC", "-c", str(shared / "hooks.cpp"),
+                                        "-o", str(shared / "hooks.o")])], log, threads)
+    register = {name: str(shared / ("register-arm.o" if name == "arm" and arm_chosen is not None else "register.o"))
+                for name in sides}
     objects = {name: [str(folder / name / p) + ".o" for p in compiled["rebuild"]] for name in sides}
     # the arm's objects too: the fix may call what the release's own files do not
-    extra, taken, support, support_jobs = _closure(cxx, [objects[name] + [str(shared / "register.o")] for name in
+    extra, taken, support, support_jobs = _closure(cxx, [objects[name] + [register[name]] for name in
                                                          ("faithful", "arm")], libs, folder, compiled, tree, settings,
                                                    log, threads, cache)
     # every op (or TH, or infrastructure) object of a build alike, and every stub kernel's
@@ -196,7 +214,7 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
         # after, and only what it means to take over exported (``interposed``)
         where = [f"-Wl,-rpath,{settings['lib']}",
                  version_script(shared / f"{name}.map", taken_over(own[name], exported))] if interposed else []
-        link(cxx, objects[name] + [str(shared / "register.o")] + extra + hooks, libs, library, log, where)
+        link(cxx, objects[name] + [register[name]] + extra + hooks, libs, library, log, where)
         out[name] = {"library": str(library), "sha256": sha256_file(library)}
     return {"route": str(route), "changed_functions": changed, "interposed_files": interposed,
             "interposed": interposed_count, "stubs": stubs.filled(source_tree / "release", stub_files),
@@ -210,19 +228,20 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
             "torch": settings["version"], "capability": settings["capability"],
             "registered": [{"op": op["name"], "key": key, **({"manual": True} if op["manual"] else {})}
                            for op, key, _ in chosen], "overloads": overloads,
+            **({"registered_by_the_arm": [{"op": op["name"], "key": key, "kernel": op["cpp"]}
+                                          for op, key, _ in arm_chosen]} if arm_chosen is not None else {}),
             "not_registered": skipped, "release_locals": taken, "support": support,
             "compiled_with": compiled_with, "libraries": out}
 
 
-def _registered(rebuild, objects, yamls, settings, fills_stubs=False):
+def _registered(rebuild, objects, yamls, settings, fills_stubs=False, keys=None):
     """The operators the rebuilt files' objects define, each with its key (``registration``), what
     is left out, and every overload the release declares of their names (a profile names an
     operator without its overload: the check needs to know which it may have called); refused
-    where they define none and put no kernel into a stub (``fills_stubs``)."""
-    generator = yamls / "tools/autograd/gen_variable_type.py"
-    ops = operators((yamls / "aten/src/ATen/native/native_functions.yaml").read_bytes(),
-                    (yamls / "tools/autograd/derivatives.yaml").read_bytes(),
-                    manual_operators(generator.read_bytes()) if generator.exists() else ())
+    where they define none and put no kernel into a stub (``fills_stubs``). ``keys``: the
+    release's declarations, where ``yamls`` are an arm's (its generated code changed): the kernel
+    is the one the arm's declarations name, its key the one the release's generated code calls."""
+    ops = _operators(yamls) if keys is None else keyed_as_the_release(_operators(yamls), _operators(keys))
     defined = []
     for path in rebuild:
         nm = subprocess.run(["nm", "-C", "--defined-only", str(objects / path) + ".o"],
@@ -235,6 +254,24 @@ def _registered(rebuild, objects, yamls, settings, fills_stubs=False):
     bases = {op_name(op["name"]) for op, _, _ in chosen}
     overloads = {base: sorted(op["name"] for op in ops if op_name(op["name"]) == base) for base in sorted(bases)}
     return chosen, skipped, overloads
+
+
+def _operators(yamls):
+    generator = yamls / "tools/autograd/gen_variable_type.py"
+    return operators((yamls / "aten/src/ATen/native/native_functions.yaml").read_bytes(),
+                     (yamls / "tools/autograd/derivatives.yaml").read_bytes(),
+                     manual_operators(generator.read_bytes()) if generator.exists() else ())
+
+
+def _every_generated_kernel(generated, chosen):
+    """Refuses an arm whose generated code calls another kernel for an operator (``generated``:
+    ``arm.generated_for``'s) that its library does not register: that operator would run the
+    release's kernel in the arm."""
+    missing = sorted(set(generated["operators"]) - {op["name"] for op, _, _ in chosen})
+    if missing:
+        raise BuildRefused(f"the arm's generated code calls another kernel for {', '.join(missing[:4])}"
+                           f"{' ...' if len(missing) > 4 else ''}, which no rebuilt file of the arm defines: "
+                           "its library would leave the release's kernel there")
 
 
 CANARY_FLAGS = ("-finstrument-functions", "-finstrument-functions-exclude-file-list=/include/")

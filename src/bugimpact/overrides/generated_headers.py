@@ -36,13 +36,16 @@ from ..framework.apply import NotPlaced, merged
 from ..io import write_json
 
 GEN = "aten/src/ATen/gen.py"
+AUTOGRAD = "tools/setup_helpers/generate_code.py"  # the autograd, TorchScript and binding generators
 # what gen.py reads, besides the files cmake/Codegen.cmake lists for it
-TREES = ("aten/src/ATen", "tools", "cmake/Codegen.cmake", "aten/src/THNN", "aten/src/THCUNN")
+TREES = ("aten/src/ATen", "tools", "cmake/Codegen.cmake", "aten/src/THNN", "aten/src/THCUNN",
+         "torch/_utils_internal.py", "torch/_thnn")  # the last two: 2019 tools/nnwrap reads them
 # the generators' inputs where an operator is declared: a cherry-pick that adds or removes one
 INPUTS = ("aten/src/ATen/native/native_functions.yaml", "aten/src/ATen/Declarations.cwrap",
           "aten/src/ATen/nn.yaml")
 CWRAP_FILES = re.compile(r"set\(cwrap_files(.*?)\)", re.S)
 NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+KEPT = "every output"  # what a generation keeps: in its key, so a folder kept before is made again
 MOST_NAMES, MOST_PICKS = 12, 6  # how far the search for cherry-picks goes, each costing a generation
 NOT_NAMES = {"Tensor", "TensorList", "Scalar", "const", "return", "if", "CAFFE2_API", "TORCH_API",
              "static", "inline", "void", "bool", "int64_t", "double", "std", "c10", "at"}
@@ -53,25 +56,30 @@ def git(clone, *args, binary=False, check=True):
     return out.stdout if binary else out.stdout.decode("utf-8", "replace")
 
 
-def generate(clone, commit, picks=()):
-    """ATen's generated headers at ``commit`` of ``clone`` with the cherry-picks ``picks`` placed
-    on it (``placed``): {"headers": {name under ATen/: bytes}, "seconds"} or {"error": why}. Kept
-    under ``layout.GENERATED`` by commit and picks, made once however many jobs ask (two releases
-    may share a branch point: 1.5.0 and 1.5.1)."""
-    key = hashlib.sha256(json.dumps([commit, list(picks)]).encode()).hexdigest()[:16]
+def generate(clone, commit, picks=(), files=None, autograd=False):
+    """ATen's generated code at ``commit`` of ``clone`` with the cherry-picks ``picks`` placed on
+    it (``placed``) and then ``files`` (path -> bytes: an arm's generator inputs) put in: {"files":
+    {name under ATen/: bytes}, "headers": those that are headers, "seconds"} or {"error": why}.
+    ``autograd``: also the code ``tools/setup_helpers/generate_code.py`` writes from ATen's
+    ``Declarations.yaml`` (the autograd layer, its backward nodes, TorchScript's operator table and
+    the Python bindings), named ``torch/<file>``. Kept under ``layout.GENERATED`` by what went in,
+    made once however many jobs ask (two releases may share a branch point: 1.5.0 and 1.5.1)."""
+    files = dict(files or {})
+    key = hashlib.sha256(json.dumps([commit, list(picks), KEPT, TREES, autograd, sorted(
+        (p, hashlib.sha256(d).hexdigest()) for p, d in files.items())]).encode()).hexdigest()[:16]
     folder = Path(layout.GENERATED.format(tree=f"{commit[:12]}-{key}"))
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f"{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _generated(clone, commit, picks, folder)
+        return _generated(clone, commit, picks, files, autograd, folder)
 
 
-def _generated(clone, commit, picks, folder):
+def _generated(clone, commit, picks, files, autograd, folder):
     record = folder / "generated.json"
     if record.is_file():
         made = json.loads(record.read_text())
         if made.get("error") or all((folder / "out" / n).is_file() for n in made["names"]):
-            return {**made, "headers": {n: (folder / "out" / n).read_bytes() for n in made.get("names", ())}}
+            return _read(made, folder)
     started = time.time()
     if not _exists(clone, commit, GEN):
         made = {"error": f"the tree has no {GEN} (a generator this check does not run)"}
@@ -83,12 +91,15 @@ def _generated(clone, commit, picks, folder):
         have = [p for p in TREES if _exists(clone, commit, p)]
         subprocess.run(["tar", "-x", "-C", str(src)], input=git(clone, "archive", commit, *have, binary=True),
                        check=True)
-        for path, data in placed(clone, commit, picks).items():
+        for path, data in {**placed(clone, commit, picks), **files}.items():
             (src / path).parent.mkdir(parents=True, exist_ok=True)
             (src / path).write_bytes(data)
         common = src / "aten/src/ATen/common_with_cwrap.py"
         if common.is_file() and (src / "tools/shared").is_dir():  # as the tree's setup.py does
             shutil.copy(common, src / "tools/shared/cwrap_common.py")
+        internal = src / "torch/_utils_internal.py"  # the same, for 2019's tools/nnwrap
+        if internal.is_file() and (src / "tools/shared").is_dir():
+            shutil.copy(internal, src / "tools/shared/_utils_internal.py")
         listed = CWRAP_FILES.search((src / "cmake/Codegen.cmake").read_text()) \
             if (src / "cmake/Codegen.cmake").is_file() else None
         inputs = [p for p in (line.strip().replace("${CMAKE_CURRENT_LIST_DIR}/../", "")
@@ -96,27 +107,53 @@ def _generated(clone, commit, picks, folder):
         out = Path(tmp) / "out"
         ran = subprocess.run([sys.executable, GEN, "--source-path", "aten/src/ATen", "--install_dir", str(out),
                               *inputs], cwd=src, capture_output=True, text=True)
-        names = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.h")) if out.is_dir() else []
-        if not names:  # gen.py's closing check may fail after it wrote everything: only no output is
+        names = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) if out.is_dir() else []
+        if not any(n.endswith(".h") for n in names):  # gen.py's closing check may fail after it wrote
             made = {"error": f"{GEN} wrote no header (exit {ran.returncode}): {ran.stderr.strip()[-300:]}"}
             write_json(record, made)
             return made
+        if autograd:
+            why = _autograd(src, out)
+            if why:
+                made = {"error": why}
+                write_json(record, made)
+                return made
+            names = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
         if folder.exists():
             shutil.rmtree(folder)
         shutil.copytree(out, folder / "out")
     made = {"names": names, "seconds": round(time.time() - started, 1), "exit": ran.returncode}
     write_json(record, made)
-    return {**made, "headers": {n: (folder / "out" / n).read_bytes() for n in names}}
+    return _read(made, folder)
+
+
+def _autograd(src, out):
+    """Run the tree's ``generate_code.py`` on the ``Declarations.yaml`` gen.py wrote, into
+    ``out/torch``; returns why it could not, or ""."""
+    if not (src / AUTOGRAD).is_file() or not (out / "Declarations.yaml").is_file():
+        return f"the tree has no {AUTOGRAD}, or {GEN} wrote no Declarations.yaml"
+    ran = subprocess.run([sys.executable, AUTOGRAD, "--declarations-path", str(out / "Declarations.yaml"),
+                          "--nn-path", "aten/src", "--install_dir", str(out / "torch")],
+                         cwd=src, capture_output=True, text=True)
+    if ran.returncode != 0:
+        return f"{AUTOGRAD} failed (exit {ran.returncode}): {ran.stderr.strip()[-300:]}"
+    return ""
+
+
+def _read(made, folder):
+    files = {n: (folder / "out" / n).read_bytes() for n in made.get("names", ())}
+    return {**made, "files": files, "headers": {n: data for n, data in files.items() if n.endswith(".h")}}
 
 
 def placed(clone, commit, picks):
-    """The files under ``aten/src`` the cherry-picks ``picks`` change (the generator's inputs, and
-    the kernels a fix may rebuild; not the tests or tools a wheel's ATen is not made from), as the
+    """The files under ``aten/src`` and ``tools`` the cherry-picks ``picks`` change (the generators
+    and their inputs, and the kernels a fix may rebuild; not the tests a wheel is not made from:
+    #31517 taught 1.4's TorchScript generator the ``float?`` it adds), as the
     tree at ``commit`` has them with each made on it in turn (a three-way merge of the pick's own
     file, as ``git cherry-pick`` does); raises ``NotPlaced`` naming a conflict."""
     files = {}
     for pick in picks:
-        for path in git(clone, "diff", "--name-only", f"{pick}^", pick, "--", "aten/src").split():
+        for path in git(clone, "diff", "--name-only", f"{pick}^", pick, "--", "aten/src", "tools").split():
             old = _blob(clone, f"{pick}^", path)
             new = _blob(clone, pick, path)
             have = files.get(path, _blob(clone, commit, path))

@@ -20,11 +20,13 @@ in one library, as the parts of one fix belong in one arm):
   script), so its own copies of inline functions take over nothing. What the release inlines or
   hides cannot be reached so: the build names it and refuses.
 
-CUDA kernels (``cuda``, TH's THC half among them) need a CUDA compiler matching
-the wheel's CUDA (designed the same way, not driven yet: a CPU fix's CUDA half is left out of CPU
-runs, a CUDA-only fix is refused). Everything else is compiled into code neither route replaces
-(code generation, TorchScript, distributed, the C++ frontend, headers inlined into many files,
-infrastructure outside ATen): refused, its part named, and the docker source build stays its route.
+CUDA kernels (``cuda``, TH's THC half among them) need a CUDA compiler matching the wheel's CUDA
+(designed the same way, not driven yet: a CPU fix's CUDA half is left out of CPU runs, a CUDA-only
+fix is refused). Code generation whose inputs say only which kernel a key calls goes with the
+fix's op files, judged by its generated code (``generated_code``). Everything else is compiled into
+code neither route replaces (other code generation, TorchScript, distributed, the C++ frontend,
+headers inlined into many files, infrastructure outside ATen): refused, its part named, and the
+docker source build stays its route.
 A change to comments only changes no binary and is left out.
 """
 import difflib
@@ -77,6 +79,13 @@ class Kernels:
         headers, or TH and infrastructure files), and the headers whose change is declarations
         only (``only_declarations``), placed for them."""
         return sorted(p for k in (*REBUILT_PARTS, "declarations") for p in self.files.get(k, []))
+
+    @property
+    def generator_inputs(self):
+        """The generator inputs the fix changes (``native_functions.yaml``, the TH declarations,
+        the generated headers the tree checks in), whose generated code the arm's library takes
+        by registering its kernels (``generated_code``)."""
+        return sorted(self.files.get("codegen", []))
 
     def route_on(self, registers_operators):
         """How the library puts the rebuilt code over the release's (module doc), on a release that
@@ -172,7 +181,7 @@ def only_declarations(path, section):
         and any(c for sides in hunks(section) for side in sides.values() for _, c in side)
 
 
-def includer_code(section):
+def includer_code(section, own_files_only=False):
     """What a header's diff section changes that its includers compile, in words, or "" where it
     changes declarations only: every statement it changes, on either side, is a declaration of a
     function with no body (no inline code, no class member, no virtual function, no macro), its
@@ -180,7 +189,9 @@ def includer_code(section):
     declared once a side (an overload added or taken away can change which one an includer's call
     resolves to) and one on both sides changed in its parameters' names only. A forward declaration
     of a class (``class Foo;``) counts too. Such a header is placed for the fix's own files and
-    rebuilds no includer of it. Comments and blank lines are ignored."""
+    rebuilds no includer of it. Comments and blank lines are ignored. ``own_files_only``: the
+    header is placed for the rebuilt files alone, which compile against it whole as the arm's build
+    would (a generated header): an overload or a parameter type then changes only them."""
     statements = {"-": [], "+": []}
     for sides in hunks(section):
         for side in sides:
@@ -189,6 +200,11 @@ def includer_code(section):
     if code is not None:
         return f"code, not a declaration ({code[:80]})"
     kept = {side: [text for kind, text in found if kind == "declaration"] for side, found in statements.items()}
+    if own_files_only:  # the release's callers call only what both sides declare, with its defaults
+        overloads = [{_shape(re.sub(r"\s*=\s*[^,)]+", "", s)): _defaults(s) for s in kept[side]} for side in "-+"]
+        if any(overloads[0][k] != overloads[1][k] for k in set(overloads[0]) & set(overloads[1])):
+            return "a default argument, which each caller compiles"
+        return ""
     if sorted(d for s in kept["-"] for d in _defaults(s)) != sorted(d for s in kept["+"] for d in _defaults(s)):
         return "a default argument, which each caller compiles"
     declared = {side: {} for side in kept}
@@ -207,7 +223,7 @@ def _changed_statements(lines):
     (``declaration``, ``forward`` or ``code``, its text) (``includer_code``). A namespace's braces
     are no code; a preprocessor line is; any statement within a function's or an enum's braces is;
     a class's braces are code where a changed line opens or closes them (its layout), its members
-    declarations as at the top (a member function with no body changes no layout)."""
+    declarations as at the top (a member function with no body, static or not, changes no layout)."""
     out, stack, statement, changed_here, macro = [], [], "", False, False
     for line, changed in lines:
         code = " ".join(_code(line, False)) if line.strip() else ""
@@ -239,7 +255,8 @@ def _changed_statements(lines):
                     out.append(("code", text))
                 elif re.fullmatch(r"(class|struct)\s+\w+", text):
                     out.append(("forward", text))
-                elif "(" not in text or NOT_A_DECLARATION.search(text) or not _declared(text):
+                elif "(" not in text or NOT_A_DECLARATION.search(
+                        re.sub(r"^static\s+", "", text) if inside == "class" else text) or not _declared(text):
                     out.append(("code", text))
                 else:
                     out.append(("declaration", re.sub(r"^(public|protected|private)\s*:\s*", "", text)))

@@ -56,6 +56,18 @@ def registration_key(op, settings):
     return "Autograd" if library else "VariableTensorId"
 
 
+def keyed_as_the_release(arm_ops, release_ops):
+    """An arm's operators (``framework.declarations.operators`` of its own declarations, where its
+    generated code changed), each keyed as the release's generated code calls it: its kernel is
+    the one the arm's declarations name, but which key reaches it (a ``dispatch:`` entry, a
+    derivative, a hand-written autograd kernel) is the release's to say, since the release's
+    generated code is what runs (an arm that moves a kernel from the CPU key to the catch-all
+    registers it under the CPU key, where the release's kernel stays)."""
+    release = {op["name"]: op for op in release_ops}
+    return [{**op, **{k: release[op["name"]][k] for k in ("cpu_dispatch", "derivative", "manual", "composite")}}
+            if op["name"] in release else op for op in arm_ops]
+
+
 def _library_api(settings):
     """Whether the release registers kernels through ``TORCH_LIBRARY_IMPL`` (1.6 on)."""
     return (settings["major"], settings["minor"]) >= (1, 6)

@@ -1,0 +1,219 @@
+"""What a fix changes in the code the release's generators write, by definition, and whether one
+override library can take it (issue 59's generated-code arms, their first route).
+
+The release tree's own generators run twice (``generated_headers.generate``, kept per tree): on its
+generator inputs as they are, and with the fix made on them. Each file they write is compared as a
+CPU build of the release compiles it: the wheels are built without ``USE_STATIC_DISPATCH``, so
+those blocks drop out; CUDA files are not compiled for a CPU run; some outputs are read by other
+generators, not compiled. What differs then is judged file by file (``judged``):
+
+- **the kernels the dispatcher calls** (``CPUType.cpp``, ``TypeDefault.cpp``): a definition or
+  registration changed, added or taken away names its operator (``schema``). Such a change says
+  which kernel the operator's key calls: the library registers the arm's kernel for it over the
+  release's (``registration``), read from the arm's ``native_functions.yaml``. Every operator named
+  here must be registered by the arm's library, or its build refuses (``build``);
+- **TH's generated wrappers** (``LegacyTHFunctionsCPU.cpp``): definitions the arm no longer has are
+  dead code (the arm's kernels no longer call them); one the arm has and the release lacks, or
+  changes, would have to be compiled: refused, the fix built on the TH code the release no longer
+  generates (``Entangled``: a release before the fix may take it forwards);
+- **generated headers**: declarations only are placed for the arm's own files (a new native
+  function its op file calls); inline code their includers compile is refused;
+- **anything else the release compiles** (the autograd layer's kernels and backward nodes,
+  TorchScript's operator table, the Python bindings, kernels of sparse, quantized or MKL-DNN
+  tensors): refused, the file and its first changed definitions named. Their routes (interposed
+  backward nodes, re-registered Variable kernels) are not built yet.
+"""
+import re
+
+from . import parts
+
+# outputs no CPU build compiles: CUDA's, and what only other generators read
+NOT_COMPILED = re.compile(r"CUDA|HIP|cuda|hip|(^|/)(Declarations\.yaml|RegistrationDeclarations\.h|"
+                          r"VariableTypeEverything\.cpp)$")
+KERNEL_FILES = ("CPUType.cpp", "TypeDefault.cpp")
+LEGACY_TH = ("LegacyTHFunctionsCPU.cpp",)
+# a registration, where it starts: .registerOp<...>(Backend::CPU, "aten::abs.out(..." (mid-2019),
+# .op(...schema("aten::abs.out(..." (1.4), .def("aten::abs.out(...", torch::dispatch(... or
+# .impl("aten::abs.out", ... (1.5), m.impl("abs.out", ...) or m.impl_UNBOXED (1.6)
+REGISTRATION = re.compile(r"\s*(\.op\(|\.registerOp<|\.def\(\s*\"aten::|\.impl(_UNBOXED)?\(\s*\"|m\.impl)")
+SCHEMA = re.compile(r'"aten::([\w.]+)\(|m\.impl(?:_UNBOXED)?\("(?:aten::)?([\w.]+)"')
+# a registration's kernel, and its signature where the registration spells it (<Tensor & (Tensor &,
+# const Tensor &)...): 1.6's TORCH_FN(CPUType::abs_out) does not
+KERNEL = re.compile(r"\b(?:CPUType|TypeDefault)::(\w+)")
+SIGNATURE = re.compile(r"<[^<>]*?\(([^()]*)\)\s*[,>]")
+DEFINITION = re.compile(r"^[A-Za-z_][^;{}()]*?\b(\w+)\s*\(([^;{}]*)\)\s*(const\s*)?\{\s*$")
+
+
+def as_compiled(data):
+    """A generated file's text as a CPU build without ``USE_STATIC_DISPATCH`` compiles it: each
+    ``#ifdef USE_STATIC_DISPATCH`` block's first branch dropped (an ``#ifndef``'s second)."""
+    out, stack = [], []  # stack: for each open #if, whether its lines are dropped now
+    for line in data.decode("utf-8", "replace").splitlines():
+        directive = line.strip()
+        if re.match(r"#\s*if", directive):
+            static = re.match(r"#\s*if(n?)def\s+USE_STATIC_DISPATCH\b", directive)
+            stack.append(("static", not static.group(1)) if static else ("other", False))
+            if static:
+                continue
+        elif re.match(r"#\s*else\b", directive) and stack and stack[-1][0] == "static":
+            stack[-1] = ("static", not stack[-1][1])
+            continue
+        elif re.match(r"#\s*endif\b", directive) and stack:
+            if stack.pop()[0] == "static":
+                continue
+        if not any(dropped for _, dropped in stack):
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def chunks(text):
+    """A generated source file as its pieces, each keyed: a top-level function definition (from a
+    line that opens it to the first line that is ``}``) by ``def <name>(<parameter types>)``, a
+    registration (from its ``.op(``, ``m.impl`` or ``m.impl_UNBOXED`` to the next) by ``reg
+    <operator>``, and the rest by ``other``."""
+    out, key, lines = {}, "other", []
+
+    def close():
+        out[key] = out.get(key, "") + "\n".join(lines) + "\n"
+
+    for line in text.splitlines():
+        definition = DEFINITION.match(line)
+        schema = SCHEMA.search(line)
+        starts_registration = REGISTRATION.match(line)
+        if definition or starts_registration or (schema and key.startswith("def ")):
+            close()
+            if definition:
+                key, lines = f"def {definition.group(1)}({_types(definition.group(2))})", [line]
+            else:
+                key, lines = "reg ?", [line]
+            if schema:
+                key = f"reg {schema.group(1) or schema.group(2)}"
+            continue
+        if schema and key == "reg ?":
+            key = f"reg {schema.group(1) or schema.group(2)}"
+        lines.append(line)
+        if key.startswith("def ") and line == "}":
+            close()
+            key, lines = "other", []
+    close()
+    return out
+
+
+def _types(params):
+    """A parameter list without its names: what tells overloads of one C++ name apart."""
+    return ", ".join(re.sub(r"\s*\b\w+\s*(=.*)?$", "", p.strip()) or p.strip() for p in params.split(",")) \
+        if params.strip() else ""
+
+
+def compared(release, arm):
+    """The generated files whose compiled text differs (``as_compiled``) between ``release`` and
+    ``arm`` (name -> bytes), each as {"added", "removed", "changed"} chunk keys (``chunks``), or
+    for a header its ``includer_code`` words ("" for declarations only) under "header"."""
+    release, arm = _compiled_names(release), _compiled_names(arm)
+    out = {}
+    for name in sorted(set(release) | set(arm)):
+        if NOT_COMPILED.search(name):
+            continue
+        before, after = (as_compiled(side[name]) if name in side else "" for side in (release, arm))
+        if before == after:
+            continue
+        if name.endswith(".h"):
+            section = parts.whole_file_section(before.encode(), after.encode())
+            out[name] = {"header": parts.includer_code(section, own_files_only=True)}
+            continue
+        old, new = chunks(before), chunks(after)
+        found = {"added": sorted(set(new) - set(old)), "removed": sorted(set(old) - set(new)),
+                 "changed": sorted(k for k in set(old) & set(new) if old[k] != new[k])}
+        keys = found["added"] + found["removed"] + found["changed"]
+        index = _kernels({**old, **new})
+        found["operators"] = sorted({k[4:] for k in keys if k.startswith("reg ") and k != "reg ?"} |
+                                    {op for k in keys if k.startswith("def ") for op in index.get(k, ())})
+        found["unnamed"] = [k for k in keys if k == "reg ?" or k.startswith("def ") and k not in index]
+        out[name] = found
+    return out
+
+
+def _kernels(pieces):
+    """Which operators each definition of a file's pieces (``chunks``) is registered for: its key
+    (``def name(types)``) -> operators, from the registrations that name it (by its signature where
+    they spell it, else by its name alone: then every definition of that name)."""
+    defined = {}
+    for key in pieces:
+        if key.startswith("def "):
+            defined.setdefault(key[4:key.index("(")], []).append(key)
+    out = {}
+    for key, text in pieces.items():
+        if not key.startswith("reg ") or key == "reg ?":
+            continue
+        signature = SIGNATURE.search(text)
+        for name in set(KERNEL.findall(text)):
+            wanted = f"def {name}({_types_only(signature.group(1))})" if signature else None
+            for definition in defined.get(name, ()):
+                if wanted is None or definition == wanted:
+                    out.setdefault(definition, set()).add(key[4:])
+    return out
+
+
+def _types_only(types):
+    """A registration's parameter types, spaced as ``_types`` spaces a definition's."""
+    return ", ".join(t.strip() for t in types.split(",")) if types.strip() else ""
+
+
+def _compiled_names(files):
+    """Generated files by the name the build compiles them under: a 2019 ``gen.py`` writes the core
+    headers into ``core_tmp/`` and compares them with the tree's checked-in ``core/`` copies, which
+    are what is compiled (a fix changes both)."""
+    return {name.replace("core_tmp/", "core/", 1): data for name, data in files.items()
+            if not (name.startswith("core_tmp/") and name.replace("core_tmp/", "core/", 1) in files)}
+
+
+def left_out(release, arm):
+    """The generated files that differ but that no CPU build compiles (CUDA's, and those only other
+    generators read), named for the record."""
+    return sorted(n for n in set(release) | set(arm) if NOT_COMPILED.search(n) and release.get(n) != arm.get(n))
+
+
+class Judged:
+    """What one library must do for a fix's generated code (``judged``): the operators whose
+    kernels it registers from the arm's declarations (``operators``), the generated headers it
+    places for the arm's own files (``headers``), and why it cannot (``refusal``, with whether
+    a release before the fix may take it: ``earlier``)."""
+
+    def __init__(self, operators=(), headers=(), refusal="", earlier=False):
+        self.operators, self.headers = sorted(operators), sorted(headers)
+        self.refusal, self.earlier = refusal, earlier
+
+
+def judged(differ, fix_in_release):
+    """How the generated files that differ (``compared``) go (module doc)."""
+    operators, headers, blocked = set(), [], []
+    for name, diff in differ.items():
+        base = name.rsplit("/", 1)[-1]
+        if "header" in diff:
+            if diff["header"]:
+                blocked.append(f"{name} changes inline code its includers compile ({diff['header']})")
+            elif name.startswith("torch/"):  # the autograd layer's: what includes them is not rebuilt
+                blocked.append(f"{name} changes declarations of the autograd layer")
+            else:
+                headers.append(name)
+            continue
+        if base in KERNEL_FILES and not name.startswith("torch/"):
+            operators.update(diff["operators"])
+            if diff["unnamed"]:
+                blocked.append(f"{name}: {', '.join(diff['unnamed'][:3])} changes, and no registration names "
+                               "its operator")
+            continue
+        if base in LEGACY_TH and not name.startswith("torch/"):
+            needed = [k for k in diff["added"] + diff["changed"] if k.startswith("def ")]
+            if needed:
+                return Judged(refusal=f"the arm's generated TH wrappers ({name}: {', '.join(needed[:3])}) are code "
+                                      "the release does not generate: the fix builds on changes the release lacks"
+                                      if fix_in_release else
+                                      f"the fix changes TH's generated wrappers ({name}: {', '.join(needed[:3])}), "
+                                      "which a library does not compile yet", earlier=fix_in_release)
+            continue
+        blocked.append(f"{name} ({', '.join((diff['changed'] + diff['added'] + diff['removed'])[:3])})")
+    if blocked:
+        return Judged(refusal="the fix changes generated code no library takes yet: " + "; ".join(blocked[:3])
+                      + (f"; and {len(blocked) - 3} more" if len(blocked) > 3 else ""))
+    return Judged(operators, headers)

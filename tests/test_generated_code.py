@@ -1,0 +1,247 @@
+"""A fix's generated code compared by definition, as a CPU build compiles it, and judged: the
+kernels a key calls are registered from the arm's declarations; TH wrappers the arm needs, inline
+code of generated headers and the autograd layer's code are refused, each named. The generated
+text below is as torch 1.4's and 1.5's generators write it (``CPUType.cpp``, ``Functions.h``); on
+the mirror the real generators run (docs/usage.md)."""
+from pathlib import Path
+
+import pytest
+
+from bugimpact.artifacts.onefix import verdict
+from bugimpact.overrides import generated_code, parts
+from bugimpact.overrides.build import BuildRefused, _every_generated_kernel
+from bugimpact.overrides.registration import keyed_as_the_release, registration_key
+
+CPU_1_4 = """namespace at {
+namespace CPUType {
+Tensor & abs_(Tensor & self) {
+    const OptionalDeviceGuard device_guard(device_of(self));
+    return at::native::%s(self);
+}
+Tensor angle(const Tensor & self) {
+    return at::native::angle(self);
+}
+}
+namespace {
+auto registerer = torch::RegisterOperators()
+  .op(torch::RegisterOperators::options()
+    .schema("aten::abs_(Tensor(a!) self) -> Tensor(a!)")
+    .impl_unboxedOnlyKernel<Tensor & (Tensor &), &CPUType::abs_>(TensorTypeId::CPUTensorId)
+    .aliasAnalysis(c10::AliasAnalysisKind::FROM_SCHEMA))
+  .op(torch::RegisterOperators::options()
+    .schema("aten::angle(Tensor self) -> Tensor")
+    .impl_unboxedOnlyKernel<Tensor (const Tensor &), &CPUType::angle>(TensorTypeId::CPUTensorId)
+    .aliasAnalysis(c10::AliasAnalysisKind::FROM_SCHEMA));
+}
+}
+"""
+# torch 1.5's registration of the same (``.def`` with ``torch::dispatch``), an overload of diag
+CPU_1_5 = """Tensor & diag_out_out(Tensor & out, const Tensor & self, int64_t diagonal) {
+    return at::native::%s(out, self, diagonal);
+}
+Tensor diag(const Tensor & self, int64_t diagonal) {
+    return at::native::legacy::cpu::_th_diag(self, diagonal);
+}
+static auto registerer = torch::import()
+  .def("aten::diag.out(Tensor self, int diagonal=0, *, Tensor(a!) out) -> Tensor(a!)", torch::dispatch(
+      DispatchKey::CPUTensorId,
+      CppFunction::makeUnboxedOnly(CPUType::diag_out_out)))
+  .def("aten::diag(Tensor self, int diagonal=0) -> Tensor", torch::dispatch(DispatchKey::CPUTensorId, &CPUType::diag));
+"""
+FUNCTIONS_H = """static inline Tensor & abs_(Tensor & self) {
+#ifdef USE_STATIC_DISPATCH
+    at::AutoNonVariableTypeMode _var_guard(true);
+    %s
+#else
+    static c10::OperatorHandle op = c10::Dispatcher::singleton().findSchema({"aten::abs_", ""}).value();
+    return c10::Dispatcher::singleton().callUnboxedOnly<Tensor &, Tensor &>(op, self);
+#endif
+}
+"""
+LEGACY = """Tensor & _th_abs_out(Tensor & result, const Tensor & self) {
+    return result;
+}
+%s"""
+
+
+def g(text):
+    return text.encode()
+
+
+def test_static_dispatch_blocks_drop_out_as_a_cpu_build_compiles_them():
+    before = FUNCTIONS_H % "return CPUType::abs_(self);"
+    after = FUNCTIONS_H % "return TypeDefault::abs_(self);"
+    assert generated_code.as_compiled(g(before)) == generated_code.as_compiled(g(after))
+    assert "CPUType" not in generated_code.as_compiled(g(before)) and "findSchema" in generated_code.as_compiled(g(before))
+    assert generated_code.compared({"Functions.h": g(before)}, {"Functions.h": g(after)}) == {}
+
+
+@pytest.mark.parametrize("release, arm, operators", [
+    (CPU_1_4 % "_abs__cpu", CPU_1_4 % "abs_", ["abs_"]),  # 1.4: the kernel abs_'s registration names
+    (CPU_1_5 % "_th_diag_out", CPU_1_5 % "diag_out", ["diag.out"]),  # 1.5: the overload, by signature
+])
+def test_a_changed_kernel_definition_is_named_by_the_registration_of_its_signature(release, arm, operators):
+    differ = generated_code.compared({"CPUType.cpp": g(release)}, {"CPUType.cpp": g(arm)})
+    assert differ["CPUType.cpp"]["operators"] == operators and not differ["CPUType.cpp"]["unnamed"]
+    judged = generated_code.judged(differ, fix_in_release=True)
+    assert judged.operators == operators and not judged.refusal
+
+
+def test_a_kernel_taken_away_or_added_names_its_operator_by_its_registration():
+    without = CPU_1_4 % "_abs__cpu"
+    start = without.index("Tensor & abs_(")
+    without = without[:start] + without[without.index("Tensor angle("):]
+    start = without.index("  .op(torch::RegisterOperators::options()\n    .schema(\"aten::abs_")
+    without = without[:start] + without[without.index("  .op(torch::RegisterOperators::options()\n    .schema(\"aten::angle"):]
+    differ = generated_code.compared({"CPUType.cpp": g(CPU_1_4 % "_abs__cpu")}, {"CPUType.cpp": g(without)})
+    assert differ["CPUType.cpp"]["operators"] == ["abs_"]
+    assert "reg abs_" in differ["CPUType.cpp"]["removed"]
+
+
+def test_th_wrappers_the_arm_no_longer_has_are_dead_code_and_ones_it_needs_are_refused():
+    extra = "Tensor _th_abs(const Tensor & self) {\n    return self;\n}\n"
+    dropped = generated_code.compared({"LegacyTHFunctionsCPU.cpp": g(LEGACY % extra)},
+                                      {"LegacyTHFunctionsCPU.cpp": g(LEGACY % "")})
+    assert not generated_code.judged(dropped, fix_in_release=False).refusal
+    needed = generated_code.compared({"LegacyTHFunctionsCPU.cpp": g(LEGACY % "")},
+                                     {"LegacyTHFunctionsCPU.cpp": g(LEGACY % extra)})
+    taking_back = generated_code.judged(needed, fix_in_release=True)
+    assert taking_back.earlier and "_th_abs(const Tensor &)" in taking_back.refusal
+    assert "the fix builds on changes the release lacks" in taking_back.refusal
+    forwards = generated_code.judged(needed, fix_in_release=False)
+    assert not forwards.earlier and "TH's generated wrappers" in forwards.refusal
+
+
+def test_inline_code_of_a_generated_header_and_the_autograd_layer_are_refused_named():
+    header = generated_code.compared({"Functions.h": g("static inline Tensor f(const Tensor & s) {\n  return s;\n}\n")},
+                                     {"Functions.h": g("static inline Tensor f(const Tensor & s) {\n  return -s;\n}\n")})
+    refused = generated_code.judged(header, False).refusal
+    assert "Functions.h changes inline code its includers compile" in refused
+    autograd = generated_code.compared({"torch/Functions.cpp": g("variable_list CdistBackward::apply(variable_list&& grads) {\n  a;\n}\n")},
+                                       {"torch/Functions.cpp": g("variable_list CdistBackward::apply(variable_list&& grads) {\n  b;\n}\n")})
+    assert "torch/Functions.cpp (def apply(variable_list&&))" in generated_code.judged(autograd, False).refusal
+
+
+def test_declarations_of_a_generated_header_are_placed_for_the_arms_own_files_and_cuda_is_left_out():
+    release = {"NativeFunctions.h": g("CAFFE2_API Tensor & _abs_out_cpu(Tensor & result, const Tensor & self);\n"),
+               "CUDAType.cpp": g("a\n"), "Declarations.yaml": g("a\n")}
+    arm = {"NativeFunctions.h": g("CAFFE2_API Tensor & abs_out(Tensor & result, const Tensor & self);\n"
+                                  "CAFFE2_API Tensor & abs_out(Tensor & result, const Tensor & self, Scalar s=1);\n"),
+           "CUDAType.cpp": g("b\n"), "Declarations.yaml": g("b\n")}
+    differ = generated_code.compared(release, arm)
+    assert list(differ) == ["NativeFunctions.h"]  # an overload added: only the arm's own files see it
+    assert generated_code.judged(differ, False).headers == ["NativeFunctions.h"]
+    assert generated_code.left_out(release, arm) == ["CUDAType.cpp", "Declarations.yaml"]
+
+
+def test_a_default_changed_on_a_declaration_both_sides_keep_is_code_its_callers_compile():
+    section = parts.whole_file_section(b"Tensor f(const Tensor & s, int64_t d=0);\n",
+                                       b"Tensor f(const Tensor & s, int64_t d=1);\n")
+    assert parts.includer_code(section, own_files_only=True) == "a default argument, which each caller compiles"
+    static_member = parts.whole_file_section(b"struct CPUType {\n  static Tensor & lt_(Tensor & self, Scalar o);\n};\n",
+                                             b"struct CPUType {\n};\n")
+    assert parts.includer_code(static_member) == ""
+
+
+def test_the_arms_kernel_is_registered_under_the_key_the_releases_generated_code_calls():
+    release = [{"name": "abs_", "schema": "abs_(Tensor(a!) self) -> Tensor(a!)", "cpp": "abs_", "cpu_dispatch": False,
+                "composite": "implicit", "derivative": True, "manual": False}]
+    arm = [{**release[0], "cpp": "_abs__cpu", "cpu_dispatch": True, "composite": None, "derivative": False}]
+    keyed = keyed_as_the_release(arm, release)
+    assert keyed[0]["cpp"] == "_abs__cpu" and keyed[0]["derivative"]
+    assert registration_key(keyed[0], {"major": 1, "minor": 4}) == "CPUTensorId"
+    chosen = [(keyed[0], "CPUTensorId", "at::Tensor&")]
+    _every_generated_kernel({"operators": ["abs_"]}, chosen)
+    with pytest.raises(BuildRefused, match="another kernel for abs.out, which no rebuilt file of the arm defines"):
+        _every_generated_kernel({"operators": ["abs.out", "abs_"]}, chosen)
+
+
+DISPATCH = """diff --git a/aten/src/ATen/native/native_functions.yaml b/aten/src/ATen/native/native_functions.yaml
+--- a/aten/src/ATen/native/native_functions.yaml
++++ b/aten/src/ATen/native/native_functions.yaml
+@@ -1,4 +1,2 @@
+ - func: abs_(Tensor(a!) self) -> Tensor(a!)
+   variants: function, method
+-  dispatch:
+-    CPU: _abs__cpu
+"""
+OP_FILE = """diff --git a/aten/src/ATen/native/UnaryOps.cpp b/aten/src/ATen/native/UnaryOps.cpp
+--- a/aten/src/ATen/native/UnaryOps.cpp
++++ b/aten/src/ATen/native/UnaryOps.cpp
+@@ -1,3 +1,3 @@
+ namespace at { namespace native {
+-Tensor& _abs__cpu(Tensor& self) { return self; }
++Tensor& abs_(Tensor& self) { return self.abs_(); }
+ }}
+"""
+FORMULA = """diff --git a/tools/autograd/derivatives.yaml b/tools/autograd/derivatives.yaml
+--- a/tools/autograd/derivatives.yaml
++++ b/tools/autograd/derivatives.yaml
+@@ -1,2 +1,2 @@
+ - name: abs(Tensor self) -> Tensor
+-  self: grad * self.sign()
++  self: grad * self.sgn()
+"""
+
+
+def test_a_dispatch_entry_with_its_op_file_is_a_kernel_fix_and_others_are_refused_before_any_build():
+    assert verdict(DISPATCH + OP_FILE) == "yes: kernels (op: aten/src/ATen/native/UnaryOps.cpp)"
+    assert "no op file whose kernels its generated code would call" in verdict(DISPATCH)
+    assert verdict(DISPATCH + FORMULA + OP_FILE).startswith("no: codegen:")
+
+
+def test_the_real_generators_of_torch_1_5_judge_a_real_dispatch_change(tmp_path, monkeypatch):
+    """torch 1.5's own generators (its branch point's ``gen.py``, autograd, TorchScript and binding
+    generators and their inputs, as ``tests/fixtures/generators-1.5-branch-point.tar.xz`` ships
+    them) made forwards with pr38262's generator inputs: the CPU key of ``scatter_add_`` calls
+    another kernel; nothing else a CPU build compiles changes but declarations."""
+    import subprocess
+    import tarfile
+
+    from test_overrides import git
+
+    from bugimpact.framework import patch
+    from bugimpact.framework.apply import direction_of
+    from bugimpact.overrides import generated_headers
+    fixtures = Path(__file__).parent / "fixtures"
+    repo = tmp_path / "torch"
+    repo.mkdir()
+    with tarfile.open(fixtures / "generators-1.5-branch-point.tar.xz") as tar:
+        tar.extractall(repo, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(repo)
+    git(repo, "init", "-q", "-b", "master")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "torch 1.5's branch point, its generators and their inputs")
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    diffs = patch.parse((fixtures / "pr38262-generator-inputs.diff").read_text())
+    inputs = {fd.name: (repo / fd.name).read_bytes() for fd in diffs}
+    direction, arm_inputs, _ = direction_of(diffs, inputs)
+    assert direction == "forward"
+    monkeypatch.chdir(tmp_path)
+    release = generated_headers.generate(repo, head, autograd=True)
+    arm = generated_headers.generate(repo, head, files=arm_inputs, autograd=True)
+    assert not release.get("error") and "torch/VariableType_0.cpp" in release["files"]
+    differ = generated_code.compared(release["files"], arm["files"])
+    judged = generated_code.judged(differ, fix_in_release=False)
+    assert not judged.refusal and judged.operators == ["scatter_add_"]
+    assert set(differ) <= {"CPUType.cpp", "CPUType.h", "NativeFunctions.h", "TypeDefault.h"}
+    assert "LegacyTHFunctionsCUDA.cpp" in generated_code.left_out(release["files"], arm["files"])
+
+
+def test_a_generated_arm_is_refused_where_the_release_takes_no_registration_or_no_clone_holds_its_tree():
+    from types import SimpleNamespace
+
+    from bugimpact.overrides.arm import generator_inputs_of
+    from bugimpact.overrides.parts import Refused
+    yaml = ["aten/src/ATen/native/native_functions.yaml"]
+    archive = SimpleNamespace(tree=None, read_from="archive x.tar.xz")
+    with pytest.raises(Refused, match="only registered kernels take over: torch 1.3.0: no override registration"):
+        generator_inputs_of(archive, yaml, "1.3.0")
+    with pytest.raises(Refused, match="whose generated code is made from the release's tree, and archive x.tar.xz is no clone"):
+        generator_inputs_of(archive, yaml, "1.4.0")
+    assert generator_inputs_of(archive, [], "1.3.0") == {}
+
+
+def test_a_2019_generators_scratch_copy_of_the_core_headers_is_judged_as_the_checked_in_header():
+    before, after = g("inline int f() { return 1; }\n"), g("inline int f() { return 2; }\n")
+    differ = generated_code.compared({"core_tmp/TensorBody.h": before}, {"core_tmp/TensorBody.h": after})
+    assert list(differ) == ["core/TensorBody.h"] and differ["core/TensorBody.h"]["header"].startswith("code")
