@@ -116,3 +116,17 @@ def test_an_arms_generator_inputs_are_generated_apart_and_the_autograd_generator
     assert generated_headers.generate(repo, shas["cut"])["files"]["NativeFunctions.h"] == native_functions("foo")
     # this tree's gen.py writes no Declarations.yaml, which the autograd generators read
     assert "generate_code.py" in generated_headers.generate(repo, shas["cut"], autograd=True)["error"]
+
+
+def test_a_pick_places_its_generators_files_where_they_merge_and_leaves_one_that_does_not(tmp_path):
+    repo, shas = history(tmp_path)
+    tool = "tools/autograd/gen_autograd.py"
+    head = b"import os\n\n\n\n\n"
+    cut = commit(repo, {tool: head + b"a = 1\n"}, "a generator at the cut", "2020-02-21T00:00:00")
+    commit(repo, {tool: head + b"a = 2\n"}, "master changes it", "2020-02-22T00:00:00")
+    pick = commit(repo, {tool: head + b"a = 3\n", YAML: b"- func: qux(Tensor self) -> Tensor\n"}, "a pick (#5)",
+                  "2020-02-23T00:00:00")
+    kept = generated_headers.placed(repo, cut, [pick])
+    assert kept == {YAML: b"- func: qux(Tensor self) -> Tensor\n"}  # the tool's change conflicts: left
+    fits = commit(repo, {tool: b"import os, sys\n\n\n\n\na = 3\n"}, "one that merges (#6)", "2020-02-24T00:00:00")
+    assert generated_headers.placed(repo, cut, [fits])[tool] == b"import os, sys\n\n\n\n\na = 1\n"

@@ -164,31 +164,9 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     if same:
         raise BuildRefused(same)
     shared = folder / "shared"
-    shared.mkdir(exist_ok=True)
-    arm_chosen = None
-    if route.registers:
-        chosen, skipped, overloads = _registered(sorted({*registering, *stub_files}), folder / "faithful",
-                                                 source_tree / "yaml", settings, bool(stub_files))
-        (shared / "register.cpp").write_text(registration_source(chosen, settings))
-        if compiled.get("generated"):  # the arm's generated code calls the kernels its declarations name
-            arm_chosen, _, _ = _registered(sorted({*registering, *stub_files}), folder / "arm",
-                                           source_tree / "arm-yaml", settings, True, keys=source_tree / "yaml")
-            _every_generated_kernel(compiled["generated"], arm_chosen)
-            (shared / "register-arm.cpp").write_text(registration_source(arm_chosen, settings))
-    else:
-        chosen, skipped, overloads = [], [], {}
-        (shared / "register.cpp").write_text(NO_REGISTRATIONS)
-    (shared / "hooks.cpp").write_text(HOOKS)
-    # the arm's registration declares its kernels with the arm's generated headers
-    registers = {"register": "release", **({"register-arm": "arm"} if arm_chosen is not None else {})}
-    run_all([("shared", f"{name}.cpp", [cxx, *compile_flags(settings, includes=(source_tree / side / "aten" / "src",
-                                                                                include)),
-                                        "-c", str(shared / f"{name}.cpp"), "-o", str(shared / f"{name}.o")])
-             for name, side in registers.items()]
-            + [("shared", "hooks.cpp", [cxx, "-O2", "-fPIC", "-c", str(shared / "hooks.cpp"),
-                                        "-o", str(shared / "hooks.o")])], log, threads)
-    register = {name: str(shared / ("register-arm.o" if name == "arm" and arm_chosen is not None else "register.o"))
-                for name in sides}
+    chosen, skipped, overloads, arm_chosen, register = _registration_objects(
+        compiled, route, sorted({*registering, *stub_files}), bool(stub_files), folder, source_tree, settings, cxx,
+        include, log, threads)
     objects = {name: [str(folder / name / p) + ".o" for p in compiled["rebuild"]] for name in sides}
     # the arm's objects too: the fix may call what the release's own files do not
     extra, taken, support, support_jobs = _closure(cxx, [objects[name] + [register[name]] for name in
@@ -232,6 +210,41 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
                                           for op, key, _ in arm_chosen]} if arm_chosen is not None else {}),
             "not_registered": skipped, "release_locals": taken, "support": support,
             "compiled_with": compiled_with, "libraries": out}
+
+
+def _registration_objects(compiled, route, registering, fills_stubs, folder, source_tree, settings, cxx, include,
+                          log, threads):
+    """The registration each library links, compiled into ``<folder>/shared`` with the canary's
+    hooks: the release's operators (``_registered``), and, where the arm's generated code changed
+    (``compiled["generated"]``), the arm's own (its declarations' kernels, compiled against its
+    generated headers). Returns (chosen, skipped, overloads, the arm's chosen or None, the
+    registration object of each library)."""
+    shared = folder / "shared"
+    shared.mkdir(exist_ok=True)
+    arm_chosen = None
+    if route.registers:
+        chosen, skipped, overloads = _registered(registering, folder / "faithful", source_tree / "yaml", settings,
+                                                 fills_stubs)
+        (shared / "register.cpp").write_text(registration_source(chosen, settings))
+        if compiled.get("generated"):  # the arm's generated code calls the kernels its declarations name
+            arm_chosen, _, _ = _registered(registering, folder / "arm", source_tree / "arm-yaml", settings, True,
+                                           keys=source_tree / "yaml")
+            _every_generated_kernel(compiled["generated"], arm_chosen)
+            (shared / "register-arm.cpp").write_text(registration_source(arm_chosen, settings))
+    else:
+        chosen, skipped, overloads = [], [], {}
+        (shared / "register.cpp").write_text(NO_REGISTRATIONS)
+    (shared / "hooks.cpp").write_text(HOOKS)
+    registers = {"register": "release", **({"register-arm": "arm"} if arm_chosen is not None else {})}
+    run_all([("shared", f"{name}.cpp", [cxx, *compile_flags(settings, includes=(source_tree / side / "aten" / "src",
+                                                                                include)),
+                                        "-c", str(shared / f"{name}.cpp"), "-o", str(shared / f"{name}.o")])
+             for name, side in registers.items()]
+            + [("shared", "hooks.cpp", [cxx, "-O2", "-fPIC", "-c", str(shared / "hooks.cpp"),
+                                        "-o", str(shared / "hooks.o")])], log, threads)
+    register = {name: str(shared / ("register-arm.o" if name == "arm" and arm_chosen is not None else "register.o"))
+                for name in ("arm", "faithful", "canary")}
+    return chosen, skipped, overloads, arm_chosen, register
 
 
 def _registered(rebuild, objects, yamls, settings, fills_stubs=False, keys=None):

@@ -45,6 +45,7 @@ INPUTS = ("aten/src/ATen/native/native_functions.yaml", "aten/src/ATen/Declarati
           "aten/src/ATen/nn.yaml")
 CWRAP_FILES = re.compile(r"set\(cwrap_files(.*?)\)", re.S)
 NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+PICKED_GENERATORS = ("tools/autograd", "tools/jit", "tools/shared", "tools/setup_helpers", "tools/codegen")
 KEPT = "every output"  # what a generation keeps: in its key, so a folder kept before is made again
 MOST_NAMES, MOST_PICKS = 12, 6  # how far the search for cherry-picks goes, each costing a generation
 NOT_NAMES = {"Tensor", "TensorList", "Scalar", "const", "return", "if", "CAFFE2_API", "TORCH_API",
@@ -146,14 +147,17 @@ def _read(made, folder):
 
 
 def placed(clone, commit, picks):
-    """The files under ``aten/src`` and ``tools`` the cherry-picks ``picks`` change (the generators
-    and their inputs, and the kernels a fix may rebuild; not the tests a wheel is not made from:
-    #31517 taught 1.4's TorchScript generator the ``float?`` it adds), as the
-    tree at ``commit`` has them with each made on it in turn (a three-way merge of the pick's own
-    file, as ``git cherry-pick`` does); raises ``NotPlaced`` naming a conflict."""
+    """The files under ``aten/src`` the cherry-picks ``picks`` change (the generator's inputs, and
+    the kernels a fix may rebuild; not the tests a wheel is not made from), and those of the
+    generators ``generate`` runs (``PICKED_GENERATORS``: #31517 taught 1.4's TorchScript generator
+    the ``float?`` it adds), as the tree at ``commit`` has them with each made on it in turn (a
+    three-way merge of the pick's own file, as ``git cherry-pick`` does); raises ``NotPlaced``
+    naming a conflict under ``aten/src``. A generator's file that does not place is left as the
+    tree has it: a generator that then fails says so (``generate``'s error)."""
     files = {}
     for pick in picks:
-        for path in git(clone, "diff", "--name-only", f"{pick}^", pick, "--", "aten/src", "tools").split():
+        for path in git(clone, "diff", "--name-only", f"{pick}^", pick, "--", "aten/src",
+                        *PICKED_GENERATORS).split():
             old = _blob(clone, f"{pick}^", path)
             new = _blob(clone, pick, path)
             have = files.get(path, _blob(clone, commit, path))
@@ -165,7 +169,12 @@ def placed(clone, commit, picks):
                 files[path] = merged(have, old, new, "old", path)
             except NotPlaced:  # e.g. an operator added where master had changed the entry below it
                 diff = git(clone, "diff", "--full-index", f"{pick}^", pick, "--", path)
-                files[path] = _added_after_lines_before(have, patch.parse(diff), path)
+                try:
+                    files[path] = _added_after_lines_before(have, patch.parse(diff), path)
+                except NotPlaced:
+                    if not path.startswith("aten/src/"):
+                        continue
+                    raise
     return files
 
 
