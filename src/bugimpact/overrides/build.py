@@ -40,7 +40,7 @@ from ..framework import cpp
 from ..framework.declarations import manual_operators, op_name, operators
 from ..framework.paths import part_of
 from ..harness.files import sha256_file
-from . import release_build, release_locals, stubs
+from . import parts, release_build, release_locals, stubs
 from .arm import not_as_made
 from .interposed import REGISTERS, interposition, no_load_time_registrations, taken_over, version_script
 from .objects import the_release_in_the_arm
@@ -160,7 +160,8 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     standins = (compiled.get("source") or {}).get("standins", ())
     needed = missing_headers([job for job in jobs if job[0] != "canary"], standins)
     provided = provide_headers(needed, settings, libs, third_party, standins)
-    same = the_release_in_the_arm(jobs, run_all(jobs, log, threads, cache))
+    same = the_release_in_the_arm(jobs, run_all(jobs, log, threads, cache),
+                                  {parts.compile_unit(p) for p in compiled["changed"]})
     if same:
         raise BuildRefused(same)
     shared = folder / "shared"

@@ -126,14 +126,18 @@ def same_code(a, b):
     return stripped[0] == stripped[1]
 
 
-def the_release_in_the_arm(jobs, kept):
+def the_release_in_the_arm(jobs, kept, changed=None):
     """Why the arm is the release, or "": where the arm compiles other source than the faithful
-    build (``jobs``: an override's compiles; another preprocessed text), its object must hold other
-    code. One alike is an arm that would pass the check as the fix: the build compiles the fix out,
-    or the object is not the arm's own (``kept``: the objects taken from the cache, by what kept
-    file each came from, which is named)."""
+    build (``jobs``: an override's compiles; another preprocessed text) in a file the fix changes
+    (``changed``; None: every file), its object must hold other code. One alike is an arm that
+    would pass the check as the fix: the build compiles the fix out, or the object is not the
+    arm's own (``kept``: the objects taken from the cache, by what kept file each came from, which
+    is named). A file rebuilt with the fix's own (an includer of a header whose declarations the
+    fix changes) may well compile to the release's code."""
     faithful = {path: cmd for name, path, cmd in jobs if name == "faithful"}
     for name, path, cmd in jobs:
+        if changed is not None and path not in changed:
+            continue
         if name == "arm" and same_code(cmd[-1], faithful[path][-1]) and key(cmd) != key(faithful[path]):
             came = (f"its object, taken from {kept[cmd[-1]]}, holds the release's code: a kept object that is not "
                     "the arm's own (remove it)" if cmd[-1] in kept else
