@@ -245,3 +245,23 @@ def test_a_2019_generators_scratch_copy_of_the_core_headers_is_judged_as_the_che
     before, after = g("inline int f() { return 1; }\n"), g("inline int f() { return 2; }\n")
     differ = generated_code.compared({"core_tmp/TensorBody.h": before}, {"core_tmp/TensorBody.h": after})
     assert list(differ) == ["core/TensorBody.h"] and differ["core/TensorBody.h"]["header"].startswith("code")
+
+
+def test_the_scope_says_which_operators_the_arm_registers_as_its_generated_code_calls_them():
+    from bugimpact.artifacts import onefix
+    kernels = {"rebuild": ["aten/src/ATen/native/TensorAdvancedIndexing.cpp"], "diff_sha256": "ee" * 32,
+               "source": {"reconstructed": True}, "generated": {"operators": ["scatter_add_"]}}
+    manifest = {"source": "onefix", "release": {"version": "1.5.1"}, "apply": "forward", "kernels": kernels}
+    assert onefix.describe(manifest) == (
+        "torch 1.5.1 with the fix's diff applied (diff sha256 eeeeeeeeeeee); kernels rebuilt from "
+        "TensorAdvancedIndexing.cpp (reconstructed), registered as its generated code calls them for scatter_add_")
+
+
+def test_other_code_of_a_kernel_file_is_refused_and_blank_lines_are_not_code():
+    release = CPU_1_4 % "_abs__cpu"
+    helper = release.replace("namespace CPUType {\n", "namespace CPUType {\nstatic int helper = 1;\n")
+    refused = generated_code.judged(generated_code.compared({"CPUType.cpp": g(release)}, {"CPUType.cpp": g(helper)}),
+                                    False).refusal
+    assert "CPUType.cpp: other changes, and no registration names its operator" in refused
+    spaced = release.replace("}\nTensor angle", "}\n\n\nTensor angle")
+    assert generated_code.compared({"CPUType.cpp": g(release)}, {"CPUType.cpp": g(spaced)}) == {}

@@ -284,6 +284,10 @@ def describe(manifest):
         source = kernels["source"]
         rebuilt = (f"; kernels rebuilt from {', '.join(Path(p).name for p in kernels['rebuild'])} "
                    f"({'reconstructed' if source['reconstructed'] else _own_source(source)})")
+        operators = (kernels.get("generated") or {}).get("operators")
+        if operators:
+            rebuilt += (f", registered as its generated code calls them for {', '.join(operators[:4])}"
+                        f"{' ...' if len(operators) > 4 else ''}")
     return f"{name} {what}{diff}{rebuilt}{other_side.in_words(manifest.get('release_tries'))}"
 
 

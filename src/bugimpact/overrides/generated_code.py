@@ -8,7 +8,8 @@ those blocks drop out; CUDA files are not compiled for a CPU run; some outputs a
 generators, not compiled. What differs then is judged file by file (``judged``):
 
 - **the kernels the dispatcher calls** (``CPUType.cpp``, ``TypeDefault.cpp``): a definition or
-  registration changed, added or taken away names its operator (``schema``). Such a change says
+  registration changed, added or taken away names its operator (``SCHEMA``); any other change of
+  them (an include, a helper) is refused. Such a change says
   which kernel the operator's key calls: the library registers the arm's kernel for it over the
   release's (``registration``), read from the arm's ``native_functions.yaml``. Every operator named
   here must be registered by the arm's library, or its build refuses (``build``);
@@ -69,12 +70,12 @@ def as_compiled(data):
 def chunks(text):
     """A generated source file as its pieces, each keyed: a top-level function definition (from a
     line that opens it to the first line that is ``}``) by ``def <name>(<parameter types>)``, a
-    registration (from its ``.op(``, ``m.impl`` or ``m.impl_UNBOXED`` to the next) by ``reg
-    <operator>``, and the rest by ``other``."""
+    registration (``REGISTRATION``, to the next piece) by ``reg <operator>``, and the rest by
+    ``other``; blank lines left out."""
     out, key, lines = {}, "other", []
 
-    def close():
-        out[key] = out.get(key, "") + "\n".join(lines) + "\n"
+    def close():  # blank lines apart: a definition taken away leaves its neighbours' blank lines
+        out[key] = out.get(key, "") + "".join(line + "\n" for line in lines if line.strip())
 
     for line in text.splitlines():
         definition = DEFINITION.match(line)
@@ -125,10 +126,12 @@ def compared(release, arm):
         found = {"added": sorted(set(new) - set(old)), "removed": sorted(set(old) - set(new)),
                  "changed": sorted(k for k in set(old) & set(new) if old[k] != new[k])}
         keys = found["added"] + found["removed"] + found["changed"]
+        if not keys:  # blank lines only
+            continue
         index = _kernels({**old, **new})
         found["operators"] = sorted({k[4:] for k in keys if k.startswith("reg ") and k != "reg ?"} |
                                     {op for k in keys if k.startswith("def ") for op in index.get(k, ())})
-        found["unnamed"] = [k for k in keys if k == "reg ?" or k.startswith("def ") and k not in index]
+        found["unnamed"] = [k for k in keys if k in ("reg ?", "other") or k.startswith("def ") and k not in index]
         out[name] = found
     return out
 
