@@ -265,3 +265,16 @@ def test_other_code_of_a_kernel_file_is_refused_and_blank_lines_are_not_code():
     assert "CPUType.cpp: other changes, and no registration names its operator" in refused
     spaced = release.replace("}\nTensor angle", "}\n\n\nTensor angle")
     assert generated_code.compared({"CPUType.cpp": g(release)}, {"CPUType.cpp": g(spaced)}) == {}
+
+
+def test_a_registration_added_at_the_end_of_the_chain_names_its_operator_alone():
+    release = CPU_1_5 % "_th_diag_out"
+    arm = release.replace(", &CPUType::diag));", ", &CPUType::diag))\n"
+                          '  .def("aten::triu(Tensor self, int diagonal=0) -> Tensor", torch::dispatch('
+                          "DispatchKey::CPUTensorId, &CPUType::triu));")
+    differ = generated_code.compared({"CPUType.cpp": g(release)}, {"CPUType.cpp": g(arm)})
+    assert differ["CPUType.cpp"]["operators"] == ["diag", "triu"]  # the chain's last line lost its ";"
+    one_line = "TORCH_LIBRARY_IMPL(aten, CPU, m) {\n  m.impl(\"abs_\", TORCH_FN(CPUType::abs_));\n}\n"
+    more = one_line.replace("}\n", "  m.impl(\"sign_\", TORCH_FN(CPUType::sign_));\n}\n")
+    assert generated_code.compared({"CPUType.cpp": g(one_line)}, {"CPUType.cpp": g(more)})["CPUType.cpp"]["operators"] \
+        == ["sign_"]

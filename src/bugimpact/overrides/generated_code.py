@@ -70,8 +70,8 @@ def as_compiled(data):
 def chunks(text):
     """A generated source file as its pieces, each keyed: a top-level function definition (from a
     line that opens it to the first line that is ``}``) by ``def <name>(<parameter types>)``, a
-    registration (``REGISTRATION``, to the next piece) by ``reg <operator>``, and the rest by
-    ``other``; blank lines left out."""
+    registration (``REGISTRATION``, to the next piece or the semicolon that ends its chain) by
+    ``reg <operator>``, and the rest by ``other``; blank lines left out."""
     out, key, lines = {}, "other", []
 
     def close():  # blank lines apart: a definition taken away leaves its neighbours' blank lines
@@ -80,20 +80,15 @@ def chunks(text):
     for line in text.splitlines():
         definition = DEFINITION.match(line)
         schema = SCHEMA.search(line)
-        starts_registration = REGISTRATION.match(line)
-        if definition or starts_registration or (schema and key.startswith("def ")):
+        if definition or REGISTRATION.match(line) or (schema and key.startswith("def ")):
             close()
-            if definition:
-                key, lines = f"def {definition.group(1)}({_types(definition.group(2))})", [line]
-            else:
-                key, lines = "reg ?", [line]
-            if schema:
-                key = f"reg {schema.group(1) or schema.group(2)}"
-            continue
+            key = f"def {definition.group(1)}({_types(definition.group(2))})" if definition else "reg ?"
+            lines = []
         if schema and key == "reg ?":
             key = f"reg {schema.group(1) or schema.group(2)}"
         lines.append(line)
-        if key.startswith("def ") and line == "}":
+        # a definition ends at its closing brace, a registration chain at its semicolon
+        if key.startswith("def ") and line == "}" or key.startswith("reg ") and line.rstrip().endswith(";"):
             close()
             key, lines = "other", []
     close()
