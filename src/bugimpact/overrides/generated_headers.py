@@ -15,7 +15,9 @@ until #31517 (``_test_optional_float``) is placed, then none; 1.3.0's own commit
 The tree's own generator runs on this interpreter (a 2019-2020 ``gen.py`` needs PyYAML only, which
 the host has), about 4 s a tree, once per commit and cherry-picks: its output is kept
 (``layout.GENERATED``). A tree without ``gen.py`` (torch 2.x's ``torchgen``) is not checked, and
-says so.
+says so. ``generate`` is also where an arm's generated code is made (``generated_code``): with the
+arm's generator inputs put in, and the autograd, TorchScript and binding generators run after
+``gen.py`` (about 6 s a tree in all).
 """
 import fcntl
 import hashlib
