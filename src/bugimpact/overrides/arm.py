@@ -184,7 +184,7 @@ def generator_inputs_of(source, paths, version):
     if not registers_operators(version):
         raise Refused(f"the fix changes which kernel its operators' keys call ({', '.join(paths[:3])}), which only "
                       f"registered kernels take over: {no_registration(version, paths)}")
-    if source.tree is None or not hasattr(source.tree, "clone"):
+    if not isinstance(source.tree, CloneTree):
         raise Refused(f"the fix changes torch {version}'s generator inputs ({', '.join(paths[:3])}), whose "
                       f"generated code is made from the release's tree, and {source.read_from} is no clone")
     inputs = {p: source.tree.read_bytes(p) for p in paths}
