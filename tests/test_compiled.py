@@ -308,7 +308,7 @@ def test_the_builds_flags_are_the_releases_own():
     settings = {"std": "c++14", "abi": 0, "cxx_flags": ["-DNDEBUG", "-O2", "-fopenmp"],
                 "build_flags": ["-O3", "-DNDEBUG"], "major": 1, "minor": 5, "capability": "AVX2",
                 "capability_flags": ["-DHAVE_AVX_CPU_DEFINITION", "-DHAVE_AVX2_CPU_DEFINITION"],
-                "include": ["/t/include"]}
+                "include": ["/t/include"], "parity": {}}
     flags = kernels.compile_flags(settings, includes=["/tree/release/aten/src"])
     assert flags[:2] == ["-std=c++14", "-D_GLIBCXX_USE_CXX11_ABI=0"]
     assert flags.index("-O3") > flags.index("-O2")  # the build type's optimisation comes last, as CMake's
@@ -316,6 +316,63 @@ def test_the_builds_flags_are_the_releases_own():
     assert flags[-2:] == ["-I/tree/release/aten/src", "-I/t/include"]  # a changed header before the wheel's
     assert kernels.release_flags(settings) == ["-DHAVE_AVX2_CPU_DEFINITION", "-DHAVE_AVX_CPU_DEFINITION",
                                                "-DNDEBUG", "-O2", "-O3", "-fopenmp"]
+
+
+def test_the_host_compiler_is_made_to_compute_as_an_older_release_compiler_did():
+    from bugimpact.overrides.release_build import parity
+    newer = parity("GCC 7.3", "g++ (Debian 12.2.0-14) 12.2.0")
+    assert list(newer) == ["-fno-tree-loop-vectorize"] and "FMA" in newer["-fno-tree-loop-vectorize"]
+    assert parity("GCC 9.3", "g++ (Debian 12.2.0-14) 12.2.0") == {}  # a release of GCC 8 or newer
+    assert parity("GCC 7.3", "gcc (GCC) 7.5.0") == {}  # a host as old as the release's
+    assert parity("GCC 7.3", "Debian clang version 14.0.6") == {}  # another vendor: no rule known
+    assert parity("", "g++ 12.2.0") == {}  # a release that does not say
+
+
+# a float sum of squares, as torch 1.4's cdist kernel sums one distance (``tdist_calc``)
+SUM_OF_SQUARES = """
+extern "C" float squares(const float* a, const float* b, int m) {
+  float agg = 0;
+  for (int x = 0; x < m; x++) { float d = a[x] - b[x]; agg = agg + d * d; }
+  return agg;
+}
+extern "C" float fused(const float* a, const float* b, int m) {
+  float agg = 0;
+  for (int x = 0; x < m; x++) { float d = a[x] - b[x]; agg = __builtin_fmaf(d, d, agg); }
+  return agg;
+}
+"""
+
+
+def test_the_parity_flag_makes_the_host_compiler_fuse_a_float_sum_as_gcc_7_did(tmp_path):
+    """At torch 1.4's flags (-O3 -mavx2 -mfma) GCC 7.3 compiled this loop to one FMA per element;
+    GCC 8 and newer vectorize it in order and multiply apart, which rounds differently: the
+    parity flag gives the fused sum back."""
+    import ctypes
+    import random
+    import subprocess
+
+    from bugimpact.overrides.release_build import compiler, parity
+    cxx, version = compiler()
+    flag = list(parity("GCC 7.3", version))
+    if not flag:
+        pytest.skip(f"the host's compiler ({version}) is no GCC of 8 or newer")
+    (tmp_path / "sum.cpp").write_text(SUM_OF_SQUARES)
+    libraries = {}
+    for name, extra in (("plain", []), ("parity", flag)):
+        library = tmp_path / f"{name}.so"
+        subprocess.run([cxx, "-O3", "-mavx2", "-mfma", "-fPIC", "-shared", *extra, str(tmp_path / "sum.cpp"),
+                        "-o", str(library)], check=True)
+        libraries[name] = ctypes.CDLL(str(library))
+        for function in ("squares", "fused"):
+            getattr(libraries[name], function).restype = ctypes.c_float
+    rng, differ = random.Random(0), 0
+    for _ in range(200):
+        m = 16
+        a, b = ((ctypes.c_float * m)(*[rng.gauss(0, 1) for _ in range(m)]) for _ in range(2))
+        fused = libraries["parity"].fused(a, b, m)
+        assert libraries["parity"].squares(a, b, m) == fused  # one FMA per element, as GCC 7.3's
+        differ += libraries["plain"].squares(a, b, m) != fused
+    assert differ > 0  # without it, the same source sums otherwise
 
 
 # --- the release's own source ---------------------------------------------------------------------

@@ -258,3 +258,75 @@ def test_the_papers_stub_kernel_fix_is_studied_through_the_releases_own_stub(tmp
     assert set(override["compiled_with"]) == {"arm kernels", "faithful kernels", "canary kernels"}
     assert "-mavx2" in override["compiled_with"]["arm kernels"]
     assert verdicts(work, "stubmax")["study-pr32541"]["verdict"] == "not triggered"  # digits hold no NaN
+
+
+CDIST_PROBE = """import sys, ctypes, torch
+if len(sys.argv) > 1:
+    ctypes.CDLL(sys.argv[1])
+torch.manual_seed(0)
+x1, x2, w = torch.randn(3, 5, requires_grad=True), torch.randn(1, 5, requires_grad=True), torch.randn(1, 3)
+(torch.cdist(x1, x2).t() * w).sum().backward()  # cdist's gradient is w.t(): 3 x 1, its last stride 3
+print(" ".join("%.4f" % v for v in x1.grad[:, 0].tolist()))
+"""
+
+
+def release_clone(tmp_path):
+    """A git repository of torch 1.4.0's source, as much of it as pr26254's arm reads (its code
+    generators and their inputs, Distance.cpp, its stub kernel file and their headers), tagged
+    v1.4.0: made by bin/extract-release-tree from its reconstruction (the branch point 35e6c1763e,
+    with #31517 placed)."""
+    import tarfile
+    repo = tmp_path / "torch-1.4.0"
+    repo.mkdir()
+    with tarfile.open(ROOT / "tests" / "fixtures" / "torch-1.4.0-tree.tar.xz") as tar:
+        tar.extractall(repo, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(repo)
+    for args in (["init", "-q", "-b", "master"], ["add", "-A"], ["commit", "-qm", "torch 1.4.0"], ["tag", "v1.4.0"]):
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True)
+    return repo
+
+
+def test_a_derivative_formula_fix_is_studied_with_its_backward_node_interposed(tmp_path):
+    """pr26254 (cdist's gradient when its last dimension is 1: a derivatives.yaml formula, a check
+    in its op file and a stride in its stub kernel) taken back on torch 1.4.0, whose source is a
+    clone of the release: the release tree's own generators make both arms' backward nodes, the
+    one that differs (CdistBackward) is compiled as a slice of Functions.cpp and interposed, in one
+    library with the registered op file and the stub kernel. On a workload of learned prototypes
+    (cdist forwards and backwards) the check is verified, the faithful build trains as the release
+    does bit for bit (with the host compiler made to sum as GCC 7.3 did), and training is not
+    triggered; on the bug's own input the arm's gradient is the bug's where the release's is right."""
+    work = project_copy(tmp_path / "p")
+    fixes = {"pr26254": {"label": "fix cdist gradient computation if first arg is 1xn (#26254)",
+                         "release": {"source": "pypi", "version": "1.4.0"},
+                         "patch": str(ROOT / "tests" / "fixtures" / "pr26254.diff")}}
+    name = study(work, "cdist", fixes, {"kind": "venv", "python": "3.7"}, runs=2, epochs=1)
+    config = yaml.safe_load((work / name).read_text())
+    config["artifacts"]["onefix"]["clone"] = str(release_clone(tmp_path))
+    config["train"]["model"] = "prototypes"
+    (work / name).write_text(yaml.safe_dump(config))
+    snakemake(work, "--configfile", name)
+    manifest = json.loads(next((work / "results" / "artifacts").glob("onefix-buggy-*/manifest.json")).read_text())
+    generated = manifest["kernels"]["generated"]
+    assert generated["nodes"] == ["CdistBackward"] and generated["operators"] == [], generated
+    checked = gate(work, "pr26254")["override_checks"]["buggy"]
+    assert checked["outcome"] == "verified" and checked["route"] == "registered+interposed", checked
+    assert checked["faithful_identical"] and checked["canary_entries"] > 0
+    assert "torch::autograd::generated::CdistBackward::apply" in checked["workload_calls"], checked["workload_calls"]
+    row = verdicts(work, "cdist")["pr26254"]
+    assert row["verdict"] == "not triggered" and "its generated backward node CdistBackward interposed" in row["scope"]
+    runtime = json.loads(next((work / "results" / "runtimes").glob("*/onefix-buggy-*/runtime.json")).read_text())
+    override = runtime["override"]
+    assert override["release_compiler"] == "GCC 7.3" and "-fno-tree-loop-vectorize" in override["parity"]
+    exported = subprocess.run(["nm", "-D", "--defined-only", override["libraries"]["arm"]["library"]],
+                              capture_output=True, text=True, check=True).stdout
+    assert "_ZN5torch8autograd9generated13CdistBackward5applyEOSt6vectorIN2at6TensorESaIS5_EE" in exported
+    assert "_ZNK2at6Tensor" not in exported  # no inline copy of the slice's takes over the release's
+    python = str(Path(runtime["python"]))
+    (tmp_path / "probe.py").write_text(CDIST_PROBE)
+    grads = {}
+    for build in ("release", "faithful", "arm"):
+        library = [override["libraries"][build]["library"]] if build != "release" else []
+        out = subprocess.run([python, str(tmp_path / "probe.py"), *library], capture_output=True, text=True,
+                             env={"PATH": "/usr/bin:/bin", **({"LD_PRELOAD": library[0]} if library else {})})
+        assert out.returncode == 0, out.stderr[-2000:]
+        grads[build] = out.stdout.split()
+    assert grads["faithful"] == grads["release"] and grads["arm"] != grads["release"], grads

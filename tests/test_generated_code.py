@@ -112,14 +112,76 @@ def test_th_wrappers_the_arm_no_longer_has_are_dead_code_and_ones_it_needs_are_r
     assert not forwards.earlier and "TH's generated wrappers" in forwards.refusal
 
 
-def test_inline_code_of_a_generated_header_and_the_autograd_layer_are_refused_named():
+def test_inline_code_of_a_generated_header_and_the_autograd_layers_kernels_are_refused_named():
     header = generated_code.compared({"Functions.h": g("static inline Tensor f(const Tensor & s) {\n  return s;\n}\n")},
                                      {"Functions.h": g("static inline Tensor f(const Tensor & s) {\n  return -s;\n}\n")})
     refused = generated_code.judged(header, False).refusal
     assert "Functions.h changes inline code its includers compile" in refused
-    autograd = generated_code.compared({"torch/Functions.cpp": g("variable_list CdistBackward::apply(variable_list&& grads) {\n  a;\n}\n")},
-                                       {"torch/Functions.cpp": g("variable_list CdistBackward::apply(variable_list&& grads) {\n  b;\n}\n")})
-    assert "torch/Functions.cpp (def apply(variable_list&&))" in generated_code.judged(autograd, False).refusal
+    variable = "Tensor VariableType::cdist(const Tensor & x1, const Tensor & x2) {\n  %s;\n}\n"
+    autograd = generated_code.compared({"torch/VariableType_2.cpp": g(variable % "a")},
+                                       {"torch/VariableType_2.cpp": g(variable % "b")})
+    assert "torch/VariableType_2.cpp (def VariableType::cdist(const Tensor &, const Tensor &))" in \
+        generated_code.judged(autograd, False).refusal
+
+
+# the generated backward nodes' file as 1.4's autograd generator writes it (abridged)
+NODES = """#include "Functions.h"
+#include <ATen/Utils.h>
+
+namespace torch { namespace autograd { namespace generated {
+
+namespace {
+
+Tensor not_implemented(const char* name) {
+  throw std::runtime_error(name);
+}
+
+}
+
+variable_list AddBackward0::apply(variable_list&& grads) {
+  return grads;
+}
+
+variable_list CdistBackward::apply(variable_list&& grads) {
+  auto grad_result = _cdist_backward(%s, x1, x2, p, result);
+  return {grad_result};
+}
+
+variable_list MulBackward0::apply(variable_list&& grads) {
+  return grads;
+}
+
+}}} // namespace torch::autograd::generated
+"""
+
+
+def test_a_derivative_formula_is_its_backward_node_interposed_from_a_slice_of_the_generated_file():
+    release, arm = (NODES % "grad.contiguous()").encode(), (NODES % "grad").encode()
+    differ = generated_code.compared({"torch/Functions.cpp": release}, {"torch/Functions.cpp": arm})
+    assert differ["torch/Functions.cpp"]["changed"] == ["def CdistBackward::apply(variable_list&&)"]
+    judged = generated_code.judged(differ, fix_in_release=True)
+    assert not judged.refusal and judged.nodes == ["def CdistBackward::apply(variable_list&&)"]
+    assert judged.nodes_file == "torch/Functions.cpp" and not judged.operators
+    sliced = generated_code.sliced(arm.decode(), judged.nodes)
+    assert "CdistBackward::apply" in sliced and "_cdist_backward(grad, x1" in sliced
+    assert "AddBackward0" not in sliced and "MulBackward0" not in sliced  # the other nodes stay the release's
+    assert "Tensor not_implemented(const char* name) {" in sliced and sliced.rstrip().endswith("generated")
+    # its sibling header, found where the tree compiles it (the wheel ships it there)
+    assert '#include "torch/csrc/autograd/generated/Functions.h"' in sliced
+    assert sliced.count("{") == sliced.count("}")
+
+
+def test_a_backward_node_added_or_a_helper_of_every_node_changed_is_refused_named():
+    release = (NODES % "grad").encode()
+    added = release.replace(b"variable_list MulBackward0", b"variable_list NewBackward::apply(variable_list&& grads) "
+                                                            b"{\n  return grads;\n}\n\nvariable_list MulBackward0")
+    refused = generated_code.judged(generated_code.compared({"torch/Functions.cpp": release},
+                                                            {"torch/Functions.cpp": added}), True).refusal
+    assert "def NewBackward::apply(variable_list&&)" in refused and "only a backward node's formula" in refused
+    helper = release.replace(b"throw std::runtime_error(name);", b"throw std::logic_error(name);")
+    refused = generated_code.judged(generated_code.compared({"torch/Functions.cpp": release},
+                                                            {"torch/Functions.cpp": helper}), True).refusal
+    assert "def not_implemented(const char*)" in refused
 
 
 def test_declarations_of_a_generated_header_are_placed_for_the_arms_own_files_and_cuda_is_left_out():
@@ -184,10 +246,12 @@ FORMULA = """diff --git a/tools/autograd/derivatives.yaml b/tools/autograd/deriv
 """
 
 
-def test_a_dispatch_entry_with_its_op_file_is_a_kernel_fix_and_others_are_refused_before_any_build():
+def test_a_dispatch_entry_or_a_formula_with_its_op_file_is_a_kernel_fix_and_others_are_refused_before_any_build():
     assert verdict(DISPATCH + OP_FILE) == "yes: kernels (op: aten/src/ATen/native/UnaryOps.cpp)"
     assert "no op file whose kernels its generated code would call" in verdict(DISPATCH)
-    assert verdict(DISPATCH + FORMULA + OP_FILE).startswith("no: codegen:")
+    assert verdict(DISPATCH + FORMULA + OP_FILE) == "yes: kernels (op: aten/src/ATen/native/UnaryOps.cpp)"
+    added = FORMULA.replace("@@ -1,2 +1,2 @@\n", "@@ -1,2 +1,4 @@\n+- name: sgn(Tensor self) -> Tensor\n+  self: grad * 0\n")
+    assert verdict(added + OP_FILE).startswith("no: codegen:") and "a derivative's signature (sgn)" in verdict(added)
 
 
 def test_the_real_generators_of_torch_1_5_judge_a_real_dispatch_change(tmp_path, monkeypatch):

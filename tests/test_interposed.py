@@ -158,7 +158,8 @@ def test_a_preloaded_library_exports_only_what_it_takes_over_and_the_counters(tm
     assert {"_ZNK3Box5twiceEv", "_Z10own_helperi"} <= dynamic(plain)  # what the script stops
     takes = ["_Z5scalei"]  # the interposed file's function, as interposed.taken_over would give
     assert interposed.taken_over([obj], {"_Z5scalei"}) == takes
-    assert interposed.taken_over([obj], exported_by_release) == sorted(exported_by_release)
+    # its weak copy of an inline function is its own, even where the release exports one
+    assert interposed.taken_over([obj], exported_by_release) == ["_Z10own_helperi", "_Z5scalei"]
     scripted = tmp_path / "scripted.so"
     subprocess.run(["g++", "-shared", "-o", str(scripted), obj,
                     interposed.version_script(tmp_path / "lib.map", takes)], check=True)

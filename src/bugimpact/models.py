@@ -2,7 +2,7 @@
 and what a runtime must hold to build it (``train.model`` and ``train.model_options``; the harness
 builds it: ``harness/models.py``, whose ``registry.model_protocol`` tells the protocols apart).
 
-- ``builtin`` (vggx, alexnet, smallcnn, lstm, transformer): its code is the harness's, keyed by ``HARNESS_VERSION``;
+- ``builtin`` (vggx, alexnet, smallcnn, lstm, transformer, prototypes): its code is the harness's, keyed by ``HARNESS_VERSION``;
 - ``dotted`` (``module:Class``): its code, found on the host's path without importing it (its
   top-level package's files, hashed), enters the experiment key; where the host has no copy it
   comes from ``runtime.requirements``, whose content names the runtime (``requirements``);

@@ -129,9 +129,10 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
     if kinds["compiled"]:
         fix, by_kind = parts.fix_part(kinds["compiled"])
         inputs = by_kind.get("codegen", [])
-        if fix == "codegen" and generator_inputs.registered(generated):
-            # its generated code may say only which kernel a key calls: the arm's generated code
-            # judges it (``generated_code``), and its other files are the fix's kernels
+        if fix == "codegen" and generator_inputs.one_library(generated):
+            # its generated code may say only which kernel a key calls, or change a backward node's
+            # formula: the arm's generated code judges it (``generated_code``), and its other files
+            # are the fix's kernels
             rest = [p for p in kinds["compiled"] if p not in inputs]
             fix, by_kind = parts.fix_part(rest) if rest else ("codegen", {})
             if not by_kind.get("op") and not by_kind.get("stub"):
@@ -284,10 +285,14 @@ def describe(manifest):
         source = kernels["source"]
         rebuilt = (f"; kernels rebuilt from {', '.join(Path(p).name for p in kernels['rebuild'])} "
                    f"({'reconstructed' if source['reconstructed'] else _own_source(source)})")
-        operators = (kernels.get("generated") or {}).get("operators")
+        generated = kernels.get("generated") or {}
+        operators, nodes = generated.get("operators"), generated.get("nodes")
         if operators:
             rebuilt += (f", registered as its generated code calls them for {', '.join(operators[:4])}"
                         f"{' ...' if len(operators) > 4 else ''}")
+        if nodes:
+            rebuilt += (f", and its generated backward node{'s' * (len(nodes) > 1)} {', '.join(nodes[:4])}"
+                        f"{' ...' if len(nodes) > 4 else ''} interposed")
     return f"{name} {what}{diff}{rebuilt}{other_side.in_words(manifest.get('release_tries'))}"
 
 

@@ -132,6 +132,26 @@ class SmallCNN(nn.Module):
         return self.classifier(x.view(x.size(0), -1))
 
 
+class Prototypes(nn.Module):
+    """A nearest-prototype classifier: SmallCNN's convolutions embed an image, and its class scores
+    are the negative distances to one learned prototype per class (``torch.cdist``, torch 1.1+),
+    so that training runs cdist forwards and its backward node, as metric-learning models do."""
+
+    def __init__(self, in_channels=1, num_classes=10, size=8, dim=16):
+        super(Prototypes, self).__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 16, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.embed = nn.Linear(_flat_size(self.features, in_channels, size), dim)
+        self.prototypes = nn.Parameter(torch.randn(num_classes, dim))
+
+    def forward(self, x):
+        x = self.embed(self.features(x).view(x.size(0), -1))
+        return nn.functional.log_softmax(-torch.cdist(x, self.prototypes), dim=1)
+
+
 def _rows(x):
     """An image batch (batch, channels, rows, width) read as sequences of its rows: (rows, batch,
     channels * width), the sequence-first layout torch 1.x's recurrent and attention layers take."""
@@ -173,7 +193,7 @@ class RowTransformer(nn.Module):
 
 
 BUILTIN = {"vggx": VGGX, "alexnet": AlexNet32, "smallcnn": SmallCNN, "lstm": RowLSTM,
-           "transformer": RowTransformer}  # registry.MODELS
+           "transformer": RowTransformer, "prototypes": Prototypes}  # registry.MODELS
 
 
 class Torchvision(nn.Module):

@@ -5,7 +5,7 @@ import json
 
 from .metrics import METRICS as _METRIC_DEFINITIONS
 
-MODELS = ("vggx", "alexnet", "smallcnn", "lstm", "transformer")
+MODELS = ("vggx", "alexnet", "smallcnn", "lstm", "transformer", "prototypes")
 ARMS = ("buggy", "corrected")  # every bug's two arms, in this order
 RECORD_SCHEMA = 1  # bump when a run record's fields change meaning
 FAULTS = ("relu_leak", "momentum_ignored", "dropout_shift", "grad_scale", "label_noise")

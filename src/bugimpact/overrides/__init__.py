@@ -14,7 +14,8 @@ imports no step; the steps call it in this order, one function each:
    from one table (``refusals``; the diff's part, ``parts``; a codegen fix's generator inputs,
    ``generator_inputs``). A fix whose generator inputs say only which kernel a key calls has its
    arm's generated code made and judged by definition (``generated_code``): the library then
-   registers the arm's kernels as its generated code calls them.
+   registers the arm's kernels as its generated code calls them; a derivative formula's changed
+   backward nodes are compiled as a slice of their generated file and interposed.
 2. **build** (the runtime step, about a minute): ``build.build`` compiles three libraries with
    the release's own flags (``release_build``): ``faithful`` (the release's files), ``canary``
    (instrumented) and ``arm``, binding what the release keeps to itself (``release_locals``) and

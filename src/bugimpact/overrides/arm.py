@@ -200,11 +200,13 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
     """What an arm's generated code changes, judged (``generated_code``): the release tree's
     generators run on its own ``inputs`` and on the arm's (``arm_inputs``). Returns the
     manifest's ``generated`` (the operators whose kernels the arm's library must register, the
-    generated files that differ, those left out), the generated headers placed for the arm's
-    own files (path in the tree -> bytes: the wheel's own header, ``shipped``, with what the arm's
-    generators change in it merged in, so that a reconstruction's own differences stay out) and
-    the arm's declarations (the ``arm-yaml`` side); refuses what no library takes, naming it
-    (``Entangled`` where a release before the fix may)."""
+    backward nodes it interposes, the generated files that differ, those left out), the generated
+    headers placed for the arm's own files (path in the tree -> bytes: the wheel's own header,
+    ``shipped``, with what the arm's generators change in it merged in, so that a reconstruction's
+    own differences stay out), the backward nodes' file the library compiles (path in the tree ->
+    (the release's slice, the arm's): ``generated_code.sliced``) and the arm's declarations (the
+    ``arm-yaml`` side); refuses what no library takes, naming it (``Entangled`` where a release
+    before the fix may)."""
     tree = source.tree
     made = {side: generated_headers.generate(tree.clone, tree.commit, files={**tree.changed, **side_inputs},
                                              autograd=True)
@@ -225,10 +227,16 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
                 merged(wheels, release[name], arm[name], "old", name)
         except NotPlaced as exc:
             raise Refused(f"the arm's generated {name} does not go on torch {version}'s own: {exc}") from None
+    nodes = {}
+    if judged.nodes:
+        nodes[generated_code.NODES_COMPILED_AS] = tuple(
+            generated_code.sliced(side[judged.nodes_file].decode("utf-8", "replace"), judged.nodes).encode()
+            for side in (release, arm))
     yamls = {**source.yamls, **{p: arm_inputs[p] for p in release_source.YAMLS if p in arm_inputs}}
-    return ({"operators": judged.operators, "headers": sorted(headers), "differ": sorted(differ),
+    return ({"operators": judged.operators, "nodes": [generated_code.NODE.match(k).group(1) for k in judged.nodes],
+             "headers": sorted(headers), "differ": sorted(differ),
              "left_out": generated_code.left_out(release, arm),
-             "seconds": [made["release"].get("seconds"), made["arm"].get("seconds")]}, headers, yamls)
+             "seconds": [made["release"].get("seconds"), made["arm"].get("seconds")]}, headers, nodes, yamls)
 
 
 def write_tree(tree, source, sides):
@@ -306,18 +314,22 @@ def prepare(kernels, sources, arm, wheel, version, folder):
         more, standins = closure(source.tree.read_bytes, sorted(callers), release.headers)
         source.includes.update(more)
         source.standins = sorted(set(source.standins) | set(standins))
-    generated, arm_side = None, {**files, **{p: d for p, d in placed.items() if p in files}}
+    generated, arm_side, changed = None, {**files, **{p: d for p, d in placed.items() if p in files}}, kernels.built
     if inputs and apply:
-        generated, headers, yamls = generated_for(source, inputs, {p: placed.get(p, d) for p, d in inputs.items()},
-                                                  fix_in_release, version, release.headers)
+        generated, headers, nodes, yamls = generated_for(
+            source, inputs, {p: placed.get(p, d) for p, d in inputs.items()}, fix_in_release, version, release.headers)
         arm_side.update(headers)
+        for path, (faithful, arms) in nodes.items():  # compiled as the release's slice and the arm's
+            files[path], arm_side[path] = faithful, arms
+            changed = sorted({*changed, path})
+            route = route.interposing()
     tree = (Path(folder) / "kernels").resolve()
     sides = {"release": files, "arm": arm_side if apply else files}
     if generated:
         sides["arm-yaml"] = yamls
     digests = write_tree(tree, source, sides)
     part = {"part": kernels.part, "route": str(route), "interposed_parts": list(route.interposed_parts),
-            "changed": kernels.built,
+            "changed": changed,
             "cuda_left_out": kernels.files.get("cuda", []),
             "rebuild": sorted({parts.compile_unit(p) for p in files if not p.endswith(".h")}), "tree": str(tree),
             "rebuilt_for_callers": {path: sorted(ops) for path, ops in sorted(callers.items())},

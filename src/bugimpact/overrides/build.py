@@ -205,6 +205,7 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
                               "<override>/shared/third-party", "<tree>/include",
                               *settings["include"]],
             "torch": settings["version"], "capability": settings["capability"],
+            "release_compiler": settings["compiler"], "parity": settings["parity"],
             "registered": [{"op": op["name"], "key": key, **({"manual": True} if op["manual"] else {})}
                            for op, key, _ in chosen], "overloads": overloads,
             **({"registered_by_the_arm": [{"op": op["name"], "key": key, "kernel": op["cpp"]}

@@ -19,10 +19,14 @@ generators, not compiled. What differs then is judged file by file (``judged``):
   generates (``Entangled``: a release before the fix may take it forwards);
 - **generated headers**: declarations only are placed for the arm's own files (a new native
   function its op file calls); inline code their includers compile is refused;
-- **anything else the release compiles** (the autograd layer's kernels and backward nodes,
-  TorchScript's operator table, the Python bindings, kernels of sparse, quantized or MKL-DNN
-  tensors): refused, the file and its first changed definitions named. Their routes (interposed
-  backward nodes, re-registered Variable kernels) are not built yet.
+- **the backward nodes** (``Functions.cpp``): a node's ``apply`` changed (a derivative formula)
+  is interposed: the file is compiled as a slice, its preamble and helpers and the changed nodes
+  (``sliced``), and the library exports their ``apply``, which libtorch exports too. A node added
+  or taken away (its struct in ``Functions.h`` changes) or a helper changed is refused;
+- **anything else the release compiles** (the autograd layer's Variable kernels, TorchScript's
+  operator table, the Python bindings, kernels of sparse, quantized or MKL-DNN tensors): refused,
+  the file and its first changed definitions named. Re-registered Variable kernels are not built
+  yet.
 """
 import re
 
@@ -42,7 +46,13 @@ SCHEMA = re.compile(r'"aten::([\w.]+)\(|m\.impl(?:_UNBOXED)?\("(?:aten::)?([\w.]
 # const Tensor &)...): 1.6's TORCH_FN(CPUType::abs_out) does not
 KERNEL = re.compile(r"\b(?:CPUType|TypeDefault)::(\w+)")
 SIGNATURE = re.compile(r"<[^<>]*?\(([^()]*)\)\s*[,>]")
-DEFINITION = re.compile(r"^[A-Za-z_][^;{}()]*?\b(\w+)\s*\(([^;{}]*)\)\s*(const\s*)?\{\s*$")
+# a definition, by its name as written (``CdistBackward::apply``: a backward node's is qualified)
+DEFINITION = re.compile(r"^[A-Za-z_][^;{}()]*?\b((?:\w+::)*\w+)\s*\(([^;{}]*)\)\s*(const\s*)?\{\s*$")
+# the backward nodes' definitions, as the autograd generator writes them (``torch/Functions.cpp``
+# in 2019, ``torch/autograd/generated/Functions.cpp`` from 1.5), and the path the build compiles
+BACKWARD_NODES = re.compile(r"^torch/(autograd/generated/)?Functions\.cpp$")
+NODES_COMPILED_AS = "torch/csrc/autograd/generated/Functions.cpp"
+NODE = re.compile(r"^def (\w+)::apply\(variable_list&&\)$")
 
 
 def as_compiled(data):
@@ -138,7 +148,7 @@ def _kernels(pieces):
     defined = {}
     for key in pieces:
         if key.startswith("def "):
-            defined.setdefault(key[4:key.index("(")], []).append(key)
+            defined.setdefault(key[4:key.index("(")].rsplit("::", 1)[-1], []).append(key)
     out = {}
     for key, text in pieces.items():
         if not key.startswith("reg ") or key == "reg ?":
@@ -173,18 +183,20 @@ def left_out(release, arm):
 
 class Judged:
     """What one library must do for a fix's generated code (``judged``): the operators whose
-    kernels it registers from the arm's declarations (``operators``), the generated headers it
-    places for the arm's own files (``headers``), and why it cannot (``refusal``, with whether
-    a release before the fix may take it: ``earlier``)."""
+    kernels it registers from the arm's declarations (``operators``), the backward nodes whose
+    ``apply`` it interposes (``nodes``: their definitions' keys, in ``nodes_file``), the generated
+    headers it places for the arm's own files (``headers``), and why it cannot (``refusal``, with
+    whether a release before the fix may take it: ``earlier``)."""
 
-    def __init__(self, operators=(), headers=(), refusal="", earlier=False):
+    def __init__(self, operators=(), headers=(), refusal="", earlier=False, nodes=(), nodes_file=""):
         self.operators, self.headers = sorted(operators), sorted(headers)
         self.refusal, self.earlier = refusal, earlier
+        self.nodes, self.nodes_file = sorted(nodes), nodes_file
 
 
 def judged(differ, fix_in_release):
     """How the generated files that differ (``compared``) go (module doc)."""
-    operators, headers, blocked = set(), [], []
+    operators, headers, blocked, nodes, nodes_file = set(), [], [], [], ""
     for name, diff in differ.items():  # ATen's outputs by their own names, the autograd layer's under torch/
         if "header" in diff:
             if diff["header"]:
@@ -200,6 +212,13 @@ def judged(differ, fix_in_release):
                 blocked.append(f"{name}: {', '.join(diff['unnamed'][:3])} changes, and no registration names "
                                "its operator")
             continue
+        if BACKWARD_NODES.match(name):
+            others = [k for k in diff["added"] + diff["removed"] + diff["changed"] if k not in diff["changed"]
+                      or not NODE.match(k)]
+            if others:  # a node added or taken away changes Functions.h too; a helper, every node's code
+                blocked.append(f"{name}: {', '.join(others[:3])} (only a backward node's formula is interposed)")
+            nodes, nodes_file = diff["changed"], name
+            continue
         if name in LEGACY_TH:
             needed = [k for k in diff["added"] + diff["changed"] if k.startswith("def ")]
             if needed:
@@ -213,4 +232,23 @@ def judged(differ, fix_in_release):
     if blocked:
         return Judged(refusal="the fix changes generated code no library takes yet: " + "; ".join(blocked[:3])
                       + (f"; and {len(blocked) - 3} more" if len(blocked) > 3 else ""))
-    return Judged(operators, headers)
+    return Judged(operators, headers, nodes=nodes, nodes_file=nodes_file)
+
+
+def sliced(text, nodes):
+    """The generated backward nodes' file (``BACKWARD_NODES``) as the library compiles it: its
+    preamble and helpers, and of its nodes' definitions only ``nodes`` (``judged``'s keys); the
+    header it includes from its own directory named by its path in the tree, where the build
+    finds the wheel's. What the library takes over is those nodes' ``apply``: libtorch exports
+    each and fills the node's vtable through a relocation against the symbol."""
+    out, dropping = [], False
+    for line in text.splitlines():
+        definition = DEFINITION.match(line)
+        if definition:
+            key = f"def {definition.group(1)}({_types(definition.group(2))})"
+            dropping = bool(NODE.match(key)) and key not in nodes
+        if not dropping:
+            out.append(re.sub(r'^#include "(Functions\.h)"', rf'#include "{NODES_COMPILED_AS[:-4]}.h"', line))
+        elif line == "}":
+            dropping = False
+    return "\n".join(out) + "\n"

@@ -21,9 +21,10 @@ KINDS = ("the generators", "an existing operator's schema changed", "an operator
          "a derivative's signature", "TH declarations (cwrap, nn.yaml)", "a dispatch entry or key",
          "a derivative formula", "generated headers checked in")
 # what the arm's generated code may change and one library still take (``generated_code``: the
-# kernel a key calls, registered from the arm's declarations); whether it does, the generated
-# code itself says
-REGISTERED = ("a dispatch entry or key", "TH declarations (cwrap, nn.yaml)", "generated headers checked in")
+# kernel a key calls, registered from the arm's declarations; a backward node's formula,
+# interposed); whether it does, the generated code itself says
+ONE_LIBRARY = ("a dispatch entry or key", "TH declarations (cwrap, nn.yaml)", "generated headers checked in",
+               "a derivative formula")
 GENERATORS = re.compile(r"^tools/|^torchgen/|^aten/src/ATen/(templates/|function_wrapper|gen\.py|native_parse)")
 CHECKED_IN = re.compile(r"^aten/src/ATen/core/(TensorBody|TensorMethods|Tensor)\.h$")
 ENTRY = re.compile(r"^- (func|name):\s*([\w.]+)\s*\((.*)$")
@@ -45,10 +46,10 @@ def changes(path, section):
     return []
 
 
-def registered(found):
+def one_library(found):
     """Whether a fix's generator-input changes (``changes``) are all of kinds whose generated code
-    a library may take by registering the arm's kernels (``REGISTERED``)."""
-    return all(kind in REGISTERED for kind, _ in found)
+    one library may take (``ONE_LIBRARY``)."""
+    return all(kind in ONE_LIBRARY for kind, _ in found)
 
 
 def words(found):

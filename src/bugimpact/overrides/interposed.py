@@ -61,12 +61,14 @@ def interposition(faithful, arm, libs, pairs, interposed=()):
 
 
 def taken_over(objects, exported):
-    """The functions ``objects`` define (global or weak) that the release exports too: what a
-    preloaded library of them takes over."""
+    """The functions ``objects`` define as their own (global, not weak) that the release exports
+    too: what a preloaded library of them takes over. A weak definition is a copy of an inline
+    function or template instantiated in every object that calls it (``Tensor::contiguous``,
+    hundreds in a generated backward nodes' file): it stays the library's own."""
     symbols = {}
     for path in objects:
         symbols.update(function_symbols(path))
-    return sorted(n for n, binding in symbols.items() if binding in "TW" and n in exported)
+    return sorted(n for n, binding in symbols.items() if binding == "T" and n in exported)
 
 
 def version_script(path, exports):

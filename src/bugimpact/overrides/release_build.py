@@ -35,6 +35,15 @@ DEFINE_DISPATCH = re.compile(rb"^(\s*DEFINE_DISPATCH\(\w+\);)", re.M)
 LINK_FLAGS = ("-Wl,--no-undefined", "-Wl,-Bsymbolic")
 
 
+# Flags that make the host's compiler do a float computation as the release's compiler did, where
+# a newer one rounds differently at the release's own flags: (release compiler, oldest host
+# version it applies from, flags, why). Seen: torch 1.4's cdist (GCC 7.3) differed by an ulp
+# rebuilt by g++ 12, the faithful build's training not the release's, until this flag.
+PARITY = (("GCC", 8, ("-fno-tree-loop-vectorize",),
+           "GCC 8 vectorizes a float sum in order (fold-left), multiplying apart from the add that GCC 7 "
+           "fused into one FMA at -mfma: the sum rounds differently"),)
+
+
 class BuildRefused(RuntimeError):
     """The override cannot be built as the release was: the message says what failed."""
 
@@ -49,10 +58,25 @@ def compiler():
     return cxx, (version or ["?"])[0]
 
 
+def parity(release_compiler, host_version):
+    """The flags (``PARITY``) the host's compiler (its ``--version`` line) needs to compute as the
+    release's compiler did (``GCC 7.3``, from its ``torch.__config__``), each with why: a rule
+    applies where the release's compiler is older than the version the rounding changed in, and
+    the host's is that one or newer (same vendor: g++ says ``g++``/``gcc``, clang ``clang``)."""
+    release = re.match(r"(GCC|clang)\s+(\d+)", release_compiler or "")
+    host = re.search(r"(\d+)\.\d+(\.\d+)?\s*$", host_version or "")
+    vendor = "clang" if "clang" in (host_version or "") else "GCC"
+    if not release or not host or release.group(1) != vendor:
+        return {}
+    return {flag: why for name, since, flags, why in PARITY for flag in flags
+            if name == vendor and int(release.group(2)) < since <= int(host.group(1))}
+
+
 def release_settings(python):
     """How the release was built, from the runtime's own torch: version, ABI, C++ standard, its
     ``CXX_FLAGS`` (codegen flags only: ``-D``, ``-O``, ``-f``, ``-m``), its build type's flags, its
-    CPU capability, and where its headers and libraries are."""
+    CPU capability, its compiler and what the host's needs to compute as it did (``parity``), and
+    where its headers and libraries are."""
     out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True)
     if out.returncode != 0:
         raise BuildRefused(f"{python} cannot import torch: {out.stderr.strip()[-400:]}")
@@ -70,7 +94,10 @@ def release_settings(python):
                                                                      "c++14" if info["version"] < "2" else "c++17")
     build_type = re.search(r"BUILD_TYPE=(\w+)", config)
     capability = re.search(r"CPU capability usage: (\w+)", config)
+    built_by = re.search(r"^\s*-\s*((?:GCC|clang)\s+[\d.]+)", config, re.M)
     info.update(std=std_year, cxx_flags=cxx_flags + parallel, capability_flags=capability_flags(info["lib"]),
+                compiler=built_by.group(1) if built_by else "",
+                parity=parity(built_by.group(1) if built_by else "", compiler()[1]),
                 build_flags=BUILD_TYPE_FLAGS.get(build_type.group(1) if build_type else "", []),
                 capability=capability.group(1) if capability else _host_capability(),
                 major=int(info["version"].split(".")[0]), minor=int(info["version"].split(".")[1]))
@@ -94,7 +121,7 @@ def compile_flags(settings, includes=()):
     # -fpermissive: a newer compiler's stricter diagnostics (a lambda's local type in an inline
     # template) are errors the release's compiler did not raise; it changes no code generated
     flags = [f"-std={settings['std']}", f"-D_GLIBCXX_USE_CXX11_ABI={settings['abi']}", "-fPIC", "-w",
-             "-fpermissive", *settings["cxx_flags"], *settings["build_flags"]]
+             "-fpermissive", *settings["cxx_flags"], *settings["build_flags"], *settings["parity"]]
     return flags + settings["capability_flags"] + [f"-I{p}" for p in (*includes, *settings["include"])]
 
 
@@ -231,10 +258,11 @@ def release_exports(libs):
 
 def release_flags(settings):
     """The flags that decide the code a file compiles to, as the release's own build had them
-    (its ``CXX_FLAGS``, parallel backend, build type and CPU capabilities): what every rebuilt
-    object must be compiled with, and no other such flag (the check compares them,
-    ``check.flags_problems``)."""
-    return sorted(set(settings["cxx_flags"]) | set(settings["build_flags"]) | set(settings["capability_flags"]))
+    (its ``CXX_FLAGS``, parallel backend, build type and CPU capabilities) and as the host's
+    compiler needs to compute as the release's did (``parity``): what every rebuilt object must
+    be compiled with, and no other such flag (the check compares them, ``check.flags_problems``)."""
+    return sorted(set(settings["cxx_flags"]) | set(settings["build_flags"]) | set(settings["capability_flags"])
+                  | set(settings["parity"]))
 
 
 def flags_of(cmd):
