@@ -168,6 +168,14 @@ def test_a_header_change_of_declarations_only_rebuilds_no_includer():
     overload = HEADER_HUNK.replace("-void propagate_names_for_copy(Tensor& result, const Tensor& src);",
                                    "-void f(Tensor& a);\n-void f(TensorImpl* a);")
     assert not parts.only_declarations(path, overload)  # an overload set changed
+    # TH's generic declarations, one name each (pr34875 took two away, pr23492 added one)
+    generic = ("@@ -1,4 +1,3 @@\n #ifndef TH_GENERIC_FILE\n #else\n"
+               "-TH_API void THTensor_(max)(THTensor *values_, THLongTensor *indices_, THTensor *t, int dimension);\n"
+               "-TH_API void THTensor_(min)(THTensor *values_, THLongTensor *indices_, THTensor *t, int dimension);\n"
+               "+TH_API void THTensor_(pow)(THTensor *r_, THTensor *t, scalar_t value);\n")
+    assert parts.only_declarations("aten/src/TH/generic/THTensorMath.h", generic)
+    assert not parts.only_declarations("aten/src/TH/generic/THTensorMath.h", generic.replace(
+        "THTensor_(min)", "THTensor_(max)"))  # an overload of one generic name
     assert not parts.only_declarations("aten/src/ATen/NamedTensorUtils.cpp", HEADER_HUNK)  # not a header
     # a hunk that begins within an inline function's body: a local made with a constructor reads
     # as a declaration in the hunk alone; the artifact reads the whole file (``arm.prepare``)

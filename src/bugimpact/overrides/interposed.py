@@ -36,7 +36,8 @@ def no_load_time_registrations(files, release):
 
 def interposition(faithful, arm, libs, pairs, interposed=()):
     """The functions the fix changes, from a library's objects (``changed_functions``: each one's
-    symbol, name and linkage, and whether an interposed file defines it), and how many exported functions whose release copies the objects of
+    symbol, name and linkage, and whether the library takes it over: an interposed file defines it
+    as its own, ``taken_over``), and how many exported functions whose release copies the objects of
     its ``interposed`` files replace (none: a registered library's), and none the release cannot
     be made to call: a changed function of an interposed file, of external linkage, that the
     release does not export (hidden, or inlined into its callers) keeps the release's own copy for
@@ -57,7 +58,7 @@ def interposition(faithful, arm, libs, pairs, interposed=()):
                            f"{'; '.join(names[n] for n in hidden[:3])}{' ...' if len(hidden) > 3 else ''}): hidden, "
                            "its own callers keep its copy, which no preloaded library replaces")
     return ([{"symbol": n, "name": names[n], "linkage": "external" if defined[n] in ("T", "W") else "internal",
-              **({"interposed": True} if n in theirs else {})} for n in changed], len(taken_over(interposed, exported)))
+              **({"interposed": True} if theirs.get(n) == "T" else {})} for n in changed], len(taken_over(interposed, exported)))
 
 
 def taken_over(objects, exported):

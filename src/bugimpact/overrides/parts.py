@@ -176,7 +176,9 @@ HEADER = (".h", ".hh", ".hpp", ".hxx", ".cuh")
 # function pointer (a data member), the preprocessor, names brought in or redefined
 NOT_A_DECLARATION = re.compile(r"\b(virtual|inline|constexpr|static|using|typedef|template|operator)\b|"
                                r"\(\s*\*|#|\[\[")
-DECLARED_NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")
+# a declared function's name: TH's generic ones are written ``THTensor_(addmm)(...)``, once for
+# every scalar type
+DECLARED_NAME = re.compile(r"([A-Za-z_]\w*?_\(\w+\)|[A-Za-z_]\w*)\s*\(")
 
 
 def only_declarations(path, section):
