@@ -291,6 +291,38 @@ def test_the_real_generators_of_torch_1_5_judge_a_real_dispatch_change(tmp_path,
     assert "LegacyTHFunctionsCUDA.cpp" in generated_code.left_out(release["files"], arm["files"])
 
 
+def test_the_real_generators_of_torch_1_5_judge_a_derivative_formula_as_one_backward_node(tmp_path, monkeypatch):
+    """pr26254's formula taken back on torch 1.5's own generators (``_cdist_forward``'s x1
+    gradient without ``.contiguous()``): one backward node's ``apply`` changes, and its slice
+    keeps the file's helpers and that node alone."""
+    import subprocess
+    import tarfile
+
+    from test_overrides import git
+
+    from bugimpact.overrides import generated_headers
+    repo = tmp_path / "torch"
+    repo.mkdir()
+    with tarfile.open(Path(__file__).parent / "fixtures" / "generators-1.5-branch-point.tar.xz") as tar:
+        tar.extractall(repo, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(repo)
+    git(repo, "init", "-q", "-b", "master")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "torch 1.5's branch point, its generators and their inputs")
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    derivatives = "tools/autograd/derivatives.yaml"
+    taken_back = (repo / derivatives).read_bytes().replace(b"x1: _cdist_backward(grad.contiguous(), x1",
+                                                           b"x1: _cdist_backward(grad, x1")
+    monkeypatch.chdir(tmp_path)
+    release = generated_headers.generate(repo, head, autograd=True)["files"]
+    arm = generated_headers.generate(repo, head, files={derivatives: taken_back}, autograd=True)["files"]
+    judged = generated_code.judged(generated_code.compared(release, arm), fix_in_release=True)
+    assert not judged.refusal and not judged.operators
+    assert judged.nodes == ["def CdistBackward::apply(variable_list&&)"], judged.nodes
+    sliced = generated_code.sliced(arm[judged.nodes_file].decode(), judged.nodes)
+    assert sliced.count("::apply(variable_list&& grads) {") == 1 and "_cdist_backward(grad, x1" in sliced
+    assert "copy_range" in sliced  # the file's helpers, which the node calls
+
+
 def test_a_generated_arm_is_refused_where_the_release_takes_no_registration_or_no_clone_holds_its_tree():
     from types import SimpleNamespace
 
