@@ -627,3 +627,19 @@ def test_an_unforeseen_exception_making_an_artifact_is_an_internal_error_with_it
     manifest = steps.artifact(steps.artifact_sources(config), spec, tmp_path / "m.json")
     assert manifest["failure_class"] == "internal error" and manifest["error"] == "KeyError: 'no such key'"
     assert "Traceback (most recent call last)" in manifest["traceback"] and "make_overlay" in manifest["traceback"]
+
+
+def test_a_faithful_compile_failing_on_a_stand_in_header_names_that_header_not_the_source():
+    """pr25076 on torch 1.4.0: Distributions.cpp includes cpuinfo.h (a submodule's), which neither
+    the wheel nor the source holds; its empty stand-in leaves cpuinfo_initialize undeclared, in
+    the release's own file too. The cause is the header, not a source that is not the release's."""
+    from bugimpact.overrides.build import stand_in_named
+    from bugimpact.overrides.release_build import NOT_THE_RELEASE
+    failed = ("compiling aten/src/ATen/native/Distributions.cpp failed for the release's own file too (the faithful "
+              "build): Distributions.cpp:169:7: error: \u2018cpuinfo_initialize\u2019 was not declared in this scope: "
+              + NOT_THE_RELEASE)
+    named = stand_in_named(failed, ["cpuinfo.h", "nnpack.h"])
+    assert "cpuinfo_initialize is cpuinfo.h's, a third-party header" in named and NOT_THE_RELEASE not in named
+    assert cause_of(named) == "a third-party header"
+    assert stand_in_named(failed, ["nnpack.h"]) == failed  # no stand-in declares it: the source is named
+    assert cause_of(failed) == "the reconstruction is not the release there"

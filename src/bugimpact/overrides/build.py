@@ -160,8 +160,11 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     standins = (compiled.get("source") or {}).get("standins", ())
     needed = missing_headers([job for job in jobs if job[0] != "canary"], standins)
     provided = provide_headers(needed, settings, libs, third_party, standins)
-    same = the_release_in_the_arm(jobs, run_all(jobs, log, threads, cache),
-                                  {parts.compile_unit(p) for p in compiled["changed"]})
+    try:
+        kept = run_all(jobs, log, threads, cache)
+    except BuildRefused as exc:
+        raise BuildRefused(stand_in_named(str(exc), [s for s in standins if s not in provided])) from None
+    same = the_release_in_the_arm(jobs, kept, {parts.compile_unit(p) for p in compiled["changed"]})
     if same:
         raise BuildRefused(same)
     shared = folder / "shared"
@@ -212,6 +215,21 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
                                           for op, key, _ in arm_chosen]} if arm_chosen is not None else {}),
             "not_registered": skipped, "release_locals": taken, "support": support,
             "compiled_with": compiled_with, "libraries": out}
+
+
+def stand_in_named(words, standins):
+    """A compile's failure (``words``) named by the empty stand-in of a third-party header
+    (``standins``: names no source of the release held, ``cpuinfo.h``) whose name begins the
+    identifier the compiler found undeclared (``cpuinfo_initialize``): the header's, not the
+    source's, is what is missing."""
+    undeclared = re.search(r"[‘'`](\w+)[’'] was not declared", words)
+    header = next((name for name in standins if undeclared and undeclared.group(1).startswith(name.split(".")[0])),
+                  None)
+    if header is None:
+        return words
+    return (f"{words.split(': ' + release_build.NOT_THE_RELEASE)[0]}: {undeclared.group(1)} is {header}'s, a "
+            "third-party header neither the wheel nor the source at hand holds (a submodule's): its stand-in "
+            "declares nothing")
 
 
 def _registration_objects(compiled, route, registering, fills_stubs, folder, source_tree, settings, cxx, include,

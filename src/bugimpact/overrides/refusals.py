@@ -31,6 +31,8 @@ CAUSES = (
      "the release tree's own generators could not run, or no clone holds the tree"),
     ("no registration on the release", r"no override registration is known",
      "the release's registration API is not known (1.4, 1.5, 1.6 and 2.x are), and the fix's kernels must be registered"),
+    ("a third-party header", r"a third-party header neither the wheel nor",
+     "a rebuilt file needs what a header of a submodule declares, which neither the wheel nor the release's source holds"),
     ("the reconstruction is not the release there", r"not what the release was built from",
      "the release's own file does not compile from the reconstructed source"),
     ("a header's code its includers compile", r"not declarations only",
