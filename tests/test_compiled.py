@@ -309,6 +309,13 @@ def test_only_the_operators_a_rebuilt_file_defines_are_registered_and_overloads_
     old = registration.registration_source(chosen[:1], {"major": 1, "minor": 4})
     assert ".impl_unboxedOnlyKernel<decltype(bugimpact_w0::call), &bugimpact_w0::call>(c10::TensorTypeId::" in old
     assert '.schema("aten::_convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride) -> Tensor")' in old
+    # 1.3: written into its ATen table, or registered with c10 where 1.3 had moved the operator
+    table = registration.registration_source(chosen[:1], {"major": 1, "minor": 3})
+    assert 'bugimpact::on_c10("aten::_convolution", "") ? (std::move(bugimpact_registry).op(' in table
+    assert ('bugimpact::take("aten::_convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride) -> Tensor", '
+            f"c10::TensorTypeId::{chosen[0][1]}, reinterpret_cast<void*>(&bugimpact_w0::call))") in table
+    assert "static_assert(sizeof(ATenOpTableLayout) == sizeof(at::ATenOpTable)" in table
+    assert table.index("bugimpact_registry;") < table.index("bugimpact_quiet_at_exit;")  # destroyed first
 
 
 def test_the_builds_flags_are_the_releases_own():
@@ -633,8 +640,7 @@ def test_a_faithful_compile_failing_on_a_stand_in_header_names_that_header_not_t
     """pr25076 on torch 1.4.0: Distributions.cpp includes cpuinfo.h (a submodule's), which neither
     the wheel nor the source holds; its empty stand-in leaves cpuinfo_initialize undeclared, in
     the release's own file too. The cause is the header, not a source that is not the release's."""
-    from bugimpact.overrides.build import stand_in_named
-    from bugimpact.overrides.release_build import NOT_THE_RELEASE
+    from bugimpact.overrides.release_build import NOT_THE_RELEASE, stand_in_named
     failed = ("compiling aten/src/ATen/native/Distributions.cpp failed for the release's own file too (the faithful "
               "build): Distributions.cpp:169:7: error: \u2018cpuinfo_initialize\u2019 was not declared in this scope: "
               + NOT_THE_RELEASE)

@@ -330,3 +330,27 @@ def test_a_derivative_formula_fix_is_studied_with_its_backward_node_interposed(t
         assert out.returncode == 0, out.stderr[-2000:]
         grads[build] = out.stdout.split()
     assert grads["faithful"] == grads["release"] and grads["arm"] != grads["release"], grads
+
+
+def test_torch_1_3s_registration_writes_the_kernel_into_its_aten_dispatch_table(tmp_path):
+    """torch 1.3 keeps most operators on its ATen dispatcher, whose table refuses a second kernel
+    for a key: the library writes its kernel into the release's table when it loads (or registers
+    it with c10 where 1.3 had moved the operator). Pooling.cpp of 1.3.0's own commit, every 2-d
+    max pool halved in the buggy arm: max_pool2d is called through the library, the faithful
+    build trains as the release does, and the arm is impact; every run exits cleanly (1.3's Python
+    warning handler, called at exit after Python is gone, once crashed them)."""
+    work = project_copy(tmp_path / "p")
+    fixes = {"fault-pool-1.3": {"label": "compiled positive control, torch 1.3's registration",
+                                "release": {"source": "pypi", "version": "1.3.0"},
+                                "patch": str(ROOT / "data" / "faults" / "pytorch" / "fault-pool-1.3.diff")}}
+    name = study(work, "faultpool13", fixes, {"kind": "venv", "python": "3.7"}, runs=8, epochs=1)
+    snakemake(work, "--configfile", name)
+    checked = gate(work, "fault-pool-1.3")["override_checks"]["buggy"]
+    assert checked["outcome"] == "verified" and checked["route"] == "registered", checked
+    assert checked["faithful_identical"] and not checked["arm_identical"]
+    assert "max_pool2d" in checked["workload_calls"], checked["workload_calls"]
+    assert verdicts(work, "faultpool13")["fault-pool-1.3"]["verdict"] == "impact"
+    runtime = json.loads(next((work / "results" / "runtimes").glob("*/onefix-buggy-*/runtime.json")).read_text())
+    assert runtime["override"]["torch"] == "1.3.0"
+    registration = (Path(runtime["override"]["libraries"]["arm"]["library"]).parent / "shared" / "register.cpp")
+    assert "bugimpact::take(\"aten::max_pool2d(" in registration.read_text()

@@ -67,6 +67,7 @@ from .release_build import (
     release_flags,
     release_settings,
     run_all,
+    stand_in_named,
     torch_libs,
     undefined_symbols,
 )
@@ -215,21 +216,6 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
                                           for op, key, _ in arm_chosen]} if arm_chosen is not None else {}),
             "not_registered": skipped, "release_locals": taken, "support": support,
             "compiled_with": compiled_with, "libraries": out}
-
-
-def stand_in_named(words, standins):
-    """A compile's failure (``words``) named by the empty stand-in of a third-party header
-    (``standins``: names no source of the release held, ``cpuinfo.h``) whose name begins the
-    identifier the compiler found undeclared (``cpuinfo_initialize``): the header's, not the
-    source's, is what is missing."""
-    undeclared = re.search(r"[‘'`](\w+)[’'] was not declared", words)
-    header = next((name for name in standins if undeclared and undeclared.group(1).startswith(name.split(".")[0])),
-                  None)
-    if header is None:
-        return words
-    return (f"{words.split(': ' + release_build.NOT_THE_RELEASE)[0]}: {undeclared.group(1)} is {header}'s, a "
-            "third-party header neither the wheel nor the source at hand holds (a submodule's): its stand-in "
-            "declares nothing")
 
 
 def _registration_objects(compiled, route, registering, fills_stubs, folder, source_tree, settings, cxx, include,

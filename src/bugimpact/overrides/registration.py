@@ -7,14 +7,45 @@ The key follows the release's generated code, read from its ``native_functions.y
 ``VariableType`` directly, so its kernel goes under the autograd key (a CPU-key kernel would never
 be called: ``VariableTensorId`` on 1.4 and 1.5, ``Autograd`` on 1.6); on 2.x the CPU key, or
 ``CompositeImplicitAutograd`` for an implicit composite. 1.6 and 2.x register through
-``TORCH_LIBRARY_IMPL``, 1.4 and 1.5 through ``RegisterOperators``.
+``TORCH_LIBRARY_IMPL``, 1.4 and 1.5 through ``RegisterOperators``. 1.3 keeps most operators on its
+ATen dispatcher, whose table refuses a second kernel for a key: the library writes its kernel
+into the release's table entry when it loads (``ATEN_TABLE``), and registers the operators 1.3
+had moved to c10 (``aten_op_is_already_moved_to_c10``) as 1.4 does, the newer registration
+winning.
 """
 import json
 import re
 
 from ..framework.paths import part_of
 
-REGISTERING = "1.4, 1.5, 1.6 and 2.x"  # the releases whose registration API ``registration_source`` writes
+REGISTERING = "1.3, 1.4, 1.5, 1.6 and 2.x"  # the releases whose registration API ``registration_source`` writes
+# torch 1.3's ATen dispatcher: an operator's table (``ATenOpTable``) is its schema and a kernel per
+# key, private; the layout is checked against the class where it is compiled. A kernel written
+# into it is the one ``callUnboxed`` calls for that key from then on.
+ATEN_TABLE = r"""
+#include <ATen/core/OpsAlreadyMovedToC10.h>
+namespace bugimpact {
+struct ATenOpTableLayout {
+  std::string schema;
+  void* kernels[static_cast<int64_t>(c10::TensorTypeId::NumTensorIds)];
+};
+static_assert(sizeof(ATenOpTableLayout) == sizeof(at::ATenOpTable), "torch 1.3's ATenOpTable is its schema and its kernels");
+bool on_c10(const char* name, const char* overload) {
+  return at::aten_op_is_already_moved_to_c10(c10::OperatorName(name, overload));
+}
+bool take(const char* schema, c10::TensorTypeId key, void* kernel) {
+  auto* table = reinterpret_cast<ATenOpTableLayout*>(const_cast<at::ATenOpTable*>(at::globalATenDispatch().getOpTable(schema)));
+  TORCH_CHECK(table->schema == schema, "bugimpact: torch 1.3's table for ", schema, " is not laid out as expected");
+  table->kernels[static_cast<int64_t>(key)] = kernel;
+  return true;
+}
+// At exit, the registries taking their kernels back warn that each overwrites the other's, and
+// 1.3's Python warning handler, called after Python is gone, crashes the process (seen: exit -11
+// after every run's record was written): from then on warnings go nowhere.
+void quiet(const c10::SourceLocation&, const char*) {}
+struct QuietAtExit { ~QuietAtExit() { c10::Warning::set_warning_handler(&quiet); } };
+}
+"""
 
 
 def registered_files(rebuild, route):
@@ -30,7 +61,7 @@ def registers_operators(version):
     if not match:
         return True
     major, minor = int(match.group(1)), int(match.group(2))
-    return (major, minor) in ((1, 4), (1, 5), (1, 6)) or major >= 2  # REGISTERING
+    return (major, minor) in ((1, 3), (1, 4), (1, 5), (1, 6)) or major >= 2  # REGISTERING
 
 
 def no_registration(version, files):
@@ -158,15 +189,29 @@ def registration_source(chosen, settings):
             lines.append(f"TORCH_LIBRARY_IMPL(aten, {key}, m) {{")
             lines += [f'  m.impl("{op["name"]}", TORCH_FN({w}));' for op, k, w in wrappers if k == key]
             lines.append("}")
-    else:
+    elif (settings["major"], settings["minor"]) >= (1, 4):
         key_type = "c10::DispatchKey" if (settings["major"], settings["minor"]) >= (1, 5) else "c10::TensorTypeId"
         lines.append("static auto bugimpact_registry = torch::RegisterOperators()")
-        for op, key, w in wrappers:
-            lines.append(f'  .op(torch::RegisterOperators::options().schema({json.dumps("aten::" + op["schema"])})'
-                         f".impl_unboxedOnlyKernel<decltype({w}), &{w}>({key_type}::{key})"
-                         ".aliasAnalysis(c10::AliasAnalysisKind::FROM_SCHEMA))")
+        lines += [f"  .op({_c10_options(op, key_type, key, w)})" for op, key, w in wrappers]
         lines[-1] += ";"
+    else:  # 1.3: its ATen table, or c10 where 1.3 had moved the operator (module doc)
+        lines += [ATEN_TABLE, "static torch::RegisterOperators bugimpact_registry;"]
+        for i, (op, key, w) in enumerate(wrappers):
+            name, _, overload = op["name"].partition(".")
+            lines.append(f'static bool bugimpact_r{i} = bugimpact::on_c10("aten::{name}", "{overload}") ? '
+                         f"(std::move(bugimpact_registry).op({_c10_options(op, 'c10::TensorTypeId', key, w)}), "
+                         "true) : "
+                         f'bugimpact::take({json.dumps("aten::" + op["schema"])}, c10::TensorTypeId::{key}, '
+                         f"reinterpret_cast<void*>(&{w}));")
+        lines.append("static bugimpact::QuietAtExit bugimpact_quiet_at_exit;  // destroyed before the registry")
     return "\n".join(lines) + "\n"
+
+
+def _c10_options(op, key_type, key, wrapper):
+    """A ``RegisterOperators`` option (1.3-1.5) that registers ``wrapper`` for ``op`` under ``key``."""
+    return (f'torch::RegisterOperators::options().schema({json.dumps("aten::" + op["schema"])})'
+            f".impl_unboxedOnlyKernel<decltype({wrapper}), &{wrapper}>({key_type}::{key})"
+            ".aliasAnalysis(c10::AliasAnalysisKind::FROM_SCHEMA)")
 
 
 def _split_params(params):

@@ -218,6 +218,21 @@ def provide_headers(names, settings, libs, where, standins=()):
     return made
 
 
+def stand_in_named(words, standins):
+    """A compile's failure (``words``) named by the empty stand-in of a third-party header
+    (``standins``: names no source of the release held, ``cpuinfo.h``) whose name begins the
+    identifier the compiler found undeclared (``cpuinfo_initialize``): the header's, not the
+    source's, is what is missing."""
+    undeclared = re.search(r"[‘'`](\w+)[’'] was not declared", words)
+    header = next((name for name in standins if undeclared and undeclared.group(1).startswith(name.split(".")[0])),
+                  None)
+    if header is None:
+        return words
+    return (f"{words.split(': ' + NOT_THE_RELEASE)[0]}: {undeclared.group(1)} is {header}'s, a "
+            "third-party header neither the wheel nor the source at hand holds (a submodule's): its stand-in "
+            "declares nothing")
+
+
 MKL_VERSION = re.compile(r"Math Kernel Library Version (\d+)\.(\d+)")
 
 
