@@ -306,6 +306,17 @@ def test_only_the_operators_a_rebuilt_file_defines_are_registered_and_overloads_
     assert "decltype(at::native::add(std::declval<at::Tensor const&>(), std::declval<c10::Scalar>(), " \
            "std::declval<c10::Scalar>()))(at::Tensor const&, c10::Scalar, c10::Scalar)" in source
     assert "TORCH_LIBRARY_IMPL(aten, CPU, m)" in registration.registration_source(chosen, {"major": 1, "minor": 6})
+    # 1.5 and 1.6: an operator c10 does not box is registered unboxed only, as their generated code
+    # does (a boxed one infers its schema: Tensor? read as Tensor refused bilinear on 1.6.0)
+    boxed = [({**op, "c10_full": op["name"] == "add.Tensor"}, key, params) for op, key, params in chosen]
+    on_16 = registration.registration_source(boxed, {"major": 1, "minor": 6})
+    assert 'm.impl("add.Tensor", TORCH_FN(bugimpact_w1::call));' in on_16
+    assert 'm.impl_UNBOXED("add.Scalar", &bugimpact_w2::call);' in on_16
+    on_15 = registration.registration_source(boxed, {"major": 1, "minor": 5})
+    assert 'torch::import()\n  .def("aten::_convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride) ' \
+           '-> Tensor", torch::dispatch(c10::DispatchKey::' in on_15
+    assert '-> Tensor", torch::dispatch(c10::DispatchKey::CPU, &bugimpact_w1::call))' in on_15
+    assert "c10::CppFunction::makeUnboxedOnly(&bugimpact_w2::call)" in on_15
     old = registration.registration_source(chosen[:1], {"major": 1, "minor": 4})
     assert ".impl_unboxedOnlyKernel<decltype(bugimpact_w0::call), &bugimpact_w0::call>(c10::TensorTypeId::" in old
     assert '.schema("aten::_convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride) -> Tensor")' in old
@@ -337,6 +348,7 @@ def test_the_host_compiler_is_made_to_compute_as_an_older_release_compiler_did()
     from bugimpact.overrides.release_build import parity
     newer = parity("GCC 7.3", "g++ (Debian 12.2.0-14) 12.2.0")
     assert list(newer) == ["-fno-tree-loop-vectorize"] and "FMA" in newer["-fno-tree-loop-vectorize"]
+    assert parity("GCC 7.3", "g++ (Debian 12.2.0-14) 12.2.0 (switches)") == newer  # a wrapper's words after it
     assert parity("GCC 9.3", "g++ (Debian 12.2.0-14) 12.2.0") == {}  # a release of GCC 8 or newer
     assert parity("GCC 7.3", "gcc (GCC) 7.5.0") == {}  # a host as old as the release's
     assert parity("GCC 7.3", "Debian clang version 14.0.6") == {}  # another vendor: no rule known

@@ -33,7 +33,9 @@ def operators(native_functions, derivatives, manual=()):
     is registered: its schema, its CPU kernel's C++ name, and whether it has a ``dispatch:`` entry
     for the CPU, is composite (2.x), has a derivative (``derivatives.yaml``), or is registered by
     hand (``manual_kernel_registration``, or named in ``manual``: the autograd layer's own kernel
-    stands where generated code would register one). Each entry as ``yaml_entries`` finds it."""
+    stands where generated code would register one), and whether c10 boxes it (1.5 and 1.6's
+    ``use_c10_dispatcher: full``; their generated code registers the others unboxed only). Each
+    entry as ``yaml_entries`` finds it."""
     import yaml  # yaml: only when a file of it is read (a train job imports this module)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     text = native_functions.decode("utf-8") if isinstance(native_functions, bytes) else native_functions
@@ -61,7 +63,8 @@ def operators(native_functions, derivatives, manual=()):
         out.append({"name": name, "schema": func, "cpp": cpp, "cpu_dispatch": cpu is not None,
                     "composite": composite[0] if composite else ("implicit" if not dispatch else None),
                     "derivative": name in derived or name.split(".")[0] in derived,
-                    "manual": bool(entry.get("manual_kernel_registration")) or name.split(".")[0] in manual})
+                    "manual": bool(entry.get("manual_kernel_registration")) or name.split(".")[0] in manual,
+                    "c10_full": entry.get("use_c10_dispatcher") == "full"})
     return out
 
 

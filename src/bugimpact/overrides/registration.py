@@ -7,7 +7,7 @@ The key follows the release's generated code, read from its ``native_functions.y
 ``VariableType`` directly, so its kernel goes under the autograd key (a CPU-key kernel would never
 be called: ``VariableTensorId`` on 1.4 and 1.5, ``Autograd`` on 1.6); on 2.x the CPU key, or
 ``CompositeImplicitAutograd`` for an implicit composite. 1.6 and 2.x register through
-``TORCH_LIBRARY_IMPL``, 1.4 and 1.5 through ``RegisterOperators``. 1.3 keeps most operators on its
+``TORCH_LIBRARY_IMPL``, 1.5 through ``torch::import().impl``, 1.4 through ``RegisterOperators``. 1.3 keeps most operators on its
 ATen dispatcher, whose table refuses a second kernel for a key: the library writes its kernel
 into the release's table entry when it loads (``ATEN_TABLE``), and registers the operators 1.3
 had moved to c10 (``aten_op_is_already_moved_to_c10``) as 1.4 does, the newer registration
@@ -184,15 +184,26 @@ def registration_source(chosen, settings):
         # a name of its own: a macro (TORCH_FN) would split the template's arguments at commas
         lines.append(f"using bugimpact_w{i} = bugimpact::Counted<decltype({fn}({args}))({params}), &{fn}, {i}>;")
         wrappers.append((op, key, f"bugimpact_w{i}::call"))
+    # 1.5 and 1.6 register an operator c10 does not box (``c10_full``) unboxed only, as their
+    # generated code does: a boxed registration infers a schema, which reads Tensor? as Tensor
+    # (seen: 1.6.0 refused bilinear's at load, pr37528)
+    unboxed = {id(op) for op, _, _ in wrappers if settings["major"] == 1 and not op.get("c10_full")}
     if _library_api(settings):
         for key in sorted({k for _, k, _ in wrappers}):
             lines.append(f"TORCH_LIBRARY_IMPL(aten, {key}, m) {{")
-            lines += [f'  m.impl("{op["name"]}", TORCH_FN({w}));' for op, k, w in wrappers if k == key]
+            lines += [f'  m.impl_UNBOXED("{op["name"]}", &{w});' if id(op) in unboxed else
+                      f'  m.impl("{op["name"]}", TORCH_FN({w}));' for op, k, w in wrappers if k == key]
             lines.append("}")
+    elif (settings["major"], settings["minor"]) >= (1, 5):
+        lines.append("static auto bugimpact_registry = torch::import()")
+        # with its schema, as 1.5's TypeDefault does: an unboxed-only kernel infers none
+        lines += [f'  .def({json.dumps("aten::" + op["schema"])}, torch::dispatch(c10::DispatchKey::{key}, '
+                  + (f"c10::CppFunction::makeUnboxedOnly(&{w})))" if id(op) in unboxed else f"&{w}))")
+                  for op, key, w in wrappers]
+        lines[-1] += ";"
     elif (settings["major"], settings["minor"]) >= (1, 4):
-        key_type = "c10::DispatchKey" if (settings["major"], settings["minor"]) >= (1, 5) else "c10::TensorTypeId"
         lines.append("static auto bugimpact_registry = torch::RegisterOperators()")
-        lines += [f"  .op({_c10_options(op, key_type, key, w)})" for op, key, w in wrappers]
+        lines += [f"  .op({_c10_options(op, 'c10::TensorTypeId', key, w)})" for op, key, w in wrappers]
         lines[-1] += ";"
     else:  # 1.3: its ATen table, or c10 where 1.3 had moved the operator (module doc)
         lines += [ATEN_TABLE, "static torch::RegisterOperators bugimpact_registry;"]
@@ -208,7 +219,7 @@ def registration_source(chosen, settings):
 
 
 def _c10_options(op, key_type, key, wrapper):
-    """A ``RegisterOperators`` option (1.3-1.5) that registers ``wrapper`` for ``op`` under ``key``."""
+    """A ``RegisterOperators`` option (1.3, 1.4) that registers ``wrapper`` for ``op`` under ``key``."""
     return (f'torch::RegisterOperators::options().schema({json.dumps("aten::" + op["schema"])})'
             f".impl_unboxedOnlyKernel<decltype({wrapper}), &{wrapper}>({key_type}::{key})"
             ".aliasAnalysis(c10::AliasAnalysisKind::FROM_SCHEMA)")

@@ -64,7 +64,7 @@ def parity(release_compiler, host_version):
     applies where the release's compiler is older than the version the rounding changed in, and
     the host's is that one or newer (same vendor: g++ says ``g++``/``gcc``, clang ``clang``)."""
     release = re.match(r"(GCC|clang)\s+(\d+)", release_compiler or "")
-    host = re.search(r"(\d+)\.\d+(\.\d+)?\s*$", host_version or "")
+    host = re.search(r"(\d+)\.\d+", host_version or "")  # its first version number: a wrapper may add words
     vendor = "clang" if "clang" in (host_version or "") else "GCC"
     if not release or not host or release.group(1) != vendor:
         return {}
