@@ -23,10 +23,10 @@ in one library, as the parts of one fix belong in one arm):
 CUDA kernels (``cuda``, TH's THC half among them) need a CUDA compiler matching the wheel's CUDA
 (designed the same way, not driven yet: a CPU fix's CUDA half is left out of CPU runs, a CUDA-only
 fix is refused). Code generation whose inputs say only which kernel a key calls, or a derivative
-formula, goes with the fix's op files, judged by its generated code (``generated_code``). Everything else is compiled into
-code neither route replaces (other code generation, TorchScript, distributed, the C++ frontend,
-headers inlined into many files, infrastructure outside ATen): refused, its part named, and the
-docker source build stays its route.
+formula, goes with the fix's op files, judged by its generated code (``generated_code``).
+Everything else is compiled into code neither route replaces (other code generation, TorchScript,
+distributed, the C++ frontend, headers inlined into many files, infrastructure outside ATen):
+refused, its part named, and the docker source build stays its route.
 A change to comments only changes no binary and is left out.
 """
 import difflib
