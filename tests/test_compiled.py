@@ -543,8 +543,14 @@ def test_every_shipped_kernel_fix_has_its_release_source_and_it_holds_the_files_
     from bugimpact.io import read_csv
     from bugimpact.overrides import release_source as release_files
     rows = [r for r in read_csv(ROOT / "data/known_commits/pytorch.csv")[1] if r["onefix"].startswith("yes: kernels")]
-    assert len(rows) == 11
-    for row in rows:
+    shipped = [r for r in rows if release_files.archive_of(ROOT / "data/patches/pytorch" / f"{r['id']}.diff").exists()]
+    # not shipped: a fix whose generated code is made from the release's tree (a clone's), one that
+    # builds on changes 1.5.1 lacks (bin/release-sources names the commits), one of 1.6.0, whose cut
+    # the mirror does not hold (its reconstruction matches 1116 of the wheel's 1308 headers), and
+    # two of TH's generic files, which an archive holds as its unit's include, not as a file
+    assert len(rows) == 17 and {r["id"] for r in rows} - {r["id"] for r in shipped} == {
+        "study-pr32062", "pr37355", "study-pr37214", "pr27712", "pr28613"}
+    for row in shipped:
         patch = ROOT / "data/patches/pytorch" / f"{row['id']}.diff"
         _, _, kernels = onefix.isolate(patch.read_text())
         # each names the wheel it was made for, of its row's release

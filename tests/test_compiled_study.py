@@ -270,19 +270,79 @@ print(" ".join("%.4f" % v for v in x1.grad[:, 0].tolist()))
 """
 
 
-def release_clone(tmp_path):
-    """A git repository of torch 1.4.0's source, as much of it as pr26254's arm reads (its code
-    generators and their inputs, Distance.cpp, its stub kernel file and their headers), tagged
-    v1.4.0: made by bin/extract-release-tree from its reconstruction (the branch point 35e6c1763e,
-    with #31517 placed)."""
+def release_clone(tmp_path, version="1.4.0", tree="torch-1.4.0-tree.tar.xz"):
+    """A git repository of a release's source, as much of it as its fixes' arms read (the code
+    generators and their inputs, the fixes' own files and the headers they need that the wheel
+    lacks), tagged as the release: made by bin/extract-release-tree from its reconstruction.
+    torch-1.4.0-tree: the branch point 35e6c1763e with #31517 placed, and pr26254's files;
+    torch-1.5-tree: 1.5.0's and 1.5.1's branch point 5d92a6cc30 with #34794 placed, and
+    pr38262's files (pr32062's are the generators')."""
     import tarfile
-    repo = tmp_path / "torch-1.4.0"
+    repo = tmp_path / f"torch-{version}"
     repo.mkdir()
-    with tarfile.open(ROOT / "tests" / "fixtures" / "torch-1.4.0-tree.tar.xz") as tar:
+    with tarfile.open(ROOT / "tests" / "fixtures" / tree) as tar:
         tar.extractall(repo, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(repo)
-    for args in (["init", "-q", "-b", "master"], ["add", "-A"], ["commit", "-qm", "torch 1.4.0"], ["tag", "v1.4.0"]):
+    for args in (["init", "-q", "-b", "master"], ["add", "-A"], ["commit", "-qm", f"torch {version}"],
+                 ["tag", f"v{version}"]):
         subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True)
     return repo
+
+
+def kernel_model_study(work, tmp_path, name, bug, label, version, tree, model):
+    """A study of one real fix on ``version`` from its release tree's clone, with a model of
+    ``examples/kernel-models`` that runs what it changed."""
+    fixes = {bug: {"label": label, "release": {"source": "pypi", "version": version},
+                   "patch": str(ROOT / "tests" / "fixtures" / f"{bug}.diff")}}
+    config_name = study(work, name, fixes, {"kind": "venv", "python": "3.7",
+                                            "requirements": [str(ROOT / "examples" / "kernel-models")]},
+                        runs=2, epochs=1)
+    config = yaml.safe_load((work / config_name).read_text())
+    config["artifacts"]["onefix"]["clone"] = str(release_clone(tmp_path, version, tree))
+    config["train"]["model"] = f"kernelmodels.models:{model}"
+    (work / config_name).write_text(yaml.safe_dump(config))
+    snakemake(work, "--configfile", config_name)
+    return {arm: json.loads(next((work / "results" / "artifacts").glob(f"onefix-{arm}-*/manifest.json")).read_text())
+            for arm in ("buggy", "corrected")}
+
+
+def test_a_dispatch_entry_fix_is_studied_with_the_arms_kernel_registered_under_the_key_its_code_calls(tmp_path):
+    """pr38262 (scatter_add_'s CPU dispatch entry names another kernel, with its op file and the
+    TH declarations its CUDA half leaves) made forwards on torch 1.5.1: the release tree's own
+    generators say which kernel the key calls, and the library registers the arm's. A model that
+    pools features by quadrant with scatter_add_ calls it through the library: verified, the
+    faithful build trains as the release does bit for bit, and the fix (a port of CUDA code) is
+    not triggered on the CPU."""
+    work = project_copy(tmp_path / "p")
+    manifests = kernel_model_study(work, tmp_path, "scatter", "pr38262", "port `scatter_add` to ATen (CUDA) (#38262)",
+                                   "1.5.1", "torch-1.5-tree.tar.xz", "SegmentPoolCNN")
+    generated = manifests["corrected"]["kernels"]["generated"]
+    assert generated["operators"] == ["scatter_add_"] and generated["nodes"] == [], generated
+    checked = gate(work, "pr38262")["override_checks"]["corrected"]
+    assert checked["outcome"] == "verified" and checked["route"] == "registered", checked
+    assert checked["faithful_identical"] and "scatter_add_" in checked["workload_calls"], checked
+    assert verdicts(work, "scatter")["pr38262"]["verdict"] == "not triggered"
+
+
+def test_the_papers_derivative_helper_fix_interposes_the_nodes_that_run_it_and_its_arm_diverges(tmp_path):
+    """The paper's pr32062 (tensor^tensor's exponent gradient at a zero base: a derivatives.yaml
+    formula and its helper in the autograd template, no op file) taken back on torch 1.5.0: the two
+    backward nodes that run the helper are interposed from a slice of the generated Functions.cpp,
+    and the release's pow Variable kernel serves the arm (it saves all the arm's node reads). A
+    model of generalized-mean pooling over ReLU features raises zeros to a learned power: the
+    check enters the helper, the faithful build trains as the release does, and every buggy run
+    diverges (0 * log(0)) where the release trains: the verdict is the divergence."""
+    work = project_copy(tmp_path / "p")
+    manifests = kernel_model_study(work, tmp_path, "gem", "pr32062", "Fix tensor^tensor derivative for 0 base entries",
+                                   "1.5.0", "torch-1.5-tree.tar.xz", "GeMCNN")
+    generated = manifests["buggy"]["kernels"]["generated"]
+    assert generated["nodes"] == ["PowBackward1", "PowBackward2"], generated
+    assert generated["release_serves"] == ["torch/VariableType_2.cpp"], generated
+    checked = gate(work, "pr32062")["override_checks"]["buggy"]
+    assert checked["outcome"] == "verified" and checked["faithful_identical"] and not checked["arm_identical"]
+    assert checked["diverged"] == {"arm": "loss nan at epoch 1, step 2"}, checked["diverged"]
+    assert any(name.endswith("pow_backward_exponent") for name in checked["workload_calls"]), checked["workload_calls"]
+    row = verdicts(work, "gem")["pr32062"]
+    assert row["verdict"] == "diverges" and "the buggy arm diverged in all 2 runs" in row["reason"], row["reason"]
 
 
 def test_a_derivative_formula_fix_is_studied_with_its_backward_node_interposed(tmp_path):

@@ -19,6 +19,24 @@ def default():
     return yaml.safe_load((ROOT / "config.yaml").read_text())
 
 
+def test_an_override_checks_run_records_where_it_diverged(tmp_path):
+    """A check's run (``record_divergence``) is a measurement of a build, and a fix's arm may
+    diverge where the release trains (pr32062 on 1.5.0): it stops there and its record says where,
+    with the fingerprints it has; a bug's run still fails."""
+    from bugimpact.challenges import prepare
+    from bugimpact.harness.run import execute
+    meta = prepare("digits", tmp_path / "digits.npz", tmp_path / "digits.json")
+    spec = {"bug": "__check__", "arm": "check", "run": 0, "seed": 3, "model": "smallcnn", "challenge": "digits",
+            "data": str(tmp_path / "digits.npz"), "data_sha256": meta["sha256"], "epochs": 1, "batch_size": 32,
+            "lr": 1e12, "momentum": 0.9, "threads": 1, "test_fraction": 0.25, "max_steps": 20,
+            "record_divergence": True}
+    assert execute(spec, str(tmp_path / "check.json")) == 0
+    record = json.loads((tmp_path / "check.json").read_text())
+    assert re.match(r"(loss (nan|inf) at epoch 1, step \d+|parameter .* is not finite)", record["diverged"])
+    assert record["fingerprints"]["epochs"] == [] and len(record["fingerprints"]["logits"]) == 64
+    assert execute(dict(spec, record_divergence=False), str(tmp_path / "run.json")) == 5
+
+
 @pytest.mark.parametrize("dotted, value, message", [
     ("train.lr", math.nan, "key 'train.lr': nan is not a finite number"),
     ("train.momentum", math.inf, "key 'train.momentum': inf is not a finite number"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bugimpact.artifacts.onefix import verdict
-from bugimpact.overrides import generated_code, parts
+from bugimpact.overrides import generated_code, parts, refusals
 from bugimpact.overrides.build import BuildRefused, _every_generated_kernel
 from bugimpact.overrides.registration import keyed_as_the_release, registration_key
 
@@ -120,8 +120,40 @@ def test_inline_code_of_a_generated_header_and_the_autograd_layers_kernels_are_r
     variable = "Tensor VariableType::cdist(const Tensor & x1, const Tensor & x2) {\n  %s;\n}\n"
     autograd = generated_code.compared({"torch/VariableType_2.cpp": g(variable % "a")},
                                        {"torch/VariableType_2.cpp": g(variable % "b")})
-    assert "torch/VariableType_2.cpp (def VariableType::cdist(const Tensor &, const Tensor &))" in \
+    assert "torch/VariableType_2.cpp, the autograd layer's Variable kernels (def VariableType::cdist(const Tensor &, " \
+           "const Tensor &))" in \
         generated_code.judged(autograd, False).refusal
+    binding = generated_code.compared({"torch/python_torch_functions.cpp": g(variable % "a")},
+                                      {"torch/python_torch_functions.cpp": g(variable % "b")})
+    refused = generated_code.judged(binding, False).refusal
+    assert "torch/python_torch_functions.cpp, a binding static to libtorch_python (def" in refused
+    assert refusals.cause_of(refused) == "a binding static to libtorch_python"
+
+
+# a Variable kernel as 1.5's autograd generator writes it (abridged): pr32062's formula for the
+# exponent's gradient reads ``exponent`` too, so the release saves it for either gradient
+VARIABLE = """Tensor pow_Tensor_Tensor(const Tensor & self, const Tensor & exponent) {
+  std::shared_ptr<PowBackward1> grad_fn;
+  if (compute_requires_grad( self, exponent )) {
+    grad_fn->self_ = SavedVariable(self, false);
+%s
+  }
+  return result;
+}
+"""
+ALWAYS = "    grad_fn->exponent_ = SavedVariable(exponent, false);"
+GUARDED = "    if (grad_fn->should_compute_output(0)) {\n" + ALWAYS + "\n    }"
+
+
+def test_a_variable_kernel_that_saves_all_the_arms_node_reads_serves_the_arm_and_one_that_saves_less_is_refused():
+    def judged(release, arm):
+        return generated_code.judged(generated_code.compared({"torch/VariableType_2.cpp": g(VARIABLE % release)},
+                                                             {"torch/VariableType_2.cpp": g(VARIABLE % arm)}), True)
+    served = judged(ALWAYS, GUARDED)  # pr32062 taken back on 1.5.0: the release saves it always
+    assert not served.refusal and served.served == ["torch/VariableType_2.cpp"]
+    assert "the autograd layer's Variable kernels" in judged(GUARDED, ALWAYS).refusal  # the arm's node would miss it
+    assert judged(GUARDED, GUARDED.replace("output(0)", "output(1)")).refusal  # saved for another gradient
+    assert judged(ALWAYS, ALWAYS.replace("exponent, false", "exponent, true")).refusal  # saved otherwise
 
 
 # the generated backward nodes' file as 1.4's autograd generator writes it (abridged)
@@ -134,6 +166,14 @@ namespace {
 
 Tensor not_implemented(const char* name) {
   throw std::runtime_error(name);
+}
+
+double scale(double p) {
+  return p;
+}
+
+Tensor cdist_backward_helper(const Tensor & grad, const Tensor & x1, double p) {
+  return grad * scale(p);
 }
 
 }
@@ -171,17 +211,26 @@ def test_a_derivative_formula_is_its_backward_node_interposed_from_a_slice_of_th
     assert sliced.count("{") == sliced.count("}")
 
 
-def test_a_backward_node_added_or_a_helper_of_every_node_changed_is_refused_named():
-    release = (NODES % "grad").encode()
-    added = release.replace(b"variable_list MulBackward0", b"variable_list NewBackward::apply(variable_list&& grads) "
-                                                            b"{\n  return grads;\n}\n\nvariable_list MulBackward0")
-    refused = generated_code.judged(generated_code.compared({"torch/Functions.cpp": release},
-                                                            {"torch/Functions.cpp": added}), True).refusal
-    assert "def NewBackward::apply(variable_list&&)" in refused and "only a backward node's formula" in refused
-    helper = release.replace(b"throw std::runtime_error(name);", b"throw std::logic_error(name);")
-    refused = generated_code.judged(generated_code.compared({"torch/Functions.cpp": release},
-                                                            {"torch/Functions.cpp": helper}), True).refusal
-    assert "def not_implemented(const char*)" in refused
+def test_a_helper_changed_interposes_the_nodes_that_run_it_and_a_node_added_or_the_preamble_is_refused_named():
+    release = (NODES % "cdist_backward_helper(grad, x1, p)").encode()
+
+    def judged(arm):
+        return generated_code.judged(generated_code.compared({"torch/Functions.cpp": release},
+                                                             {"torch/Functions.cpp": arm}), True)
+    # the template's own code: a helper the node calls through another helper
+    helper = judged(release.replace(b"return p;", b"return p == 2 ? 2 : p;"))
+    assert not helper.refusal and helper.nodes == ["def CdistBackward::apply(variable_list&&)"]
+    assert "AddBackward0" not in generated_code.sliced(release.decode(), helper.nodes)
+    assert judged(release.replace(b"std::runtime_error", b"std::logic_error")).nodes == []  # no node runs it
+    # the paper's pr32062: a comment above the helper, which takes another parameter
+    overload = judged(release.replace(b"double scale(double p) {\n  return p;", b"// at p = 0: 0\ndouble scale(double p, "
+                                      b"double q) {\n  return p * q;").replace(b"scale(p)", b"scale(p, 2)"))
+    assert not overload.refusal and overload.nodes == ["def CdistBackward::apply(variable_list&&)"]
+    added = judged(release.replace(b"variable_list MulBackward0", b"variable_list NewBackward::apply(variable_list&& "
+                                                                  b"grads) {\n  return grads;\n}\n\nvariable_list MulBackward0"))
+    assert "def NewBackward::apply(variable_list&&)" in added.refusal and "not a node added" in added.refusal
+    preamble = judged(release.replace(b"namespace {", b"using at::Scalar;\nnamespace {"))
+    assert "torch/Functions.cpp: other" in preamble.refusal and "the file's preamble" in preamble.refusal
 
 
 def test_declarations_of_a_generated_header_are_placed_for_the_arms_own_files_and_cuda_is_left_out():
@@ -246,37 +295,55 @@ FORMULA = """diff --git a/tools/autograd/derivatives.yaml b/tools/autograd/deriv
 """
 
 
-def test_a_dispatch_entry_or_a_formula_with_its_op_file_is_a_kernel_fix_and_others_are_refused_before_any_build():
+def test_a_dispatch_entry_with_its_op_file_or_a_formula_is_a_kernel_fix_and_a_dispatch_entry_alone_is_refused():
     assert verdict(DISPATCH + OP_FILE) == "yes: kernels (op: aten/src/ATen/native/UnaryOps.cpp)"
     assert "no op file whose kernels its generated code would call" in verdict(DISPATCH)
     assert verdict(DISPATCH + FORMULA + OP_FILE) == "yes: kernels (op: aten/src/ATen/native/UnaryOps.cpp)"
+    # a formula, or the autograd template's helpers, alone: the generated backward nodes decide
+    assert verdict(FORMULA) == "yes: kernels (codegen: tools/autograd/derivatives.yaml)"
+    template = FORMULA.replace("tools/autograd/derivatives.yaml", "tools/autograd/templates/Functions.cpp")
+    assert verdict(template) == "yes: kernels (codegen: tools/autograd/templates/Functions.cpp)"
+    # the bindings' template generates static functions of libtorch_python alone: refused by its diff
+    binding = FORMULA.replace("tools/autograd/derivatives.yaml", "tools/autograd/templates/python_torch_functions.cpp")
+    assert "the Python bindings' generator (tools/autograd/templates/python_torch_functions.cpp)" in verdict(
+        binding + OP_FILE)
     added = FORMULA.replace("@@ -1,2 +1,2 @@\n", "@@ -1,2 +1,4 @@\n+- name: sgn(Tensor self) -> Tensor\n+  self: grad * 0\n")
     assert verdict(added + OP_FILE).startswith("no: codegen:") and "a derivative's signature (sgn)" in verdict(added)
 
 
-def test_the_real_generators_of_torch_1_5_judge_a_real_dispatch_change(tmp_path, monkeypatch):
-    """torch 1.5's own generators (its branch point's ``gen.py``, autograd, TorchScript and binding
-    generators and their inputs, as ``tests/fixtures/generators-1.5-branch-point.tar.xz`` ships
-    them) made forwards with pr38262's generator inputs: the CPU key of ``scatter_add_`` calls
-    another kernel; nothing else a CPU build compiles changes but declarations."""
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def torch_1_5(tmp_path):
+    """A git repository of torch 1.5's tree as ``bin/extract-release-tree`` ships it
+    (``tests/fixtures/torch-1.5-tree.tar.xz``: the branch point's generators and their inputs,
+    #34794 placed, and pr38262's own files): (its folder, its commit)."""
     import subprocess
     import tarfile
 
     from test_overrides import git
-
-    from bugimpact.framework import patch
-    from bugimpact.framework.apply import direction_of
-    from bugimpact.overrides import generated_headers
-    fixtures = Path(__file__).parent / "fixtures"
     repo = tmp_path / "torch"
     repo.mkdir()
-    with tarfile.open(fixtures / "generators-1.5-branch-point.tar.xz") as tar:
+    with tarfile.open(FIXTURES / "torch-1.5-tree.tar.xz") as tar:
         tar.extractall(repo, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(repo)
     git(repo, "init", "-q", "-b", "master")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "torch 1.5's branch point, its generators and their inputs")
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    diffs = patch.parse((fixtures / "pr38262-generator-inputs.diff").read_text())
+    return repo, subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+
+
+def test_the_real_generators_of_torch_1_5_judge_a_real_dispatch_change(tmp_path, monkeypatch):
+    """torch 1.5's own generators (its branch point's ``gen.py``, autograd, TorchScript and binding
+    generators and their inputs, as ``tests/fixtures/torch-1.5-tree.tar.xz`` ships them) made
+    forwards with pr38262's generator inputs: the CPU key of ``scatter_add_`` calls another
+    kernel; nothing else a CPU build compiles changes but declarations."""
+    from bugimpact.framework import patch
+    from bugimpact.framework.apply import direction_of
+    from bugimpact.overrides import generated_headers
+    repo, head = torch_1_5(tmp_path)
+    diffs = [fd for fd in patch.parse((FIXTURES / "pr38262.diff").read_text())
+             if fd.name.endswith(("native_functions.yaml", ".cwrap"))]
     inputs = {fd.name: (repo / fd.name).read_bytes() for fd in diffs}
     direction, arm_inputs, _ = direction_of(diffs, inputs)
     assert direction == "forward"
@@ -295,20 +362,8 @@ def test_the_real_generators_of_torch_1_5_judge_a_derivative_formula_as_one_back
     """pr26254's formula taken back on torch 1.5's own generators (``_cdist_forward``'s x1
     gradient without ``.contiguous()``): one backward node's ``apply`` changes, and its slice
     keeps the file's helpers and that node alone."""
-    import subprocess
-    import tarfile
-
-    from test_overrides import git
-
     from bugimpact.overrides import generated_headers
-    repo = tmp_path / "torch"
-    repo.mkdir()
-    with tarfile.open(Path(__file__).parent / "fixtures" / "generators-1.5-branch-point.tar.xz") as tar:
-        tar.extractall(repo, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(repo)
-    git(repo, "init", "-q", "-b", "master")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "torch 1.5's branch point, its generators and their inputs")
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    repo, head = torch_1_5(tmp_path)
     derivatives = "tools/autograd/derivatives.yaml"
     taken_back = (repo / derivatives).read_bytes().replace(b"x1: _cdist_backward(grad.contiguous(), x1",
                                                            b"x1: _cdist_backward(grad, x1")

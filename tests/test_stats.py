@@ -347,6 +347,25 @@ def test_incomplete_names_failed_runs():
     assert "corrected 3/4" in reason and "CUDA out of memory" in reason
 
 
+def test_an_arm_whose_every_run_diverged_where_the_others_finished_diverges_with_fishers_p():
+    """pr32062 on 1.5.0 with generalized-mean pooling: every buggy run's loss is NaN at step 2 (its
+    exponent gradient at a zero base), every corrected run trains. No metric exists to rank, so the
+    verdict is the divergence itself, with Fisher's exact one-sided p on the counts."""
+    def diverged(i):
+        return dict(record("buggy", i, 0.0, status="failed"), failure_class="diverged",
+                    log_tail="[pr32062 buggy run %d] diverged: loss nan at epoch 1, step 2\n" % i)
+    recs = [diverged(i) for i in range(4)] + [record("corrected", i, 0.9, fp=f"c{i}") for i in range(4)]
+    label, reason, _, info = verdict_of(recs, 4)
+    assert label == "diverges" and info["n_diverged"] == {"buggy": 4, "corrected": 0}
+    assert "the buggy arm diverged in all 4 runs, the corrected arm finished all 4" in reason
+    assert f"p = {1 / 70:.3g}" in reason and "loss nan at epoch 1, step 2" in reason
+    assert math.isnan(family_pvalues([analyse_bug("b", recs, ["accuracy"], 4, "paired")], {"b": ""})[0])
+    # some runs only, or both arms: the runs are missing, not a verdict
+    assert verdict_of(recs[:3] + [record("buggy", 3, 0.9, fp="b3")] + recs[4:], 4)[0] == "incomplete"
+    assert verdict_of(recs[:4] + [dict(r, spec={"arm": "corrected", "run": r["spec"]["run"]}) for r in recs[:4]],
+                      4)[0] == "incomplete"
+
+
 def test_early_decision():
     same = [record(arm, i, 0.9, fp=f"s{i}") for arm in ("buggy", "corrected") for i in range(2)]
     assert early_decision(same, 2)["decision"] == "not_triggered"

@@ -24,7 +24,7 @@ from ..framework import patch
 from ..framework.apply import NoDirection, direction_of
 from ..framework.paths import CUDA, NOT_SHIPPED
 from ..io import atomic_open, write_text
-from ..overrides import generator_inputs, parts
+from ..overrides import generator_inputs, parts, shared_headers
 from ..overrides.parts import Refused
 from . import other_side
 
@@ -127,19 +127,23 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
                       f"{' ...' if len(bad) > 5 else ''}), {CANNOT}")
     kernels = None
     if kinds["compiled"]:
-        fix, by_kind = parts.fix_part(kinds["compiled"])
+        # ATen's own shared headers with code changed: judged by the files that name what changed
+        # (``shared_headers``), rebuilt beside the fix's other files, which decide its part
+        shared = [p for p in kinds["compiled"] if header_code.get(p) and shared_headers.SHARED.search(p)]
+        rest = [p for p in kinds["compiled"] if p not in shared]
+        fix, by_kind = parts.fix_part(rest) if rest else ("header", {})
         inputs = by_kind.get("codegen", [])
         if fix == "codegen" and generator_inputs.one_library(generated):
             # its generated code may say only which kernel a key calls, or change a backward node's
-            # formula: the arm's generated code judges it (``generated_code``), and its other files
-            # are the fix's kernels
-            rest = [p for p in kinds["compiled"] if p not in inputs]
+            # formula or the generators' own code: the arm's generated code judges it
+            # (``generated_code``), and its other files are the fix's kernels
+            rest = [p for p in rest if p not in inputs]
             fix, by_kind = parts.fix_part(rest) if rest else ("codegen", {})
-            if not by_kind.get("op") and not by_kind.get("stub"):
+            if generator_inputs.calls_kernels(generated) and not by_kind.get("op") and not by_kind.get("stub"):
                 raise Refused(f"the fix touches code generation and no op file whose kernels its generated "
                               f"code would call ({', '.join(inputs[:3])}), {CANNOT}")
             by_kind["codegen"] = inputs
-        why = parts.refusal(fix, by_kind)
+        why = parts.refusal(fix, by_kind) if rest else ""
         if why:
             # a header refused: what of it its includers compile
             header = next((p for p in by_kind.get(fix, []) if header_code.get(p)), None)
@@ -147,6 +151,8 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
                     f" (its generated code: {generator_inputs.words(generated)})" if fix == "codegen" and generated
                     else "")
             raise Refused(f"the fix touches {why}{said}, {CANNOT}")
+        if shared:
+            by_kind["shared"] = shared
         kernels = parts.Kernels(fix, {**by_kind, **({"declarations": kinds["declarations"]}
                                                     if kinds["declarations"] else {})}, "".join(code))
     if not shipped and kernels is None and (kinds["comments"] or kinds["declarations"]):
@@ -174,7 +180,7 @@ def verdict(diff_text, package=PACKAGE):
         return f"wheel: yes if the release wheel ships {', '.join(depends[:3])}"
     if kernels is None:
         return "yes"
-    built = kernels.built
+    built = kernels.built or kernels.generator_inputs  # a formula alone: its generated backward node
     return (f"yes: kernels ({kernels.part}: {', '.join(built[:3])}{' ...' if len(built) > 3 else ''}"
             f"{'; its CUDA half needs a CUDA compiler' if kernels.files.get('cuda') else ''})")
 

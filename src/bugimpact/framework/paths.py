@@ -8,11 +8,13 @@ PYTHON_PACKAGE = "torch/"
 # the C++ tests of ATen, c10 and caffe2: built into test binaries, never into the libraries
 CPP_TESTS = re.compile(r"^(aten|c10|caffe2)/(.*/)?tests?/|_test\.(cc|cpp)$")
 # what no wheel ships or runs: tests, docs, CI, the mobile and binary trees, the type stubs'
-# generator, the mobile build's analyzer, the root's documents and dot files, READMEs anywhere
-# (reach's ``not_shipped``, the one-fix arm's too)
+# generator, the mobile build's analyzer, the root's documents and dot files, READMEs anywhere,
+# the Bazel and Buck build files (a wheel is built by CMake) (reach's ``not_shipped``, the one-fix
+# arm's too)
 NOT_SHIPPED = re.compile(r"^(test|docs|benchmarks|scripts|\.github|\.circleci|\.jenkins|\.ci|\.devcontainer|"
                          r"functorch/docs|android|ios|binaries|tools/pyi|tools/code_analyzer)/|^(?!CMakeLists\.txt$)[^/]+\.(md|rst|txt)$|"
-                         r"^(LICENSE|NOTICE|CODEOWNERS)[^/]*$|^\.[^/]+$|(^|/)README[^/]*$|" + CPP_TESTS.pattern)
+                         r"^(LICENSE|NOTICE|CODEOWNERS)[^/]*$|^\.[^/]+$|(^|/)README[^/]*$|\.bzl$|(^|/)(BUILD\.bazel|BUCK|TARGETS)$|"
+                         + CPP_TESTS.pattern)
 # The C++ frontend (libtorch's torch::nn, optim, data, serialize): a Python workload never calls it.
 FRONTEND = re.compile(r"^torch/csrc/api/(src|include/torch/(nn|optim|data|serialize|detail))/|"
                       r"^torch/csrc/api/include/torch/(expanding_array|ordered_dict|enum|arg|"

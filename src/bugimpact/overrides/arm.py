@@ -15,13 +15,13 @@ import subprocess
 from pathlib import Path
 
 from .. import layout
-from ..framework import cpp, patch
+from ..framework import cpp, entries, patch
 from ..framework.apply import NoDirection, NotPlaced, direction_of, merged, place
 from ..framework.callers import walk
 from ..framework.tables import cached_tables
 from ..harness.files import sha256_file
 from ..io import atomic_open
-from . import generated_code, generated_headers, generator_inputs, parts, release_source
+from . import generated_code, generated_headers, generator_inputs, parts, release_source, shared_headers
 from .parts import Refused
 from .registration import no_registration, registers_operators
 from .release_source import CloneTree, Release, clone_commit, closure
@@ -75,8 +75,17 @@ class Fix:
             try:
                 if before is None or after is None:  # a file the fix adds or removes: placed whole
                     raise NotPlaced(f"{fd.name}: added or removed by the fix")
-                out[fd.name] = merged(files[fd.name], before, after, side, fd.name)
-                placement.append({"file": fd.name, "line": 1, "placed": "three-way merge of the fix's own file"})
+                try:
+                    out[fd.name] = merged(files[fd.name], before, after, side, fd.name)
+                    how = "three-way merge of the fix's own file"
+                except NotPlaced as by_line:
+                    if not entries.kind_of(fd.name):
+                        raise
+                    try:  # a generators' list: its entries apart (``framework.entries``)
+                        out[fd.name], how = entries.merged(files[fd.name], before, after, side, fd.name), "by entry"
+                    except NotPlaced as by_entry:
+                        raise NotPlaced(f"{by_line}; {str(by_entry).split(': ', 1)[1]}") from None
+                placement.append({"file": fd.name, "line": 1, "placed": how})
             except NotPlaced as exc:
                 try:  # a merge conflict the changed lines alone may still place
                     made, where, _ = place([fd], self.copy({fd.name: files[fd.name]}), side)
@@ -234,7 +243,7 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
             for side in (release, arm))
     yamls = {**source.yamls, **{p: arm_inputs[p] for p in release_source.YAMLS if p in arm_inputs}}
     return ({"operators": judged.operators, "nodes": [generated_code.NODE.match(k).group(1) for k in judged.nodes],
-             "headers": sorted(headers), "differ": sorted(differ),
+             "headers": sorted(headers), "differ": sorted(differ), "release_serves": judged.served,
              "left_out": generated_code.left_out(release, arm),
              "seconds": [made["release"].get("seconds"), made["arm"].get("seconds")]}, headers, nodes, yamls)
 
@@ -271,6 +280,32 @@ def not_as_made(part):
     return out
 
 
+def _naming_shared(kernels, source, files, placed, release, version):
+    """The files of the release that name what the fix changes in ATen's shared headers
+    (``shared_headers``), read into ``files`` with the headers they include: rebuilt too, each by
+    its part's route, though the fix changes none of them. Returns them (path -> the names each
+    holds) and the kernels whose parts decide the route."""
+    shared = kernels.files.get("shared")
+    if not shared:
+        return {}, kernels
+    if source.tree is None:
+        raise Refused(f"the fix changes code of shared headers ({', '.join(shared)}), whose includers are found "
+                      f"in the release's tree, and {source.read_from} is no clone")
+    naming = shared_headers.rebuilt_for({p: (files[p], placed.get(p, files[p])) for p in shared},
+                                        source.tree.clone, source.tree.commit, files, version)
+    for path in naming:  # a TH generic file, with the file that compiles it
+        for each in {path, parts.compile_unit(path)}:
+            files[each] = source.tree.read_bytes(each)
+    more, standins = closure(source.tree.read_bytes, sorted(naming), release.headers)
+    source.includes.update(more)
+    source.standins = sorted(set(source.standins) | set(standins))
+    rebuilt = kernels.with_files(naming)
+    if rebuilt.part == "header":
+        raise Refused(f"no compiled file of torch {version} names what the fix changes in {', '.join(shared)}, "
+                      "and the fix changes no other: both arms would compile the same")
+    return naming, rebuilt
+
+
 def prepare(kernels, sources, arm, wheel, version, folder):
     """The kernel part of a one-fix arm: the release's own source of the files the fix rebuilds,
     the fix made on them the one way it goes (module doc), and the tree the runtime builds the
@@ -280,7 +315,6 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     Returns ``(fix_in_release, apply, part)``: ``part`` is None where this arm is the release as
     shipped (nothing to build), else the manifest's ``kernels``. Refuses (``Refused``) where no
     release source is at hand or the fix does not go on it."""
-    route = kernels.route_on(registers_operators(version))
     release = Release.of_wheel(wheel, version)
     fix = Fix([fd for fd in patch.parse(kernels.diff) if fd.name in kernels.built + kernels.generator_inputs],
               sources.get("fix_clone") or "", arm.get("buggy_sha") or "", arm.get("corrected_sha") or "")
@@ -304,6 +338,8 @@ def prepare(kernels, sources, arm, wheel, version, folder):
                           "declarations only: its includers, not rebuilt, would compile otherwise")
     direction = "reverse" if fix_in_release else "forward"
     apply = None if arm["arm"] == ("corrected" if fix_in_release else "buggy") else direction
+    naming, rebuilt = _naming_shared(kernels, source, files, placed, release, version)
+    route = rebuilt.route_on(registers_operators(version))
     callers = {}
     # the files whose operators run a changed helper: rebuilt too (an interposed function is
     # reached from every caller through the release's own symbol table)
@@ -323,16 +359,21 @@ def prepare(kernels, sources, arm, wheel, version, folder):
             files[path], arm_side[path] = faithful, arms
             changed = sorted({*changed, path})
             route = route.interposing()
+    if apply and all(arm_side.get(p) == d for p, d in files.items()) and not (generated or {}).get("operators"):
+        raise Refused(f"the fix changes nothing torch {version}'s CPU build compiles"
+                      f"{' (its generated code differs in ' + ', '.join(generated['differ'][:3]) + ' only)' if generated else ''}"
+                      ": both arms would be the release")
     tree = (Path(folder) / "kernels").resolve()
     sides = {"release": files, "arm": arm_side if apply else files}
     if generated:
         sides["arm-yaml"] = yamls
     digests = write_tree(tree, source, sides)
-    part = {"part": kernels.part, "route": str(route), "interposed_parts": list(route.interposed_parts),
+    part = {"part": rebuilt.part, "route": str(route), "interposed_parts": list(route.interposed_parts),
             "changed": changed,
             "cuda_left_out": kernels.files.get("cuda", []),
             "rebuild": sorted({parts.compile_unit(p) for p in files if not p.endswith(".h")}), "tree": str(tree),
             "rebuilt_for_callers": {path: sorted(ops) for path, ops in sorted(callers.items())},
+            "rebuilt_for_shared_headers": naming,
             "source": source.describe(), "placement": placement, "sha256": digests,
             **({"generated": generated} if generated else {}),
             "diff_sha256": hashlib.sha256(kernels.diff.encode()).hexdigest()}

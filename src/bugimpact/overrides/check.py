@@ -97,7 +97,7 @@ def judge(runs, override, release_flags):
             "unconfirmed": unconfirmed, "faithful_identical": faithful,
             "faithful_calls": calls["faithful"], "canary_entries": entries, "arm_calls": calls["arm"],
             "arm_identical": prints["arm"] == prints["release"], "release_operators": len(called),
-            "interposed": override.get("interposed", 0)}
+            "interposed": override.get("interposed", 0), "diverged": _diverged(runs)}
 
 
 def _interposed(runs, override, release_flags):
@@ -118,7 +118,14 @@ def _interposed(runs, override, release_flags):
             "workload_calls": sorted(through), "changed_calls": through, "unconfirmed": [],
             "faithful_identical": faithful, "faithful_calls": {}, "canary_entries": entries, "arm_calls": {},
             "arm_identical": prints["arm"] == prints["release"], "interposed": override.get("interposed", 0),
-            "release_operators": len(runs["release"].get("ops") or ())}
+            "release_operators": len(runs["release"].get("ops") or ()), "diverged": _diverged(runs)}
+
+
+def _diverged(runs):
+    """The builds whose run stopped at a loss or parameter that is not finite, with where: the
+    check's runs record it (a fix's arm may diverge where the release trains: what it changes),
+    and the fingerprints up to there are compared as any others."""
+    return {build: run["diverged"] for build, run in sorted(runs.items()) if run.get("diverged")}
 
 
 def _changed_run(runs, override):

@@ -19,10 +19,14 @@ generators, not compiled. What differs then is judged file by file (``judged``):
   generates (``Entangled``: a release before the fix may take it forwards);
 - **generated headers**: declarations only are placed for the arm's own files (a new native
   function its op file calls); inline code their includers compile is refused;
-- **the backward nodes** (``Functions.cpp``): a node's ``apply`` changed (a derivative formula)
-  is interposed: the file is compiled as a slice, its preamble and helpers and the changed nodes
-  (``sliced``), and the library exports their ``apply``, which libtorch exports too. A node added
-  or taken away (its struct in ``Functions.h`` changes) or a helper changed is refused;
+- **the backward nodes** (``Functions.cpp``): a node's ``apply`` changed (a derivative formula),
+  or one that runs a helper the fix changes, adds or takes away (the template's own code: helpers
+  are local to the file), is interposed: the file is compiled as a slice, its preamble and helpers
+  and those nodes (``sliced``), and the library exports their ``apply``, which libtorch exports
+  too. A node added or taken away (its struct in ``Functions.h`` changes) or the preamble changed
+  is refused;
+- **the autograd layer's Variable kernels** (``VariableType_N.cpp``) that differ only in when
+  they save a node's inputs, where the release's save all the arm's would: left as they are;
 - **anything else the release compiles** (the autograd layer's Variable kernels, TorchScript's
   operator table, the Python bindings, kernels of sparse, quantized or MKL-DNN tensors): refused,
   the file and its first changed definitions named. Re-registered Variable kernels are not built
@@ -53,6 +57,13 @@ DEFINITION = re.compile(r"^[A-Za-z_][^;{}()]*?\b((?:\w+::)*\w+)\s*\(([^;{}]*)\)\
 BACKWARD_NODES = re.compile(r"^torch/(autograd/generated/)?Functions\.cpp$")
 NODES_COMPILED_AS = "torch/csrc/autograd/generated/Functions.cpp"
 NODE = re.compile(r"^def (\w+)::apply\(variable_list&&\)$")
+VARIABLE_KERNELS = re.compile(r"^torch/VariableType(_\d+)?\.cpp$")
+SAVE_GUARD = re.compile(r"^\s*if \(grad_fn->should_compute_output\((.+)\)\) \{$")
+SAVE = re.compile(r"^\s*grad_fn->\w+ = SavedVariable\(")
+# generated code compiled where no library of this project takes it yet, by what it is
+ELSEWHERE = ((re.compile(r"^torch/python_"), ", a binding static to libtorch_python"),
+             (re.compile(r"^torch/VariableType"), ", the autograd layer's Variable kernels"),
+             (re.compile(r"^torch/register_aten_ops"), ", TorchScript's operator table"))
 
 
 def as_compiled(data):
@@ -81,11 +92,14 @@ def chunks(text):
     """A generated source file as its pieces, each keyed: a top-level function definition (from a
     line that opens it to the first line that is ``}``) by ``def <name>(<parameter types>)``, a
     registration (``REGISTRATION``, to the next piece or the semicolon that ends its chain) by
-    ``reg <operator>``, and the rest by ``other``; blank lines left out."""
+    ``reg <operator>``, and the rest by ``other``; blank lines left out, and the rest's line
+    comments."""
     out, key, lines = {}, "other", []
 
-    def close():  # blank lines apart: a definition taken away leaves its neighbours' blank lines
-        out[key] = out.get(key, "") + "".join(line + "\n" for line in lines if line.strip())
+    def close():  # blank lines apart: a definition taken away leaves its neighbours' blank lines;
+        # between definitions, comments too (a template's comment above a helper compiles nothing)
+        kept = [line for line in lines if line.strip() and not (key == "other" and line.lstrip().startswith("//"))]
+        out[key] = out.get(key, "") + "".join(line + "\n" for line in kept)
 
     for line in text.splitlines():
         definition = DEFINITION.match(line)
@@ -133,12 +147,59 @@ def compared(release, arm):
         keys = found["added"] + found["removed"] + found["changed"]
         if not keys:  # blank lines only
             continue
+        if VARIABLE_KERNELS.match(name):  # a change of when a node's inputs are saved, the release's a superset
+            found["saved_more"] = sorted(k for k in found["changed"] if _saves_what_the_arm_saves(old[k], new[k]))
+        if BACKWARD_NODES.match(name):
+            found["calling"] = _nodes_calling([k for k in keys if k.startswith("def ") and not NODE.match(k)], old, new)
         index = _kernels({**old, **new})
         found["operators"] = sorted({k[4:] for k in keys if k.startswith("reg ") and k != "reg ?"} |
                                     {op for k in keys if k.startswith("def ") for op in index.get(k, ())})
         found["unnamed"] = [k for k in keys if k in ("reg ?", "other") or k.startswith("def ") and k not in index]
         out[name] = found
     return out
+
+
+def _saves_what_the_arm_saves(release, arm):
+    """Whether a Variable kernel of the release's differs from the arm's only in when it saves a
+    backward node's inputs (``grad_fn->x_ = SavedVariable(...)``, guarded or not by
+    ``should_compute_output``), and saves each the arm saves whenever the arm's would: the arm's
+    node, interposed or the release's, then reads only what is saved (pr32062 on 1.5.0: the
+    release saves ``exponent`` always, the arm only for ``self``'s gradient)."""
+    def read(text):
+        rest, saves, guard = [], {}, None
+        for line in text.splitlines():
+            opened = SAVE_GUARD.match(line)
+            if opened:
+                guard = opened.group(1)
+            elif guard is not None and line.strip() == "}":
+                guard = None
+            elif SAVE.match(line):
+                saves[line.strip()] = guard
+            else:
+                rest.append(line.strip())
+        return rest, saves
+    (release_rest, release_saves), (arm_rest, arm_saves) = read(release), read(arm)
+    return release_rest == arm_rest and all(
+        line in release_saves and release_saves[line] in (None, guard) for line, guard in arm_saves.items())
+
+
+def _nodes_calling(helpers, old, new):
+    """The backward nodes both sides have whose ``apply`` runs any of ``helpers`` (definition keys
+    of the nodes' file), directly or through other helpers, on either side: a helper is local to
+    the file (an anonymous namespace), so its callers compile the arm's copy only where rebuilt."""
+    names = {k[4:k.index("(")].rsplit("::", 1)[-1] for k in helpers}
+    reached = set()
+    while names:
+        wanted = re.compile(r"\b(%s)\s*\(" % "|".join(map(re.escape, sorted(names))))
+        names = set()
+        for side in (old, new):
+            for key, text in side.items():
+                if not key.startswith("def ") or key in reached or not wanted.search(text.split("{", 1)[-1]):
+                    continue
+                reached.add(key)
+                if not NODE.match(key):
+                    names.add(key[4:key.index("(")].rsplit("::", 1)[-1])
+    return sorted(k for k in reached if NODE.match(k) and k in old and k in new)
 
 
 def _kernels(pieces):
@@ -185,18 +246,19 @@ class Judged:
     """What one library must do for a fix's generated code (``judged``): the operators whose
     kernels it registers from the arm's declarations (``operators``), the backward nodes whose
     ``apply`` it interposes (``nodes``: their definitions' keys, in ``nodes_file``), the generated
-    headers it places for the arm's own files (``headers``), and why it cannot (``refusal``, with
+    headers it places for the arm's own files (``headers``), the files whose differences the
+    release's own code serves (``served``), and why it cannot (``refusal``, with
     whether a release before the fix may take it: ``earlier``)."""
 
-    def __init__(self, operators=(), headers=(), refusal="", earlier=False, nodes=(), nodes_file=""):
-        self.operators, self.headers = sorted(operators), sorted(headers)
+    def __init__(self, operators=(), headers=(), refusal="", earlier=False, nodes=(), nodes_file="", served=()):
+        self.operators, self.headers, self.served = sorted(operators), sorted(headers), sorted(served)
         self.refusal, self.earlier = refusal, earlier
         self.nodes, self.nodes_file = sorted(nodes), nodes_file
 
 
 def judged(differ, fix_in_release):
     """How the generated files that differ (``compared``) go (module doc)."""
-    operators, headers, blocked, nodes, nodes_file = set(), [], [], [], ""
+    operators, headers, blocked, nodes, nodes_file, served = set(), [], [], [], "", []
     for name, diff in differ.items():  # ATen's outputs by their own names, the autograd layer's under torch/
         if "header" in diff:
             if diff["header"]:
@@ -213,11 +275,16 @@ def judged(differ, fix_in_release):
                                "its operator")
             continue
         if BACKWARD_NODES.match(name):
-            others = [k for k in diff["added"] + diff["removed"] + diff["changed"] if k not in diff["changed"]
-                      or not NODE.match(k)]
-            if others:  # a node added or taken away changes Functions.h too; a helper, every node's code
-                blocked.append(f"{name}: {', '.join(others[:3])} (only a backward node's formula is interposed)")
-            nodes, nodes_file = diff["changed"], name
+            keys = diff["added"] + diff["removed"] + diff["changed"]
+            # a node added or taken away changes Functions.h too; the preamble, every node's code
+            others = [k for k in keys if not k.startswith("def ") or NODE.match(k) and k not in diff["changed"]]
+            if others:
+                blocked.append(f"{name}: {', '.join(others[:3])} (a backward node's formula or helper is "
+                               "interposed, not a node added or taken away or the file's preamble)")
+            nodes, nodes_file = sorted({*(k for k in diff["changed"] if NODE.match(k)), *diff["calling"]}), name
+            continue
+        if diff.get("saved_more") == diff["changed"] and diff["changed"] and not diff["added"] + diff["removed"]:
+            served.append(name)  # the release's kernels save all the arm's nodes read: theirs serve the arm
             continue
         if name in LEGACY_TH:
             needed = [k for k in diff["added"] + diff["changed"] if k.startswith("def ")]
@@ -228,11 +295,12 @@ def judged(differ, fix_in_release):
                                       f"the fix changes TH's generated wrappers ({name}: {', '.join(needed[:3])}), "
                                       "which a library does not compile yet", earlier=fix_in_release)
             continue
-        blocked.append(f"{name} ({', '.join((diff['changed'] + diff['added'] + diff['removed'])[:3])})")
+        what = next((words for pattern, words in ELSEWHERE if pattern.search(name)), "")
+        blocked.append(f"{name}{what} ({', '.join((diff['changed'] + diff['added'] + diff['removed'])[:3])})")
     if blocked:
         return Judged(refusal="the fix changes generated code no library takes yet: " + "; ".join(blocked[:3])
                       + (f"; and {len(blocked) - 3} more" if len(blocked) > 3 else ""))
-    return Judged(operators, headers, nodes=nodes, nodes_file=nodes_file)
+    return Judged(operators, headers, nodes=nodes, nodes_file=nodes_file, served=served)
 
 
 def sliced(text, nodes):

@@ -6,8 +6,8 @@ built. Each change is one of ``KINDS``, with the operator or file it is of:
   changed; or, of a schema both sides keep, its ``dispatch:`` entries or another key;
 - ``derivatives.yaml``: an entry's signature (its ``name:`` line) added, taken away or changed;
   or a formula of an entry both sides keep;
-- the legacy TH declarations (``.cwrap``, ``nn.yaml``), the generators and their templates, and
-  the generated headers the tree checks in, each as a whole.
+- the legacy TH declarations (``.cwrap``, ``nn.yaml``), the generators and their templates (those
+  of the Python bindings apart), and the generated headers the tree checks in, each as a whole.
 
 An operator's schema changed is blocked whatever is built: the dispatcher holds one schema per
 name and overload, and the release's is registered already (``refusals``).
@@ -17,14 +17,20 @@ import re
 from .parts import hunks
 
 # hardest first: the first kind of a fix's changes names it
-KINDS = ("the generators", "an existing operator's schema changed", "an operator removed", "an operator added",
+KINDS = ("the Python bindings' generator", "the generators", "an existing operator's schema changed", "an operator removed", "an operator added",
          "a derivative's signature", "TH declarations (cwrap, nn.yaml)", "a dispatch entry or key",
          "a derivative formula", "generated headers checked in")
 # what the arm's generated code may change and one library still take (``generated_code``: the
-# kernel a key calls, registered from the arm's declarations; a backward node's formula,
-# interposed); whether it does, the generated code itself says
-ONE_LIBRARY = ("a dispatch entry or key", "TH declarations (cwrap, nn.yaml)", "generated headers checked in",
-               "a derivative formula")
+# kernel a key calls, registered from the arm's declarations; a backward node's formula or a
+# helper of its, interposed); whether it does, the generated code itself says, the generators'
+# own changes too
+ONE_LIBRARY = ("the generators", "a dispatch entry or key", "TH declarations (cwrap, nn.yaml)",
+               "generated headers checked in", "a derivative formula")
+# the kinds that say which kernel a key calls: the kernels are the fix's op files'
+CALLS_KERNELS = ("a dispatch entry or key", "TH declarations (cwrap, nn.yaml)")
+# what generates only the Python bindings: compiled into libtorch_python as static functions, which
+# no library takes over (``generated_code.ELSEWHERE``)
+BINDINGS = re.compile(r"^tools/autograd/(templates/python_|gen_python_functions)")
 GENERATORS = re.compile(r"^tools/|^torchgen/|^aten/src/ATen/(templates/|function_wrapper|gen\.py|native_parse)")
 CHECKED_IN = re.compile(r"^aten/src/ATen/core/(TensorBody|TensorMethods|Tensor)\.h$")
 ENTRY = re.compile(r"^- (func|name):\s*([\w.]+)\s*\((.*)$")
@@ -41,6 +47,8 @@ def changes(path, section):
         return [("TH declarations (cwrap, nn.yaml)", path)]
     if CHECKED_IN.search(path):
         return [("generated headers checked in", path)]
+    if BINDINGS.search(path):
+        return [("the Python bindings' generator", path)]
     if GENERATORS.search(path):
         return [("the generators", path)]
     return []
@@ -50,6 +58,12 @@ def one_library(found):
     """Whether a fix's generator-input changes (``changes``) are all of kinds whose generated code
     one library may take (``ONE_LIBRARY``)."""
     return all(kind in ONE_LIBRARY for kind, _ in found)
+
+
+def calls_kernels(found):
+    """Whether a fix's generator-input changes say which kernel an operator's key calls
+    (``CALLS_KERNELS``), which only the fix's own op files can define."""
+    return any(kind in CALLS_KERNELS for kind, _ in found)
 
 
 def words(found):

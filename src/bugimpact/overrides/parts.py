@@ -22,11 +22,12 @@ in one library, as the parts of one fix belong in one arm):
 
 CUDA kernels (``cuda``, TH's THC half among them) need a CUDA compiler matching the wheel's CUDA
 (designed the same way, not driven yet: a CPU fix's CUDA half is left out of CPU runs, a CUDA-only
-fix is refused). Code generation whose inputs say only which kernel a key calls, or a derivative
-formula, goes with the fix's op files, judged by its generated code (``generated_code``).
-Everything else is compiled into code neither route replaces (other code generation, TorchScript,
-distributed, the C++ frontend, headers inlined into many files, infrastructure outside ATen):
-refused, its part named, and the docker source build stays its route.
+fix is refused). Code generation that changes no schema (which kernel a key calls, a derivative
+formula, the generators' own code) goes with the fix's op files, judged by its generated code
+(``generated_code``); ATen's shared headers, by the files that name what they change
+(``shared_headers``). Everything else is compiled into code neither route replaces (other code
+generation, TorchScript, distributed, the C++ frontend, the headers of c10 and vec256,
+infrastructure outside ATen): refused, its part named, and the docker source build stays its route.
 A change to comments only changes no binary and is left out.
 """
 import difflib
@@ -76,9 +77,10 @@ class Kernels:
     @property
     def built(self):
         """The changed files an override rebuilds on the CPU (op and stub kernel files and their
-        headers, or TH and infrastructure files), and the headers whose change is declarations
-        only (``only_declarations``), placed for them."""
-        return sorted(p for k in (*REBUILT_PARTS, "declarations") for p in self.files.get(k, []))
+        headers, or TH and infrastructure files), and the headers placed for them: those whose
+        change is declarations only (``only_declarations``), and ATen's shared headers whose code
+        the files that name it are rebuilt for (``shared_headers``)."""
+        return sorted(p for k in (*REBUILT_PARTS, "declarations", "shared") for p in self.files.get(k, []))
 
     @property
     def generator_inputs(self):
@@ -86,6 +88,14 @@ class Kernels:
         the generated headers the tree checks in), whose generated code the arm's library takes
         by registering its kernels (``generated_code``)."""
         return sorted(self.files.get("codegen", []))
+
+    def with_files(self, paths):
+        """These kernels with more files to rebuild, each under its part (``shared_headers``)."""
+        files = {k: list(v) for k, v in self.files.items()}
+        for path in paths:
+            files.setdefault(part_of(path), []).append(path)
+        rebuilt = [p for k in REBUILT_PARTS for p in files.get(k, [])]
+        return Kernels(fix_part(rebuilt)[0] if self.part == "header" and rebuilt else self.part, files, self.diff)
 
     def route_on(self, registers_operators):
         """How the library puts the rebuilt code over the release's (module doc), on a release that

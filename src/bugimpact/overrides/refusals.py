@@ -24,6 +24,17 @@ CAUSES = (
      "the arm's code calls what the release does not have"),
     ("inline generated-header code", r"no library takes yet: [^;]*changes inline code its includers compile",
      "the fix's generated headers change inline code that includers the library does not rebuild compile"),
+    ("a binding static to libtorch_python", r"no library takes yet: [^;]*, a binding static to libtorch_python",
+     "the fix changes the generated Python bindings, compiled into libtorch_python as static functions no "
+     "library can take over"),
+    ("the autograd layer's Variable kernels", r"no library takes yet: [^;]*, the autograd layer's Variable kernels",
+     "the fix changes the generated Variable kernels (which backward node an operator records), whose "
+     "re-registration is not built yet"),
+    ("a backward node added or taken away", r"no library takes yet: [^;]*not a node added or taken away",
+     "a node's struct in Functions.h changes with it, which every file of the autograd layer compiles"),
+    ("a shared header's code named in many files", r"an ABI change with \d+ includers|names nothing its includers use",
+     "what an ATen header's change touches is named in more files than a library rebuilds, in files no library "
+     "rebuilds, or in no name at all (the count and the names given)"),
     ("generated code no library takes yet", r"generated code no library takes yet|TH's generated wrappers",
      "its generated code changes the autograd layer, backward nodes, Python bindings, TH wrappers or other "
      "tensor types' kernels, whose routes are not built yet (the first files named)"),

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..failures import CorruptFile, reading
 from ..framework.apply import NotPlaced
+from ..framework.paths import part_of
 from ..framework.tables import GitTree
 from ..harness.files import sha256_file
 from ..io import atomic_open
@@ -374,8 +375,9 @@ def _same_in(clone, tie, commit, paths):
 
 
 def _with_includers(tree, paths):
-    """``paths`` and, for a changed kernel header, the native files of the tree that include it."""
-    headers = [include_name(p) for p in paths if p.endswith(".h")]
+    """``paths`` and, for a changed header of the op or stub files, the native files of the tree
+    that include it (ATen's shared headers are judged by the names they change: ``shared_headers``)."""
+    headers = [include_name(p) for p in paths if p.endswith(".h") and part_of(p) in ("op", "stub")]
     if not headers:
         return list(paths)
     listing = subprocess.run(["git", "-C", tree.clone, "grep", "-l", "-F", *sum((["-e", h] for h in headers), []),

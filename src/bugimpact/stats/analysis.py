@@ -102,6 +102,8 @@ def analyse_bug(bug, records, metrics, required_runs, seed_policy, alpha=0.05, p
         "first_divergence_epoch": "" if first_div is None else first_div,
         "failed": "; ".join(failed), "skipped": skipped, "seed_policy": seed_policy,
         "n_ok": {arm: len(ok[arm]) for arm in ARMS}, "within_identical": within_identical,
+        "n_diverged": {arm: sum(1 for r in arms[arm].values() if r.get("failure_class") == "diverged")
+                       for arm in ARMS},
         "required_runs": required_runs, "values": {}, "scope": scope(ok, common),
         "sequential": look, "paired_values": {},
     }

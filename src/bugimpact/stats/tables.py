@@ -17,7 +17,7 @@ from .effects import adjust, detectable_d, hodges_lehmann
 from .exact import counted_record
 from .verdicts import decided_without_test, verdict
 
-VERDICTS = ("impact", "no evidence of impact", "not triggered", "not triggered on cpu", "not exercised",
+VERDICTS = ("impact", "diverges", "no evidence of impact", "not triggered", "not triggered on cpu", "not exercised",
             "identical runs", "not reached", "not reached on cpu", "incomplete")
 VERDICT_COLUMNS = ("bug", "row", "kind", "label", "verdict", "effect_metric", "effect",
                    "effect_low", "effect_high", "effect_level", "min_adjusted_p", "mde", "mde_alpha",
@@ -136,14 +136,16 @@ def not_exercised(checks):
 
 
 CHECK_COLUMNS = ("bug", "arm", "outcome", "route", "faithful_identical", "workload_calls", "canary_entries",
-                 "arm_identical", "reason", "source")
+                 "arm_identical", "diverged", "reason", "source")
 
 
 def check_rows(study, loaded):
     """One row per arm a compiled fix's override check judged: its outcome and figures, and where
     the rebuilt files came from (a tag, a commit, or a reconstruction)."""
     return [{"bug": f"{study}-{item['info']['bug']}", "arm": arm,
-             **{k: (", ".join(v) if isinstance(v, list) else v) for k, v in check.items() if k in CHECK_COLUMNS}}
+             **{k: (", ".join(v) if isinstance(v, list) else
+                    "; ".join(f"{b}: {w}" for b, w in v.items()) if isinstance(v, dict) else v)
+                for k, v in check.items() if k in CHECK_COLUMNS}}
             for item in loaded for arm, check in sorted((item["info"].get("override_checks") or {}).items())]
 
 

@@ -12,6 +12,11 @@ multiplicity family (``decided_without_test``):
   identical runs say nothing of the fix (``overrides.check``);
 - ``not reached`` / ``not reached on cpu``: the reach step found that the workload cannot execute
   what the fix changed, and ``reach.skip`` stopped the bug before any build or run;
+- ``diverges``: every run of one arm diverged (a loss or parameter that is not finite: a failed
+  measurement, no record) where every run of the other finished: the fix decides whether this
+  workload trains at all. No metric is measured, so no rank test; Fisher's exact test on the
+  divergence counts gives the reason its one-sided p (1 / C(2n, n) for n runs an arm), and the
+  bug stays out of the metrics' multiplicity family.
 - ``incomplete``: fewer finished runs than required; the failed runs are named with their error.
 - ``identical runs``: runs within each arm are bit-identical (e.g. the paper's fixed seed), so rank
   tests are degenerate; the exact difference between the arms is reported instead.
@@ -56,6 +61,14 @@ def decided_without_test(bug_info, tags=""):
         return label, (f"early decision: fingerprints identical in all {pairs} run pairs{proved}; "
                        f"{skipped} runs skipped{caveat}")
     short = {arm: need - n_ok[arm] for arm in ARMS if n_ok[arm] < need}
+    diverged = bug_info.get("n_diverged") or {}
+    stopped = [arm for arm in ARMS if diverged.get(arm, 0) >= need]
+    if len(stopped) == 1 and all(n_ok[arm] >= need and not diverged.get(arm) for arm in ARMS if arm != stopped[0]):
+        other = next(arm for arm in ARMS if arm != stopped[0])
+        return "diverges", (f"the {stopped[0]} arm diverged in all {diverged[stopped[0]]} runs, the {other} arm "
+                            f"finished all {n_ok[other]}: the fix decides whether this workload trains at all "
+                            f"(Fisher's exact test on the divergence counts, one-sided: p = "
+                            f"{1 / math.comb(2 * need, need):.3g}); {bug_info['failed'][:300]}")
     if short:
         missing = ", ".join(f"{arm} {n_ok[arm]}/{need}" for arm in short)
         why = bug_info["failed"] or "records missing (not yet run)"

@@ -157,4 +157,4 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
 
 # what the gate keeps of each arm's check: the outcome and the figures the report shows
 CHECK_FIGURES = ("outcome", "passed", "reason", "route", "workload_calls", "canary_entries", "faithful_identical",
-                 "arm_identical", "source")
+                 "arm_identical", "diverged", "source")

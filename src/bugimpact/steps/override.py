@@ -83,7 +83,7 @@ def _run(train_cfg, steps, runtime, data, key, artifact, library, profile, out, 
     """One short run in the runtime: its record, or why it failed. ``library``: the spec's override
     fields (``train.override_spec``), empty for the release."""
     spec = short_spec(train_cfg, RunTarget("__check__", "check", {"artifact": artifact}, 0, key), data[0],
-                      read_json(data[1])["sha256"], max_steps=steps, epochs=1,
+                      read_json(data[1])["sha256"], max_steps=steps, epochs=1, record_divergence=True,
                       **library, **({"profile_ops": True} if profile else {}))
     with open(log_path, "a") as handle:
         handle.write(f"== {out.stem}: {library.get('override') or 'the release'}\n")

@@ -1,0 +1,39 @@
+"""A fix made on the generators' lists entry by entry, where a line merge conflicts: a TH port taken
+back on a release that took its neighbours' entries away too (pr24866, pr25041, pr25285 on torch
+1.3.0), and the conflicts named by entry."""
+import pytest
+
+from bugimpact.framework import entries
+from bugimpact.framework.apply import NotPlaced, merged
+
+
+def cwrap(*names):
+    return "".join(f"[[\n  name: {n}\n  cname: {n[4:]}\n  return: argument 0\n]]\n" for n in names).encode()
+
+
+def test_a_port_taken_back_beside_its_neighbours_ports_conflicts_by_line_and_merges_by_entry():
+    # the fix took _th_ceil away; the release then took its neighbours away too
+    buggy, fixed = cwrap("_th_abs", "_th_floor", "_th_ceil", "_th_round", "_th_neg"), cwrap(
+        "_th_abs", "_th_floor", "_th_round", "_th_neg")
+    release = cwrap("_th_abs", "_th_neg")
+    with pytest.raises(NotPlaced, match="conflict"):
+        merged(release, buggy, fixed, "new", "aten/src/ATen/Declarations.cwrap")
+    taken_back = entries.merged(release, buggy, fixed, "new", "aten/src/ATen/Declarations.cwrap")
+    assert taken_back == cwrap("_th_abs", "_th_ceil", "_th_neg")  # after the entry it followed that is left
+    # made forwards on a release that still has it, the entry goes
+    assert entries.merged(cwrap("_th_ceil", "_th_neg"), buggy, fixed, "old", "x/Declarations.cwrap") == cwrap("_th_neg")
+
+
+def test_an_entry_the_release_changed_itself_is_a_conflict_named_by_its_key():
+    yaml_before = b"# head\n\n- func: sign(Tensor self) -> Tensor\n  named_guard: True\n\n- func: abs(Tensor self) -> Tensor\n"
+    yaml_after = yaml_before.replace(b"named_guard: True", b"named_guard: False")
+    release = yaml_before.replace(b"named_guard: True", b"supports_named_tensor: True")
+    with pytest.raises(NotPlaced, match=r"by entry too, 1 of the fix's entries read otherwise on the release "
+                                        r"\(sign\(Tensor self\) -> Tensor\)"):
+        entries.merged(release, yaml_before, yaml_after, "old", "aten/src/ATen/native/native_functions.yaml")
+    # an entry added after one the release no longer has: after the nearest before it that it has
+    added = yaml_before + b"\n- func: sgn(Tensor self) -> Tensor\n"
+    made = entries.merged(yaml_before.replace(b"abs", b"absolute"), yaml_before, added, "old", "native_functions.yaml")
+    assert made == b"# head\n\n- func: sign(Tensor self) -> Tensor\n  named_guard: True\n\n" \
+                   b"- func: sgn(Tensor self) -> Tensor\n- func: absolute(Tensor self) -> Tensor\n"
+    assert entries.kind_of("tools/autograd/derivatives.yaml") == "yaml" and entries.kind_of("nn.yaml") is None
