@@ -197,6 +197,12 @@ def test_a_header_change_of_declarations_only_rebuilds_no_includer():
         onefix.isolate(diff[:diff.index("diff --git a/aten/src/ATen/native/Copy.cpp")])
     # the header's part would have refused the fix before
     assert parts.refusal(*parts.fix_part([path, "aten/src/ATen/native/Copy.cpp"])).startswith("header:")
+    # a CUDA header's declarations belong to the CUDA half, left out of a CPU arm with it (pr25285's
+    # THCTensorMathPointwise.h conflicted with 1.4.0's own, and refused the fix)
+    cuda = diff.replace(path, "aten/src/THC/generic/THCTensorMathPointwise.h")
+    _, kinds, kernels = onefix.isolate(cuda)
+    assert kinds["declarations"] == [] and kernels.files["cuda"] == ["aten/src/THC/generic/THCTensorMathPointwise.h"]
+    assert kernels.built == ["aten/src/ATen/native/Copy.cpp"]
 
 
 def yaml_section(path, *hunk_lines, header=""):

@@ -1,6 +1,6 @@
-"""A fix made on the generators' lists entry by entry, where a line merge conflicts: a TH port taken
-back on a release that took its neighbours' entries away too (pr24866, pr25041, pr25285 on torch
-1.3.0), and the conflicts named by entry."""
+"""A fix made on the generators' lists and op files entry by entry, where a line merge conflicts: a
+TH port taken back on a release that took its neighbours' entries away too (pr25041, pr25285 on
+torch 1.3.0 and 1.4.0), and the conflicts named by entry."""
 import pytest
 
 from bugimpact.framework import entries
@@ -37,3 +37,45 @@ def test_an_entry_the_release_changed_itself_is_a_conflict_named_by_its_key():
     assert made == b"# head\n\n- func: sign(Tensor self) -> Tensor\n  named_guard: True\n\n" \
                    b"- func: sgn(Tensor self) -> Tensor\n- func: absolute(Tensor self) -> Tensor\n"
     assert entries.kind_of("tools/autograd/derivatives.yaml") == "yaml" and entries.kind_of("nn.yaml") is None
+
+
+UNARY = """// the unary ops
+#include <ATen/ATen.h>
+
+namespace at { namespace native {
+
+Tensor& neg_out(Tensor& result, const Tensor& self) {
+  return result;
+}
+%s
+#define IMPLEMENT_UNARY_OP_VEC(op) \\
+  Tensor op(const Tensor& self) { return self; }
+
+%s
+}} // namespace at::native
+"""
+ROUND = """
+Tensor round(const Tensor& self) {
+  return at::round_out(self, self);
+}
+"""
+
+
+def test_an_op_files_port_is_taken_back_by_definition_and_statement():
+    """pr25041's shape: the port added round's functions and took its macro line away; the release
+    then ported its neighbours too, so their macro lines are gone and a line merge conflicts."""
+    path = "aten/src/ATen/native/UnaryOps.cpp"
+    macros = "IMPLEMENT_UNARY_OP_VEC(acos)\nIMPLEMENT_UNARY_OP_VEC(round)\nIMPLEMENT_UNARY_OP_VEC(sin)\n"
+    buggy = (UNARY % ("", macros)).encode()
+    fixed = (UNARY % (ROUND, macros.replace("IMPLEMENT_UNARY_OP_VEC(round)\n", ""))).encode()
+    release = (UNARY % (ROUND, "IMPLEMENT_UNARY_OP_VEC(cos)\n")).encode()  # acos and sin ported since
+    with pytest.raises(NotPlaced, match="conflict"):
+        merged(release, buggy, fixed, "new", path)
+    taken_back = entries.merged(release, buggy, fixed, "new", path).decode()
+    assert "Tensor round(const Tensor& self)" not in taken_back and "IMPLEMENT_UNARY_OP_VEC(round)" in taken_back
+    assert taken_back.index("IMPLEMENT_UNARY_OP_VEC(round)") < taken_back.index("IMPLEMENT_UNARY_OP_VEC(cos)")
+    assert taken_back.rstrip().endswith("}} // namespace at::native")
+    # the release changed round's body since: its definition reads otherwise, a conflict
+    edited = release.replace(b"at::round_out(self, self)", b"at::round_out(self.contiguous(), self)")
+    with pytest.raises(NotPlaced, match=r"read otherwise on the release \(Tensor round\(const Tensor& self\)\)"):
+        entries.merged(edited, buggy, fixed, "new", path)

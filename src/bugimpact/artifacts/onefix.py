@@ -110,8 +110,9 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
             kind = "unknown"
         if kind == "compiled" and parts.only_comments(path, section):
             kind = "comments"  # changes no binary
-        elif kind == "compiled" and parts.only_declarations(path, section):
-            kind = "declarations"  # placed for the fix's own files; rebuilds no includer
+        elif kind == "compiled" and CUDA.search(path) is None and parts.only_declarations(path, section):
+            kind = "declarations"  # placed for the fix's own files; rebuilds no includer (a CUDA
+            # header's includers are the CUDA half's, left out of a CPU arm with it)
         elif kind == "compiled" and path.endswith(parts.HEADER):
             header_code[path] = parts.includer_code(section)
         if kind == "compiled":

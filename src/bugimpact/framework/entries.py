@@ -1,17 +1,21 @@
-"""A fix made on the code generators' lists of entries entry by entry, where a line merge conflicts.
+"""A fix made on the code generators' lists and ATen's op files entry by entry, where a line merge
+conflicts.
 
 ``native_functions.yaml``, ``derivatives.yaml`` and the TH declarations (``*.cwrap``) are lists of
-entries the generators read one by one, keyed by their schema, signature or name, in any order.
-Porting operators from TH to ATen took their ``.cwrap`` entries away one commit at a time, each
-beside the last (2019: 31 commits to ``Declarations.cwrap`` between pr23492 and torch 1.3.0), so
-taking one port back on a release conflicts line by line with its neighbours' ports, though no
-entry the fix changes was touched by another commit. Merged by entry: an entry the fix changes or
+entries the generators read one by one, keyed by their schema, signature or name, in any order;
+an op file (``native/*.cpp``) is a list of namespace-level items (definitions keyed by their head,
+statements and macro invocations by their code). Porting operators from TH to ATen took their
+``.cwrap`` entries and ``IMPLEMENT_UNARY_OP_VEC(op)`` lines away one commit at a time, each beside
+the last (2019: 31 commits to ``Declarations.cwrap`` between pr23492 and torch 1.3.0), so taking one
+port back on a release conflicts line by line with its neighbours' ports, though no entry the fix
+changes was touched by another commit. Merged by entry: an entry the fix changes or
 takes away must read on the release as the fix's one side has it; one it adds must be absent, and
 goes after the entry it follows in the fix (else before the one it precedes, else at the end).
 Anything else is a conflict, named by its entry.
 """
 import re
 
+from . import cpp
 from .apply import NotPlaced
 
 # where an entry starts, and its key, per kind of list
@@ -20,24 +24,27 @@ CWRAP_NAME = re.compile(r"^\s+name:\s*(\S+)")
 
 
 def kind_of(name):
-    """``yaml`` or ``cwrap`` for a list the generators read by entry, else None."""
+    """``yaml`` or ``cwrap`` for a list the generators read by entry, ``cpp`` for an op file (its
+    namespace-level definitions and statements, each an entry), else None."""
     base = name.rsplit("/", 1)[-1]
     if base in ("native_functions.yaml", "derivatives.yaml"):
         return "yaml"
-    return "cwrap" if base.endswith(".cwrap") else None
+    if base.endswith(".cwrap"):
+        return "cwrap"
+    return "cpp" if re.match(r"aten/src/ATen/native/.*\.cpp$", name) else None
 
 
 def split(data, kind):
     """A list's text as (head, [(key, entry text)]): an entry runs from its start line to the next
     one's, the comments and blank lines before the next one included; a key met twice is numbered."""
     lines = data.decode("utf-8", "replace").splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if STARTS[kind].match(line)]
+    starts = _cpp_starts(lines) if kind == "cpp" else [i for i, line in enumerate(lines) if STARTS[kind].match(line)]
     if not starts:
         return "".join(lines), []
     out, seen = [], {}
     for at, end in zip(starts, starts[1:] + [len(lines)]):
         block = lines[at:end]
-        found = STARTS[kind].match(block[0]).group(1) if kind == "yaml" else \
+        found = _cpp_key(block) if kind == "cpp" else STARTS[kind].match(block[0]).group(1) if kind == "yaml" else \
             next((m.group(1) for m in map(CWRAP_NAME.match, block) if m), f"line {at + 1}")
         seen[found] = seen.get(found, 0) + 1
         out.append((found if seen[found] == 1 else f"{found} #{seen[found]}", "".join(block)))
@@ -79,6 +86,38 @@ def merged(copy, old, new, side, name):
         raise NotPlaced(f"{name}: by entry too, {len(conflicts)} of the fix's entries read otherwise on the release "
                         f"({', '.join(conflicts[:3])})")
     return (head + "".join(_ended(ours[key]) for key in order)).encode()
+
+
+def _cpp_starts(lines):
+    """Where each namespace-level item of a C++ file starts (a definition, a statement, a macro's
+    invocation, a preprocessor line, a namespace's brace): the first line of code after the last
+    item ended, a namespace's braces being no nesting of their own."""
+    code = cpp.blank("".join(lines)).splitlines()
+    starts, depth, open_item = [], [], False
+    for i, line in enumerate(code):
+        text = line.strip()
+        raw = lines[i].strip()
+        if not open_item and (text or raw.startswith("#")):
+            if not raw.startswith(("//", "/*", "*")):
+                starts.append(i)
+                open_item = True
+        for c in text:
+            if c == "{":
+                head = " ".join(" ".join(code[max(0, i - 3):i + 1]).split()).rsplit("{", 1)[0]
+                depth.append("namespace" if re.search(r'(\bnamespace\b[\w\s:]*|extern\s*$)$', head) else "body")
+            elif c == "}" and depth:
+                depth.pop()
+        inner = any(d == "body" for d in depth)
+        if open_item and not inner and (raw.startswith("#") or not text or text.endswith((";", "}", "{", ")"))):
+            open_item = False
+    return starts
+
+
+def _cpp_key(block):
+    """A C++ item's key: a definition's head (its text before the body), else its code."""
+    code = " ".join(cpp.blank("".join(block)).split())
+    return code.split("{", 1)[0].strip() if "(" in code.split("{", 1)[0] and "{" in code else \
+        code or " ".join("".join(block).split())
 
 
 def _same(a, b):
