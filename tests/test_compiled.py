@@ -139,6 +139,28 @@ def test_a_change_to_comments_only_changes_no_binary():
     assert not parts.only_comments(path, "@@ -1 +1 @@\n-#define N 1\n+#define N 2\n")
 
 
+def test_a_header_condition_taken_away_whole_or_only_another_platform_compiles_is_no_code():
+    """Seen on real history: pr25857 took a declaration away with the ``#if`` around it, pr26923
+    an MSVC-only inline function from THGeneral.h.in (a header CMake configures). Neither is code a
+    Linux wheel's includers compile; a condition put around lines the diff keeps, or code under a
+    branch Linux takes (``#else``, ``!defined(_MSC_VER)``), is."""
+    path = "aten/src/TH/generic/THVector.h"
+    whole = ("@@ -1,6 +1,2 @@\n #endif\n\n-#if defined(TH_REAL_IS_SHORT) || defined(TH_REAL_IS_INT)\n"
+             "-TH_API void THVector_(abs)(scalar_t *y, const scalar_t *x, const ptrdiff_t n);\n-#endif\n-\n")
+    assert parts.only_declarations(path, whole)
+    assert not parts.only_declarations(path, whole.replace("-TH_API void", " TH_API void"))  # kept, now conditional
+    assert not parts.only_declarations(path, whole.replace("-TH_API void THVector_(abs)(scalar_t *y, const scalar_t *x,"
+                                                           " const ptrdiff_t n);", "-#define N 2"))  # its contents judged
+    msvc = ("@@ -1,8 +1,2 @@\n #if (defined(_MSC_VER) || defined(__MINGW32__))\n-#if defined(_MSC_VER)\n"
+            "-__inline double log1p(double x) { return THLog1p(x); }\n-#else\n"
+            "-inline double log1p(double x) { return THLog1p(x); }\n-#endif\n #define snprintf _snprintf\n #endif\n")
+    assert parts.only_declarations("aten/src/TH/THGeneral.h.in", msvc)
+    linux = msvc.replace("#if (defined(_MSC_VER) || defined(__MINGW32__))", "#if !defined(_MSC_VER)")
+    assert parts.includer_code(linux) == "code, not a declaration (inline double log1p(double x) {)"
+    assert parts.includer_code(msvc.replace(" #if (defined(_MSC_VER) || defined(__MINGW32__))\n", "")) == \
+        "code, not a declaration (inline double log1p(double x) {)"  # the #else of MSVC's: Linux's
+
+
 HEADER_HUNK = ("@@ -1,6 +1,6 @@\n namespace at {\n\n CAFFE2_API void assert_no_overlap(const Tensor& t);\n"
                "-void propagate_names_for_copy(Tensor& result, const Tensor& src);\n\n}\n")
 
@@ -174,8 +196,11 @@ def test_a_header_change_of_declarations_only_rebuilds_no_includer():
                "-TH_API void THTensor_(min)(THTensor *values_, THLongTensor *indices_, THTensor *t, int dimension);\n"
                "+TH_API void THTensor_(pow)(THTensor *r_, THTensor *t, scalar_t value);\n")
     assert parts.only_declarations("aten/src/TH/generic/THTensorMath.h", generic)
-    assert not parts.only_declarations("aten/src/TH/generic/THTensorMath.h", generic.replace(
-        "THTensor_(min)", "THTensor_(max)"))  # an overload of one generic name
+    # a C function has no overloads: pr25857 took THVector_(abs) away from both of its scalar
+    # types' conditions; a C++ one declared twice is an overload set
+    twice = generic.replace("THTensor_(min)", "THTensor_(max)")
+    assert parts.only_declarations("aten/src/TH/generic/THTensorMath.h", twice)
+    assert not parts.only_declarations("aten/src/TH/generic/THTensorMath.h", twice.replace("TH_API ", ""))
     assert not parts.only_declarations("aten/src/ATen/NamedTensorUtils.cpp", HEADER_HUNK)  # not a header
     # a hunk that begins within an inline function's body: a local made with a constructor reads
     # as a declaration in the hunk alone; the artifact reads the whole file (``arm.prepare``)

@@ -105,8 +105,14 @@ def test_a_not_reached_is_checked_against_the_ground_truth():
 def test_a_not_reached_beside_what_ran_is_a_contradiction_in_the_verdicts():
     said = {"verdict": "not reached"}
     verified = {"corrected": {"outcome": "verified", "workload_calls": ["at::native::threshold"]}}
-    assert "override check counted the workload's calls through the rebuilt code (at::native::threshold)" in (
+    assert "override check counted the workload's calls into the rebuilt code (at::native::threshold)" in (
         contradiction(said, "no evidence of impact", verified))
+    # a check that knows the functions the fix changes holds reach to them (pr38262's library
+    # registers index_select beside scatter_add_, and the small CNN calls only the first)
+    other_ops = {"corrected": {**verified["corrected"], "changed_functions": 2, "changed_calls": {}}}
+    assert contradiction(said, "not triggered", other_ops) == ""
+    entered = {"corrected": {**other_ops["corrected"], "changed_calls": {"scatter_add_cpu_": 4}}}
+    assert "calls into the functions the fix changes (scatter_add_cpu_)" in contradiction(said, "not triggered", entered)
     assert "yet the runs differ" in contradiction(said, "impact", {})
     assert contradiction(said, "not reached", {}) == ""
     assert contradiction({"verdict": "reached"}, "impact", verified) == ""

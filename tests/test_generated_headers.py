@@ -62,7 +62,7 @@ def test_a_cherry_pick_the_branch_point_lacks_is_found_by_the_generated_headers_
     assert facts["tree"]["changed"] == [YAML]  # the tree the build reads holds the cherry-pick
     assert "its generator writes the wheel's 1 generated headers, with Add bar (#3) placed" in source.origin
     record = json.loads((tmp_path / "rec.json").read_text())
-    assert record["generated_headers"] == checked and record["record_version"] == 2
+    assert record["generated_headers"] == checked and record["record_version"] == 3
 
 
 def test_a_commit_that_would_change_a_header_the_wheel_ships_otherwise_is_not_placed(tmp_path, monkeypatch):
@@ -82,6 +82,24 @@ def test_what_no_master_commit_explains_is_named_and_nothing_is_placed(tmp_path,
     assert checked["differ"] == ["NativeFunctions.h"] and checked["cherry_picks"] == []
     assert source.describe()["tree"]["changed"] == []
     assert "1 of the wheel's 1 generated headers differ (NativeFunctions.h: Tensor " in source.origin
+    assert checked["names"] == ["qux"]  # where the reconstruction is not the release
+
+
+def test_an_arm_whose_generated_code_changes_what_the_reconstruction_generates_otherwise_is_refused():
+    """Issue 59, item 2: 1.5.x's tree generates ``real`` and ``imag`` otherwise than its wheel
+    (the release branch took them out). An arm whose generated code changes one of them is
+    refused; one that changes another operator (pr32062's pow, its nodes PowBackward1 and 2)
+    is the release's generated code with the fix, and goes on."""
+    from bugimpact.overrides.generated_code import Judged, unlike_the_wheel
+    checked = {"checked": True, "differ": ["Functions.h"], "names": ["findSchemaOrThrow", "imag", "real", "real_out"]}
+    pow_nodes = Judged(nodes=["def PowBackward1::apply(variable_list&&)", "def PowBackward2::apply(variable_list&&)"])
+    assert unlike_the_wheel(checked, pow_nodes, "1.5.0") == ""
+    real = Judged(operators=["real.out"], nodes=["def RealBackward::apply(variable_list&&)"])
+    assert unlike_the_wheel(checked, real, "1.5.0").startswith(
+        "torch 1.5.0's tree generates RealBackward, real.out otherwise than its wheel was generated")
+    assert unlike_the_wheel({**checked, "differ": []}, real, "1.5.0") == ""  # the wheel's own: nothing to refuse
+    old = {k: v for k, v in checked.items() if k != "names"}  # a record made before it kept them
+    assert "not where (made before it kept their names)" in unlike_the_wheel(old, pow_nodes, "1.5.0")
 
 
 def test_a_tree_without_the_generator_is_not_checked_and_says_so(tmp_path, monkeypatch):

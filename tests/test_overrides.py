@@ -334,6 +334,17 @@ def test_a_faithful_live_override_is_verified():
     result = check.judge(runs(arm="b"), OVERRIDE, FLAGS)
     assert result["outcome"] == "verified" and result["passed"] and result["workload_calls"] == ["conv2d"]
     assert not result["arm_identical"] and result["canary_entries"] == 9
+    assert result["changed_calls"] == {} and result["changed_functions"] == 0  # no function named changed
+    # the canary says which of the functions the fix changes ran: the workload may call an op
+    # file's other operators only, still verified (the library's code ran), which reach is held to
+    changed = {**OVERRIDE, "changed_functions": [{"symbol": "_ZN2at6native11conv2d_cpuEv", "name": "at::native::conv2d_cpu()"},
+                                                 {"symbol": "_ZN2at6native11conv3d_cpuEv", "name": "at::native::conv3d_cpu()"}]}
+    entered = runs(arm="b")
+    entered["canary"]["override"]["functions"] = {"_ZN2at6native11conv2d_cpuEv": 7, "_ZN2at6native5otherEv": 2}
+    result = check.judge(entered, changed, FLAGS)
+    assert result["outcome"] == "verified" and result["workload_calls"] == ["conv2d"]
+    assert result["changed_calls"] == {"at::native::conv2d_cpu": 7} and result["changed_functions"] == 2
+    assert check.contradiction(result) is None
 
 
 @pytest.mark.parametrize("case, reason", [
@@ -790,12 +801,18 @@ def test_the_corpus_takes_its_windows_by_dates_and_commits_and_counts_their_fix_
     assert row["id"] == "pr4" and row["onefix"].startswith("yes: kernels (op") and row["decision"] == "accept"
     assert row["release"] == "v9.10.0"  # after the branch point, in no notes: the next release's
     assert corpus["sheet_row"](repo, "9.9.0", late, late, early, "fix foo again (#4)")["release"] == "v9.9.0"
-    corpus["report"]([{"id": "pr1", "release": "9.9.0", "op_fix": True, "studied": True, "class": "", "seconds": 60.0},
+    corpus["report"]([{"id": "pr1", "release": "9.9.0", "op_fix": True, "studied": True, "class": "", "seconds": 60.0,
+                       "outcome": "verified", "reach": "not reached", "contradiction": "reach said not reached, yet",
+                       "changed_ran": "yes"},
+                      {"id": "pr2", "release": "9.9.0", "op_fix": True, "studied": True, "class": "", "seconds": 30.0,
+                       "outcome": "not exercised", "reach": "not reached"},
                       {"id": "pr4", "release": "9.9.0", "op_fix": False, "studied": False,
-                       "class": "kind: codegen", "seconds": 0.0}])
+                       "class": "kind: codegen", "seconds": 0.0, "outcome": "", "reach": "reached"}])
     printed = capsys.readouterr().out
-    assert "fix commits: 1 of 2 studied (50%; 9.9.0: 1 of 2)" in printed
-    assert "op-file fixes by their diff: 1 of 1 studied (100%" in printed and "kind: codegen: 1 (pr4)" in printed
+    assert "fix commits: 2 of 3 studied (67%; 9.9.0: 2 of 3)" in printed
+    assert "op-file fixes by their diff: 2 of 2 studied (100%" in printed and "kind: codegen: 1 (pr4)" in printed
+    assert "not reached / not exercised: 1; not reached / verified, the changed functions ran: 1" in printed
+    assert "reach contradicted by what ran: 1 (pr1)" in printed
 
 
 def test_every_refusal_cause_is_in_the_docs_as_the_table_has_it():

@@ -52,6 +52,9 @@ def test_a_shared_headers_change_is_named_by_what_each_changed_line_is_in():
     assert changed(b"#include <ATen/ATen.h>\n", b"#include <ATen/ATen.h>\n#include <c10/macros/Macros.h>\n") == \
         (set(), [])
     assert changed(b"} // namespace at", b"}  // namespace at, the end") == (set(), [])
+    # pr26181: a class template's specialization added, its head on the line before its braces
+    assert changed(b"static_assert(", b"template <typename T>\nstruct traits<T&> : public traits<T> {};\n"
+                   b"static_assert(") == ({"traits"}, [])
     # a statement that declares nothing: which includers compile it cannot be said
     assert changed(b"sizeof(int) == 4", b"sizeof(int) == 8") == \
         (set(), ['static_assert(sizeof(int) == 4, "int");', 'static_assert(sizeof(int) == 8, "int");'])
@@ -115,8 +118,8 @@ def test_a_change_named_where_no_library_rebuilds_or_in_too_many_files_is_refuse
 
 def test_a_fix_of_a_shared_headers_code_and_an_op_file_is_a_kernel_fix_its_header_judged_at_the_build():
     """pr24921's shape: NamedTensorUtils.h's code and an op file. Its header's part refused it
-    before, by name; the header is now carried to the build, where the tree says who names it.
-    A shared header of c10 or vec256 is still refused by its part."""
+    before, by name; the header is now carried to the build, where the tree says who names it; so
+    is one of ATen/detail/. A shared header of c10 or vec256 is still refused by its part."""
     def section(path, old, new):
         return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-{old}\n+{new}\n"
     diff = section("aten/src/ATen/NamedTensorUtils.h", "inline int f() { return 1; }", "inline int f() { return 2; }") \
@@ -129,5 +132,7 @@ def test_a_fix_of_a_shared_headers_code_and_an_op_file_is_a_kernel_fix_its_heade
         "native/Copy.cpp", "native/TensorIterator.cpp")  # infrastructure's header: the same judgment
     assert onefix.verdict(iterator) == "yes: kernels (infra: aten/src/ATen/native/TensorIterator.cpp, " \
                                       "aten/src/ATen/native/TensorIterator.h)"
+    detail = diff.replace("aten/src/ATen/NamedTensorUtils.h", "aten/src/ATen/detail/FunctionTraits.h")
+    assert onefix.isolate(detail)[2].files["shared"] == ["aten/src/ATen/detail/FunctionTraits.h"]  # pr26181's
     vec = diff.replace("aten/src/ATen/NamedTensorUtils.h", "aten/src/ATen/cpu/vec256/vec256_base.h")
     assert onefix.verdict(vec).startswith("no: header: a shared header inlined into many files")

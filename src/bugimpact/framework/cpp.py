@@ -102,9 +102,21 @@ def functions(text):
 
 def definitions(text):
     """``(functions, initializers)`` of one source, in one pass over its braces."""
+    return _walk(text)[:2]
+
+
+def scopes(text):
+    """Each class, struct, union and enum at namespace or class level as (first line, last line,
+    name), innermost first where they nest."""
+    return sorted(_walk(text)[2], key=lambda s: s[1] - s[0])
+
+
+def _walk(text):
+    """``(functions, initializers, named scopes)`` of one source, in one pass over its braces."""
     code = blank(text)
-    found, data = [], []
-    stack = []  # per open brace: ('scope', anonymous), ('function', Function), ('data', Initializer)
+    found, data, named = [], [], []
+    # per open brace: ('scope', anonymous, first line, name), ('function', Function), ('data', Initializer)
+    stack = []
     head_start = 0
     line = 1
     for i, c in enumerate(code):
@@ -129,9 +141,11 @@ def definitions(text):
                 elif kind == "scope":
                     flat = " ".join(head.split())
                     cls = re.search(r"\b(?:struct|class|union)\s+(?:\w+\s+)*?(\w+)\s*(?:<.*?>\s*)?(?:final\s*)?(?::[^{]*)?$", flat)
+                    enum = re.search(r"\benum(?:\s+class)?\s+(\w+)\s*(?::[^{]*)?$", flat)
                     # anonymous namespace: True; a class: its name; a named namespace: False
                     stack.append(("scope", True if re.search(r"\bnamespace\s*$", flat)
-                                  else (cls.group(1) if cls and not re.search(r"\bnamespace\b", flat) else False)))
+                                  else (cls.group(1) if cls and not re.search(r"\bnamespace\b", flat) else False),
+                                  line, cls.group(1) if cls else enum.group(1) if enum else None))
                 else:
                     flat = " ".join(head.split())
                     stack.append(("data", Initializer(flat, _head_line(head, line), line) if flat else None))
@@ -140,7 +154,9 @@ def definitions(text):
             head_start = i + 1
         elif c == "}":
             if stack:
-                kind, what = stack.pop()
+                kind, what, *where = stack.pop()
+                if kind == "scope" and where[1]:
+                    named.append((where[0], line, where[1]))
                 if kind == "function":
                     what.end = line
                     what.calls = direct_calls(code[what._open + 1:i]) | _macro_calls(text[what._open + 1:i])
@@ -154,7 +170,7 @@ def definitions(text):
                 head_start = i + 1
         elif c == ";" and not any(s[0] in ("function", "data") for s in stack):
             head_start = i + 1
-    return sorted(found, key=lambda f: f.start), sorted(data, key=lambda d: d.start)
+    return sorted(found, key=lambda f: f.start), sorted(data, key=lambda d: d.start), named
 
 
 def _head_line(head, line):

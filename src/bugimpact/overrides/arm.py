@@ -228,6 +228,9 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
     judged = generated_code.judged(differ, fix_in_release)
     if judged.refusal:
         raise (Entangled(judged.refusal, fix_in_release) if judged.earlier else Refused(judged.refusal))
+    unlike = generated_code.unlike_the_wheel(source.facts.get("generated_headers"), judged, version)
+    if unlike:
+        raise Refused(unlike)
     headers = {}
     for name in judged.headers:
         wheels = shipped.get(f"ATen/{name}")

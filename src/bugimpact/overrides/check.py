@@ -17,7 +17,10 @@ operators: the same outcomes, with "the workload calls through it" read from the
 into the functions the fix changes (``changed_functions``: those whose source lines it changes),
 by name; the release run's profile is not needed. A stub kernel has no operator of its own
 either: a library with stub kernels, or one that also interposes (``parts.Route``), counts the
-canary's entries into the functions the fix changes beside the operators it registers.
+canary's entries into the functions the fix changes beside the operators it registers. Every
+record names the functions the fix changes that the canary entered (``changed_calls``, of
+``changed_functions`` in all): a workload can call an op file's operators and none of what the fix
+changed in it, which reach's answer is held to (``stats.tables.contradiction``).
 
 A check record is read by ``read``: one without an outcome, that does not read as a check, whose
 fields contradict each other or whose seal is broken, or that is not of the arm's runtime as it is
@@ -77,8 +80,11 @@ def judge(runs, override, release_flags):
     unconfirmed = [op for op in expected if op not in through and op_name(op) not in never]
     entries = runs["canary"]["override"].get("entries", 0)
     # a stub kernel, or an interposed file's function, has no operator of its own: its calls are
-    # the canary's entries into it
-    functions = _changed_run(runs, override) if override.get("stubs") or route.interposes else {}
+    # the canary's entries into it; an operator's kernel is counted by its calls, and the canary
+    # says besides which of the functions the fix changes ran (an op file's library registers
+    # every operator of the file, most of them changed in nothing)
+    changed = _changed_run(runs, override)
+    functions = changed if override.get("stubs") or route.interposes else {}
     if never:
         problems.append(f"the workload calls {', '.join(never)}, but never through the library: "
                         "registered under a key the release does not call")
@@ -93,8 +99,8 @@ def judge(runs, override, release_flags):
     return {"outcome": outcome, "passed": not problems, "route": str(route), "reason": "; ".join(problems) or (
                 "" if through or functions else f"the workload calls none of the {len(registered)} operators the "
                 f"library replaces{kernels}: for it the arm is the release"),
-            "workload_calls": through + sorted(functions), "changed_calls": functions,
-            "unconfirmed": unconfirmed, "faithful_identical": faithful,
+            "workload_calls": through + sorted(functions), "changed_calls": changed,
+            "changed_functions": len(override.get("changed_functions") or ()), "unconfirmed": unconfirmed, "faithful_identical": faithful,
             "faithful_calls": calls["faithful"], "canary_entries": entries, "arm_calls": calls["arm"],
             "arm_identical": prints["arm"] == prints["release"], "release_operators": len(called),
             "interposed": override.get("interposed", 0), "diverged": _diverged(runs)}
@@ -115,7 +121,8 @@ def _interposed(runs, override, release_flags):
         reason = (f"the workload runs none of the {len(set(changed.values()))} functions the fix changes "
                   f"({entries} entries into the library's other functions): for it the arm is the release")
     return {"outcome": outcome, "passed": not problems, "reason": reason, "route": "interposed",
-            "workload_calls": sorted(through), "changed_calls": through, "unconfirmed": [],
+            "workload_calls": sorted(through), "changed_calls": through, "changed_functions": len(changed),
+            "unconfirmed": [],
             "faithful_identical": faithful, "faithful_calls": {}, "canary_entries": entries, "arm_calls": {},
             "arm_identical": prints["arm"] == prints["release"], "interposed": override.get("interposed", 0),
             "release_operators": len(runs["release"].get("ops") or ()), "diverged": _diverged(runs)}

@@ -31,6 +31,9 @@ generators, not compiled. What differs then is judged file by file (``judged``):
   operator table, the Python bindings, kernels of sparse, quantized or MKL-DNN tensors): refused,
   the file and its first changed definitions named. Re-registered Variable kernels are not built
   yet.
+
+An arm whose operators or nodes the reconstruction generates otherwise than the wheel's headers
+say (``unlike_the_wheel``) is refused: there its generated code is not the release's.
 """
 import re
 
@@ -320,3 +323,25 @@ def sliced(text, nodes):
         elif line == "}":
             dropping = False
     return "\n".join(out) + "\n"
+
+
+def unlike_the_wheel(checked, judged, version):
+    """Why an arm's generated code (``judged``) cannot be the release's with the fix, or "": the
+    reconstruction's generated headers (``checked``: its record, ``generated_headers.check``) name
+    an operator or backward node it changes where they differ from the wheel's (issue 59, item 2):
+    there the tree's generated code is not the release's.
+    A node is its operator's (``PowBackward1``: ``pow``); names are compared without underscores
+    or case."""
+    def key(name):
+        return re.sub(r"Backward\d*$", "", name.split(".")[0]).replace("_", "").lower()
+    if not (checked or {}).get("differ"):
+        return ""
+    if "names" not in checked:
+        return (f"torch {version}'s reconstruction record says its generated headers differ from the wheel's, not "
+                "where (made before it kept their names): make it again")
+    theirs = {key(n) for n in checked["names"]}
+    ours = sorted({n for n in [*judged.operators, *(NODE.match(k).group(1) for k in judged.nodes)]
+                   if key(n) in theirs})
+    return (f"torch {version}'s tree generates {', '.join(ours[:4])} otherwise than its wheel was generated (the "
+            "release branch changed them after its branch point): the arm's generated code for them is not the "
+            "release's with the fix") if ours else ""

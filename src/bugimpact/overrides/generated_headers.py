@@ -10,7 +10,9 @@ branch point lacks: it is placed on the tree (a three-way merge of its own files
 headers then differ less. Measured on the mirror: at 1.4.0's branch point 3 of 13 headers differ
 until #31517 (``_test_optional_float``) is placed, then none; 1.3.0's own commit writes all 12;
 1.5.x's branch point differs in 9 of 13, by changes made on the release branch alone (``real`` and
-``imag`` taken out), which no master commit holds: named, not placed.
+``imag`` taken out), which no master commit holds: named, not placed. The names those lines hold
+are kept (``differing_names``): an arm's generated code that names one is refused, the rest of
+the generated code being the release's.
 
 The tree's own generator runs on this interpreter (a 2019-2020 ``gen.py`` needs PyYAML only, which
 the host has), about 4 s a tree, once per commit and cherry-picks: its output is kept
@@ -47,6 +49,7 @@ INPUTS = ("aten/src/ATen/native/native_functions.yaml", "aten/src/ATen/Declarati
           "aten/src/ATen/nn.yaml")
 CWRAP_FILES = re.compile(r"set\(cwrap_files(.*?)\)", re.S)
 NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+OPERATOR = re.compile(r"\baten::(\w+)")
 PICKED_GENERATORS = ("tools/autograd", "tools/jit", "tools/shared", "tools/setup_helpers", "tools/codegen")
 KEPT = "every output"  # what a generation keeps: in its key, so a folder kept before is made again
 MOST_NAMES, MOST_PICKS = 12, 6  # how far the search for cherry-picks goes, each costing a generation
@@ -238,10 +241,19 @@ def check(clone, commit, wheel, since, until, branch, unlike_wheel):
                 sum(map(len, better["differ"].values())) < sum(map(len, now["differ"].values())):
             picks, now = [*picks, pick], better
     return {"checked": True, "same": now["same"], "of": now["of"], "differ": sorted(now["differ"]),
+            "names": differing_names(now["differ"]),
             "cherry_picks": [{"commit": p, "subject": git(clone, "show", "-s", "--format=%s", p).strip()}
                              for p in picks],
             "tried": len(tried), "example": next((f"{n}: {lines[0].strip()}" for n, lines in sorted(now["differ"].items())
                                                   if lines), "")}
+
+
+def differing_names(differ):
+    """The functions and operators (``aten::imag``) the lines that differ name: where the
+    reconstruction's generated code is not the release's (an arm's generated code that names one
+    is refused: ``overrides.arm.generated_for``)."""
+    return sorted({n for lines in differ.values() for line in lines
+                   for n in NAME.findall(line) + OPERATOR.findall(line)} - NOT_NAMES)
 
 
 def _candidates(clone, differ, since, until, branch):

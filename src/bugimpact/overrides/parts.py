@@ -34,6 +34,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from ..framework import preprocessor
 from ..framework.paths import part_of
 
 
@@ -181,11 +182,13 @@ def hunks(section):
             sides["+"].append((line[1:], False))
 
 
-HEADER = (".h", ".hh", ".hpp", ".hxx", ".cuh")
+HEADER = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".h.in")  # .h.in: a header CMake configures (THGeneral.h.in)
 # what makes a statement more than a declaration of a function with no body: inline code, a
 # function pointer (a data member), the preprocessor, names brought in or redefined
 NOT_A_DECLARATION = re.compile(r"\b(virtual|inline|constexpr|static|using|typedef|template|operator)\b|"
                                r"\(\s*\*|#|\[\[")
+# C linkage (TH's and THC's ``TH_API``: ``extern "C"``)
+C_LINKAGE = re.compile(r'(TH_API|THC_API|TH_EXTERNC|extern\s*"C")\b')
 # a declared function's name: TH's generic ones are written ``THTensor_(addmm)(...)``, once for
 # every scalar type
 DECLARED_NAME = re.compile(r"([A-Za-z_]\w*?_\(\w+\)|[A-Za-z_]\w*)\s*\(")
@@ -227,7 +230,10 @@ def includer_code(section, own_files_only=False):
     for side, found in kept.items():
         for statement in found:
             name = DECLARED_NAME.findall(statement)[:1]
-            if name and declared[side].setdefault(name[0], statement) is not statement:
+            # a C function has no overloads: TH's generic ones are declared once per scalar type,
+            # under conditions that exclude each other
+            if name and declared[side].setdefault(name[0], statement) is not statement \
+                    and not C_LINKAGE.match(statement):
                 return f"the overloads of {name[0]}"
     retyped = sorted(n for n in set(declared["-"]) & set(declared["+"])
                      if _shape(declared["-"][n]) != _shape(declared["+"][n]))
@@ -239,9 +245,15 @@ def _changed_statements(lines):
     (``declaration``, ``forward`` or ``code``, its text) (``includer_code``). A namespace's braces
     are no code; a preprocessor line is; any statement within a function's or an enum's braces is;
     a class's braces are code where a changed line opens or closes them (its layout), its members
-    declarations as at the top (a member function with no body, static or not, changes no layout)."""
+    declarations as at the top (a member function with no body, static or not, changes no layout).
+    Two kinds of lines are no code of a wheel's build: those under a condition a
+    Linux build never takes (MSVC's, Windows', Apple's), and a condition added or taken away with
+    all it holds (what it holds is judged): ``framework.preprocessor``."""
     out, stack, statement, changed_here, macro = [], [], "", False, False
-    for line, changed in lines:
+    skipped = preprocessor.uncompiled(lines)
+    for at, (line, changed) in enumerate(lines):
+        if at in skipped:
+            continue
         code = " ".join(_code(line, False)) if line.strip() else ""
         if macro or code.startswith("#"):  # the preprocessor: a condition, a macro, an include
             if changed:

@@ -44,8 +44,10 @@ CAUSES = (
      "the release's registration API is not known (1.3, 1.4, 1.5, 1.6 and 2.x are), and the fix's kernels must be registered"),
     ("a third-party header", r"a third-party header neither the wheel nor",
      "a rebuilt file needs what a header of a submodule declares, which neither the wheel nor the release's source holds"),
-    ("the reconstruction is not the release there", r"not what the release was built from",
-     "the release's own file does not compile from the reconstructed source"),
+    ("the reconstruction is not the release there", r"not what the release was built from|otherwise than its wheel "
+     r"was generated|not where \(made before",
+     "the release's own file does not compile from the reconstructed source, or its generators write what the arm's "
+     "generated code changes otherwise than the wheel's were"),
     ("a header's code its includers compile", r"not declarations only",
      "the header judged by its diff changes code its includers, not rebuilt, would compile otherwise"),
     ("placement", r"does not apply|applies both|not in the release|in the release already|the release does not ship it|"

@@ -22,17 +22,20 @@ from ..framework import cpp
 from ..framework.paths import CPP_TESTS, CUDA, INFRA_FILES, part_of
 from .parts import INTERPOSABLE, Refused
 
-# ATen's top-level headers, and the headers of its infrastructure files (TensorIterator.h)
-SHARED = re.compile(r"^aten/src/ATen/[^/]+\.h$|" + INFRA_FILES.pattern.replace("(cpp|h)", "h"))
+# ATen's top-level headers and its detail/ ones, and the headers of its infrastructure files
+# (TensorIterator.h)
+SHARED = re.compile(r"^aten/src/ATen/(detail/)?[^/]+\.h$|" + INFRA_FILES.pattern.replace("(cpp|h)", "h"))
 MOST = 8  # more files than this naming a change: refused, the count named
 COMPILED = ("aten/src", "torch/csrc", "caffe2", "c10")
 C_SOURCES = re.compile(r"\.(c|cc|cpp|h|hpp)$")
-SCOPE_HEAD = re.compile(r"\b(?:enum(?:\s+class)?|struct|class|union)\s+(?:\w+\s+)*?(\w+)\s*(?::[^{]*)?$")
-STATEMENT_NAMES = (re.compile(r"\busing\s+(\w+)\s*="),
+STATEMENT_NAMES = (re.compile(r"\busing\s+(\w+)\s*="),  # an alias, a class's head, a function, a variable
+                   re.compile(r"\b(?:struct|class|union|enum(?:\s+class)?)\s+(?:\w+\s+)*?(\w+)\s*(?:<[^{;]*)?(?::[^{;]*)?\{"),
                    re.compile(r"(\w+)\s*\("), re.compile(r"(\w+)\s*(?:=|;|\[|\{)"))
-NOT_NAMES = {"if", "for", "while", "switch", "return", "sizeof", "decltype", "static_assert", "const", "auto",
-             "inline", "static", "void", "int", "bool", "int64_t", "double", "float", "Tensor", "std", "at",
-             "c10", "TORCH_API", "CAFFE2_API", "TORCH_CHECK", "AT_ASSERT", "C10_API"}
+# words that name nothing a change could reach an includer by: C++'s keywords, and the types,
+# namespaces and macros every ATen file names
+NOT_NAMES = cpp.NOT_CALLS | {"const", "auto", "inline", "static", "void", "int", "bool", "int64_t", "double", "float",
+                             "Tensor", "std", "at", "c10", "TORCH_API", "CAFFE2_API", "TORCH_CHECK", "AT_ASSERT",
+                             "C10_API"}
 
 
 def changed_names(before, after):
@@ -49,7 +52,7 @@ def changed_names(before, after):
     for side, text in (("-", old), ("+", new)):
         code = cpp.blank(text).splitlines()
         raw = text.splitlines()
-        funcs, scopes, macros = cpp.functions(text), _named_scopes(cpp.blank(text)), _macros(raw)
+        funcs, scopes, macros = cpp.functions(text), cpp.scopes(text), _macros(raw)
         statements = _statements(cpp.blank(text))
         for n in sorted(lines[side]):
             if n not in macros and (not re.search(r"\w", code[n - 1]) or re.match(r"\s*namespace\b", code[n - 1])
@@ -58,7 +61,7 @@ def changed_names(before, after):
                 continue  # a blank line, a comment, a brace, a namespace, an include or a condition names nothing
             fn = cpp.enclosing(funcs, n)
             scope = next((name for start, end, name in scopes if start <= n <= end), None)
-            found = {macros[n]} if n in macros else {fn.name} if fn else {scope} if scope else \
+            found = {macros[n]} if n in macros else {fn.name} if fn and fn.name else {scope} if scope else \
                 _declared_in(statements.get(n, ""))
             if found:
                 names |= found
@@ -74,34 +77,11 @@ def _callers_within(text, funcs, names):
     raw, found = text.splitlines(), set()
     while True:
         wanted = re.compile(r"\b(%s)\b" % "|".join(map(re.escape, sorted(names | found)))) if names | found else None
-        more = {fn.name for fn in funcs if fn.name not in names | found and wanted
+        more = {fn.name for fn in funcs if fn.name and fn.name not in names | found and wanted
                 and wanted.search("\n".join(raw[fn.start:fn.end]))}
         if not more:
             return found
         found |= more
-
-
-def _named_scopes(code):
-    """Each class, struct, union and enum of a blanked source as (first line, last line, name),
-    innermost first where they nest."""
-    out, stack, head_start, line = [], [], 0, 1
-    for i, c in enumerate(code):
-        if c == "\n":
-            line += 1
-        elif c == "{":
-            head = " ".join(code[head_start:i].split())
-            named = SCOPE_HEAD.search(head) if "(" not in head else None
-            stack.append((line, named.group(1) if named else None))
-            head_start = i + 1
-        elif c == "}":
-            if stack:
-                start, name = stack.pop()
-                if name:
-                    out.append((start, line, name))
-            head_start = i + 1
-        elif c == ";":
-            head_start = i + 1
-    return sorted(out, key=lambda s: s[1] - s[0])
 
 
 def _statements(code):

@@ -49,11 +49,16 @@ def contradiction(reach, verdict, checks):
     if not (reach or {}).get("verdict", "").startswith("not reached"):
         return ""
     said = f"reach said {reach['verdict']}"
-    verified = sorted(arm for arm, c in (checks or {}).items() if c.get("outcome") == "verified")
+    # a check that knows the functions the fix changes holds reach to them: the workload may call
+    # other operators of a rebuilt op file (an older record knows only the operators)
+    verified = sorted(arm for arm, c in (checks or {}).items() if c.get("outcome") == "verified"
+                      and (c.get("changed_calls") or not c.get("changed_functions")))
     if verified:
-        calls = ", ".join((checks[verified[0]].get("workload_calls") or [])[:4])
-        return (f"{said}, yet the {verified[0]} arm's override check counted the workload's calls through the "
-                f"rebuilt code ({calls}): a defect of reach's mapping or trace")
+        check = checks[verified[0]]
+        calls = ", ".join(sorted(check.get("changed_calls") or {})[:4] or (check.get("workload_calls") or [])[:4])
+        what = "the functions the fix changes" if check.get("changed_calls") else "the rebuilt code"
+        return (f"{said}, yet the {verified[0]} arm's override check counted the workload's calls into {what} "
+                f"({calls}): a defect of reach's mapping or trace")
     if verdict in ("impact", "no evidence of impact"):
         return f"{said}, yet the runs differ: a defect of reach's mapping or trace"
     return ""
@@ -135,8 +140,8 @@ def not_exercised(checks):
     return f"the {arm} arm's override check: {checks[arm].get('reason') or 'not exercised'}"
 
 
-CHECK_COLUMNS = ("bug", "arm", "outcome", "route", "faithful_identical", "workload_calls", "canary_entries",
-                 "arm_identical", "diverged", "reason", "source")
+CHECK_COLUMNS = ("bug", "arm", "outcome", "route", "faithful_identical", "workload_calls", "changed_calls",
+                 "canary_entries", "arm_identical", "diverged", "reason", "source")
 
 
 def check_rows(study, loaded):

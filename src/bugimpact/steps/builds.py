@@ -156,5 +156,5 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
 
 
 # what the gate keeps of each arm's check: the outcome and the figures the report shows
-CHECK_FIGURES = ("outcome", "passed", "reason", "route", "workload_calls", "canary_entries", "faithful_identical",
-                 "arm_identical", "diverged", "source")
+CHECK_FIGURES = ("outcome", "passed", "reason", "route", "workload_calls", "changed_calls", "changed_functions",
+                 "canary_entries", "faithful_identical", "arm_identical", "diverged", "source")

@@ -1,0 +1,44 @@
+"""What of a C or C++ source's lines the preprocessor of a Linux wheel's build never compiles,
+read from a diff's hunk alone (its conditions within the hunk)."""
+import re
+
+# a condition only another platform's compiler takes: a wheel for Linux compiles nothing under it
+_OTHER = r"\(?\s*defined\s*\(?\s*(?:_MSC_VER|_WIN32|_WIN64|__MINGW32__|__APPLE__)\s*\)?\s*\)?"
+OTHER_PLATFORM = re.compile(rf"\s*\(?\s*{_OTHER}(?:\s*\|\|\s*{_OTHER})*\s*\)?\s*")
+CONDITION = re.compile(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)")
+
+
+def uncompiled(lines):
+    """The indexes of one hunk side's lines (each ``(text, whether the diff changes it)``) a
+    wheel's build compiles nothing of, for the judge of a header's diff (``overrides.parts``): the
+    lines under a branch only another platform takes (``#if defined(_MSC_VER)``,
+    ``#ifdef _WIN32``; its ``#else`` is taken), and the condition lines of a block the diff adds
+    or takes away whole (each of its lines changed), whose contents are judged as they are."""
+    out, open_blocks, never = set(), [], []
+    for at, (line, _) in enumerate(lines):
+        found = CONDITION.match(_strip_comment(line))
+        directive, rest = found.groups() if found else ("", "")
+        if directive in ("if", "ifdef", "elif"):
+            expression = "defined(%s)" % rest.strip() if directive == "ifdef" else rest
+            if directive == "elif" and never:
+                never.pop()
+            never.append(bool(OTHER_PLATFORM.fullmatch(expression)))
+            if directive != "elif":
+                open_blocks.append(at)
+        elif directive == "ifndef":
+            never.append(False)
+            open_blocks.append(at)
+        elif directive == "else" and never:
+            never[-1] = False
+        elif directive == "endif":
+            never = never[:-1]
+            start = open_blocks.pop() if open_blocks else None
+            if start is not None and all(c for _, c in lines[start:at + 1]):
+                out |= {i for i in range(start, at + 1) if CONDITION.match(_strip_comment(lines[i][0]))}
+        if any(never) and not directive:
+            out.add(at)
+    return out
+
+
+def _strip_comment(line):
+    return re.sub(r"/\*.*?\*/|//.*", "", line)
