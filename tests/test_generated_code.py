@@ -130,6 +130,52 @@ def test_inline_code_of_a_generated_header_and_the_autograd_layers_kernels_are_r
     assert refusals.cause_of(refused) == "a binding static to libtorch_python"
 
 
+def test_an_operator_the_arm_takes_away_is_left_registered_as_the_release_has_it_and_one_it_adds_is_refused():
+    """Seen on real history: a fix that adds an operator for its op file to call (pr27039's
+    ``_use_cudnn_ctc_loss``, pr37337's ``_euclidean_dist``), taken back on a release that holds
+    it. The arm lacks the operator: its kernel, Variable kernel, binding, backward node and
+    ``at::`` function are the release's, which nothing the arm compiles calls, so they serve it,
+    and the header is placed for the arm's own files as the arm has it; what else the fix changes
+    is judged as ever. Made forwards, the arm would add the operator: refused, a release on the
+    fix's other side tried (``earlier``)."""
+    release_cpu = CPU_1_4 % "_abs__cpu"
+    angle_def = release_cpu[release_cpu.index("Tensor angle("):release_cpu.index("}\nnamespace {")]
+    angle_reg = release_cpu[release_cpu.index("))\n  .op(") + 2:release_cpu.rindex(");\n}\n}")]
+    arm_cpu = (CPU_1_4 % "abs_cpu_").replace(angle_def, "").replace(angle_reg, "")
+    angle_h = "static inline Tensor angle(const Tensor & self) {\n    return self;\n}\n"
+    variable = ("Tensor VariableType::abs_(Tensor & self) {\n  return self;\n}\n"
+                "Tensor VariableType::angle(const Tensor & self) {\n  return self;\n}\n")
+    binding = ("static PyObject * THPVariable_angle(PyObject* self_, PyObject* args) {\n  return nullptr;\n}\n"
+               "static PyMethodDef torch_functions[] = {\n  {\"abs_\", nullptr},\n  {\"angle\", nullptr},\n};\n")
+    node = "variable_list AngleBackward::apply(variable_list&& grads) {\n  return grads;\n}\n"
+    release = {"CPUType.cpp": g(release_cpu), "Functions.h": g(FUNCTIONS_H % "" + angle_h),
+               "torch/VariableType_2.cpp": g(variable), "torch/python_torch_functions.cpp": g(binding),
+               "torch/Functions.cpp": g(node)}
+    arm = {"CPUType.cpp": g(arm_cpu), "Functions.h": g(FUNCTIONS_H % ""),
+           "torch/VariableType_2.cpp": g(variable[:variable.index("Tensor VariableType::angle")]),
+           "torch/python_torch_functions.cpp": g(binding[binding.index("static PyMethodDef"):].replace(
+               '  {\"angle\", nullptr},\n', "")), "torch/Functions.cpp": g("")}
+    assert generated_code.registered(release) == {"abs_", "angle"} and generated_code.registered(arm) == {"abs_"}
+    judged = generated_code.judged(generated_code.compared(release, arm), True,
+                                   (generated_code.registered(release), generated_code.registered(arm)))
+    assert not judged.refusal and judged.lacking == ["angle"]
+    assert judged.operators == ["abs_"]  # its kernel changed too: registered from the arm
+    assert judged.headers == ["Functions.h"] and judged.served == [
+        "torch/Functions.cpp", "torch/VariableType_2.cpp", "torch/python_torch_functions.cpp"]
+    # a Variable kernel the arm changes besides is judged as ever: refused
+    changed = {**arm, "torch/VariableType_2.cpp": g(variable[:variable.index("Tensor VariableType::angle")].replace(
+        "return self;", "return -self;"))}
+    refused = generated_code.judged(generated_code.compared(release, changed), True,
+                                    (generated_code.registered(release), generated_code.registered(changed)))
+    assert "the autograd layer's Variable kernels (def VariableType::abs_(Tensor &)" in refused.refusal
+    # made forwards: the arm adds the operator
+    forwards = generated_code.judged(generated_code.compared(arm, release), False,
+                                     (generated_code.registered(arm), generated_code.registered(release)))
+    assert forwards.earlier and forwards.refusal.startswith(
+        "the arm's generated code adds operators the release does not have (angle)")
+    assert refusals.cause_of(forwards.refusal) == "an operator the arm adds"
+
+
 # a Variable kernel as 1.5's autograd generator writes it (abridged): pr32062's formula for the
 # exponent's gradient reads ``exponent`` too, so the release saves it for either gradient
 VARIABLE = """Tensor pow_Tensor_Tensor(const Tensor & self, const Tensor & exponent) {
@@ -308,7 +354,9 @@ def test_a_dispatch_entry_with_its_op_file_or_a_formula_is_a_kernel_fix_and_a_di
     assert "the Python bindings' generator (tools/autograd/templates/python_torch_functions.cpp)" in verdict(
         binding + OP_FILE)
     added = FORMULA.replace("@@ -1,2 +1,2 @@\n", "@@ -1,2 +1,4 @@\n+- name: sgn(Tensor self) -> Tensor\n+  self: grad * 0\n")
-    assert verdict(added + OP_FILE).startswith("no: codegen:") and "a derivative's signature (sgn)" in verdict(added)
+    # a derivative (or an operator) added or taken away: which way the arm goes, and so whether
+    # the release serves it, its generated code says (``judged``), not the diff
+    assert verdict(added + OP_FILE) == "yes: kernels (op: aten/src/ATen/native/UnaryOps.cpp)"
 
 
 FIXTURES = Path(__file__).parent / "fixtures"

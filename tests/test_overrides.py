@@ -763,6 +763,13 @@ def test_an_operator_called_through_the_library_is_exercised_whether_or_not_the_
      "faithful build): error: ...: the source at hand is not what the release was built from, here",
      "the reconstruction is not the release there"),
     ("no runs: buggy: override check failed: the canary ... never ran", "check"),
+    # refused by the diff: named by what its generated code or header changes, not by its part alone
+    ("no runs: artifact failed (refused): the arm's generated code adds operators the release does not have "
+     "(_euclidean_dist): registering a schema is not built yet", "an operator the arm adds"),
+    ("no: codegen: code generation (...) (aten/src/ATen/core/TensorBody.h changes code, not a declaration (inline T "
+     "f() {))", "inline generated-header code"),
+    ("no: codegen: code generation (...) (its generated code: the Python bindings' generator (tools/autograd/"
+     "templates/python_torch_functions.cpp))", "a binding static to libtorch_python"),
     ("no runs: artifact failed (refused): aten/src/ATen/X.h: as torch 1.4.0's whole file reads, the fix changes "
      "code, not a declaration (Tensor t(x)), not declarations only: its includers, not rebuilt, would compile "
      "otherwise", "a header's code its includers compile"),

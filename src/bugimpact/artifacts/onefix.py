@@ -300,6 +300,11 @@ def describe(manifest):
         if nodes:
             rebuilt += (f", and its generated backward node{'s' * (len(nodes) > 1)} {', '.join(nodes[:4])}"
                         f"{' ...' if len(nodes) > 4 else ''} interposed")
+        lacking = generated.get("arm_lacks")
+        if lacking:
+            rebuilt += (f"; the operator{'s' * (len(lacking) > 1)} {', '.join(lacking[:4])}"
+                        f"{' ...' if len(lacking) > 4 else ''} the arm lacks left registered as the release has "
+                        f"{'them' if len(lacking) > 1 else 'it'}")
     return f"{name} {what}{diff}{rebuilt}{other_side.in_words(manifest.get('release_tries'))}"
 
 

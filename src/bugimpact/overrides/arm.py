@@ -225,7 +225,8 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
         raise Refused(f"torch {version}'s generated code could not be made from its tree: {broken}")
     release, arm = made["release"]["files"], made["arm"]["files"]
     differ = generated_code.compared(release, arm)
-    judged = generated_code.judged(differ, fix_in_release)
+    judged = generated_code.judged(differ, fix_in_release,
+                                   (generated_code.registered(release), generated_code.registered(arm)))
     if judged.refusal:
         raise (Entangled(judged.refusal, fix_in_release) if judged.earlier else Refused(judged.refusal))
     unlike = generated_code.unlike_the_wheel(source.facts.get("generated_headers"), judged, version)
@@ -247,6 +248,7 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
     yamls = {**source.yamls, **{p: arm_inputs[p] for p in release_source.YAMLS if p in arm_inputs}}
     return ({"operators": judged.operators, "nodes": [generated_code.NODE.match(k).group(1) for k in judged.nodes],
              "headers": sorted(headers), "differ": sorted(differ), "release_serves": judged.served,
+             "arm_lacks": judged.lacking,
              "left_out": generated_code.left_out(release, arm),
              "seconds": [made["release"].get("seconds"), made["arm"].get("seconds")]}, headers, nodes, yamls)
 

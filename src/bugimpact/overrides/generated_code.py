@@ -27,6 +27,11 @@ generators, not compiled. What differs then is judged file by file (``judged``):
   is refused;
 - **the autograd layer's Variable kernels** (``VariableType_N.cpp``) that differ only in when
   they save a node's inputs, where the release's save all the arm's would: left as they are;
+- **an operator the arm takes away** (the fix added it; the release that holds it is taken back):
+  left registered as the release has it (``registered`` tells which each side has), and each file
+  whose arm side only takes whole pieces or lines away is the release's (``_only_taken_away``),
+  an ATen header so changed placed for the arm's own files. An arm that adds an operator is
+  refused (``earlier``: the release on the fix's other side takes it away);
 - **anything else the release compiles** (the autograd layer's Variable kernels, TorchScript's
   operator table, the Python bindings, kernels of sparse, quantized or MKL-DNN tensors): refused,
   the file and its first changed definitions named. Re-registered Variable kernels are not built
@@ -35,6 +40,7 @@ generators, not compiled. What differs then is judged file by file (``judged``):
 An arm whose operators or nodes the reconstruction generates otherwise than the wheel's headers
 say (``unlike_the_wheel``) is refused: there its generated code is not the release's.
 """
+import difflib
 import re
 
 from . import parts
@@ -140,13 +146,15 @@ def compared(release, arm):
         before, after = (as_compiled(side[name]) if name in side else "" for side in (release, arm))
         if before == after:
             continue
-        if name.endswith(".h"):
-            section = parts.whole_file_section(before.encode(), after.encode())
-            out[name] = {"header": parts.includer_code(section, own_files_only=True)}
-            continue
         old, new = chunks(before), chunks(after)
         found = {"added": sorted(set(new) - set(old)), "removed": sorted(set(old) - set(new)),
                  "changed": sorted(k for k in set(old) & set(new) if old[k] != new[k])}
+        found["taken_away"] = _only_taken_away(found, old, new)
+        if name.endswith(".h"):
+            section = parts.whole_file_section(before.encode(), after.encode())
+            out[name] = {"header": parts.includer_code(section, own_files_only=True),
+                         "taken_away": found["taken_away"]}
+            continue
         keys = found["added"] + found["removed"] + found["changed"]
         if not keys:  # blank lines only
             continue
@@ -160,6 +168,24 @@ def compared(release, arm):
         found["unnamed"] = [k for k in keys if k in ("reg ?", "other") or k.startswith("def ") and k not in index]
         out[name] = found
     return out
+
+
+def _only_taken_away(found, old, new):
+    """Whether the arm's side of a generated file is the release's with whole pieces taken away
+    (``chunks``: definitions, registrations) and lines of the rest taken away, nothing added or
+    changed within a definition: what only the release has, nothing the arm compiles calls (the
+    arm lacks an operator the fix added), so the release's file serves it."""
+    if found["added"] or any(k != "other" for k in found["changed"]) or not (found["removed"] or found["changed"]):
+        return False
+    kept = new.get("other", "").splitlines()
+    return all(tag in ("equal", "delete") for tag, *_ in difflib.SequenceMatcher(
+        None, old.get("other", "").splitlines(), kept, autojunk=False).get_opcodes())
+
+
+def registered(files):
+    """The operators a side's generated kernel files (``KERNEL_FILES``) register, as compiled."""
+    return {k[4:] for name in KERNEL_FILES if name in files
+            for k in chunks(as_compiled(files[name])) if k.startswith("reg ") and k != "reg ?"}
 
 
 def _saves_what_the_arm_saves(release, arm):
@@ -250,19 +276,31 @@ class Judged:
     kernels it registers from the arm's declarations (``operators``), the backward nodes whose
     ``apply`` it interposes (``nodes``: their definitions' keys, in ``nodes_file``), the generated
     headers it places for the arm's own files (``headers``), the files whose differences the
-    release's own code serves (``served``), and why it cannot (``refusal``, with
-    whether a release before the fix may take it: ``earlier``)."""
+    release's own code serves (``served``), the operators the arm lacks, left registered as the
+    release has them (``lacking``), and why it cannot (``refusal``, with whether a release on
+    the fix's other side may take it: ``earlier``)."""
 
-    def __init__(self, operators=(), headers=(), refusal="", earlier=False, nodes=(), nodes_file="", served=()):
+    def __init__(self, operators=(), headers=(), refusal="", earlier=False, nodes=(), nodes_file="", served=(),
+                 lacking=()):
         self.operators, self.headers, self.served = sorted(operators), sorted(headers), sorted(served)
+        self.lacking = sorted(lacking)
         self.refusal, self.earlier = refusal, earlier
         self.nodes, self.nodes_file = sorted(nodes), nodes_file
 
 
-def judged(differ, fix_in_release):
-    """How the generated files that differ (``compared``) go (module doc)."""
+def judged(differ, fix_in_release, operators_of=(frozenset(), frozenset())):
+    """How the generated files that differ (``compared``) go (module doc); ``operators_of``: the
+    operators the release's and the arm's kernel files register (``registered``)."""
+    added, lacking = sorted(operators_of[1] - operators_of[0]), set(operators_of[0] - operators_of[1])
+    if added:  # a schema of its own: a release on the fix's other side takes the arm's operators away
+        return Judged(refusal=f"the arm's generated code adds operators the release does not have ({', '.join(added[:3])}"
+                              f"{' ...' if len(added) > 3 else ''}): registering a schema is not built yet",
+                      earlier=True)
     operators, headers, blocked, nodes, nodes_file, served = set(), [], [], [], "", []
     for name, diff in differ.items():  # ATen's outputs by their own names, the autograd layer's under torch/
+        if diff["taken_away"] and lacking:  # what only the release has, for the operators the arm lacks
+            (headers if "header" in diff and not name.startswith("torch/") else served).append(name)
+            continue
         if "header" in diff:
             if diff["header"]:
                 blocked.append(f"{name} changes inline code its includers compile ({diff['header']})")
@@ -272,7 +310,7 @@ def judged(differ, fix_in_release):
                 headers.append(name)
             continue
         if name in KERNEL_FILES:
-            operators.update(diff["operators"])
+            operators.update(set(diff["operators"]) - lacking)  # the release's registrations of those stay
             if diff["unnamed"]:
                 blocked.append(f"{name}: {', '.join(diff['unnamed'][:3])} changes, and no registration names "
                                "its operator")
@@ -280,7 +318,8 @@ def judged(differ, fix_in_release):
         if BACKWARD_NODES.match(name):
             keys = diff["added"] + diff["removed"] + diff["changed"]
             # a node added or taken away changes Functions.h too; the preamble, every node's code
-            others = [k for k in keys if not k.startswith("def ") or NODE.match(k) and k not in diff["changed"]]
+            others = [k for k in keys if not k.startswith("def ") or NODE.match(k) and k not in diff["changed"]
+                      and not (lacking and k in diff["removed"])]  # a node of an operator the arm lacks
             if others:
                 blocked.append(f"{name}: {', '.join(others[:3])} (a backward node's formula or helper is "
                                "interposed, not a node added or taken away or the file's preamble)")
@@ -303,7 +342,7 @@ def judged(differ, fix_in_release):
     if blocked:
         return Judged(refusal="the fix changes generated code no library takes yet: " + "; ".join(blocked[:3])
                       + (f"; and {len(blocked) - 3} more" if len(blocked) > 3 else ""))
-    return Judged(operators, headers, nodes=nodes, nodes_file=nodes_file, served=served)
+    return Judged(operators, headers, nodes=nodes, nodes_file=nodes_file, served=served, lacking=lacking)
 
 
 def sliced(text, nodes):

@@ -25,7 +25,10 @@ KINDS = ("the Python bindings' generator", "the generators", "an existing operat
 # helper of its, interposed); whether it does, the generated code itself says, the generators'
 # own changes too
 ONE_LIBRARY = ("the generators", "a dispatch entry or key", "TH declarations (cwrap, nn.yaml)",
-               "generated headers checked in", "a derivative formula")
+               "generated headers checked in", "a derivative formula",
+               # an operator the arm takes away is the release's, left registered; one it adds is
+               # refused by the generated code, which says which way the arm goes
+               "an operator added", "an operator removed", "a derivative's signature")
 # the kinds that say which kernel a key calls: the kernels are the fix's op files'
 CALLS_KERNELS = ("a dispatch entry or key", "TH declarations (cwrap, nn.yaml)")
 # what generates only the Python bindings: compiled into libtorch_python as static functions, which

@@ -9,6 +9,16 @@ import re
 CAUSES = (
     ("an existing operator's schema changed", r"an existing operator's schema changed",
      "the dispatcher holds one schema per name and overload, and the release's is registered already"),
+    ("an operator the arm adds", r"adds operators the release does not have",
+     "a schema the release lacks would have to be registered, with its Variable kernel, backward node and at:: "
+     "function: not built yet (an operator the arm takes away is left registered as the release has it)"),
+    ("a binding static to libtorch_python", r"no library takes yet: [^;]*, a binding static to libtorch_python|"
+     r"its generated code: the Python bindings' generator",
+     "the fix changes the generated Python bindings, compiled into libtorch_python as static functions no "
+     "library can take over"),
+    ("inline generated-header code", r"no library takes yet: [^;]*changes inline code its includers compile|"
+     r"ATen/(templates|core)/(TensorBody|TensorMethods|Tensor)\.h changes code",
+     "the fix's generated headers change inline code that includers the library does not rebuild compile"),
     ("kind", r"^the fix touches |^no: [a-z]+: ",
      "its diff changes a part no override library takes (its part named: codegen, header, jit, ...)"),
     ("comments or declarations only", r"comments only in compiled files",
@@ -22,11 +32,6 @@ CAUSES = (
     ("the fix builds on changes the release lacks",
      r"the fix builds on changes the release lacks|needs what the release does not have",
      "the arm's code calls what the release does not have"),
-    ("inline generated-header code", r"no library takes yet: [^;]*changes inline code its includers compile",
-     "the fix's generated headers change inline code that includers the library does not rebuild compile"),
-    ("a binding static to libtorch_python", r"no library takes yet: [^;]*, a binding static to libtorch_python",
-     "the fix changes the generated Python bindings, compiled into libtorch_python as static functions no "
-     "library can take over"),
     ("the autograd layer's Variable kernels", r"no library takes yet: [^;]*, the autograd layer's Variable kernels",
      "the fix changes the generated Variable kernels (which backward node an operator records), whose "
      "re-registration is not built yet"),
