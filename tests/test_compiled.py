@@ -161,6 +161,18 @@ def test_a_header_condition_taken_away_whole_or_only_another_platform_compiles_i
         "code, not a declaration (inline double log1p(double x) {)"  # the #else of MSVC's: Linux's
 
 
+def test_an_x_macro_lists_entries_added_or_taken_away_keep_the_releases_list():
+    """Seen on real history: pr37337 and pr25665 add an operator's interned symbol to
+    aten_interned_strings.h (``_(aten, _euclidean_dist) \\``). Every includer numbers the list
+    alike, the release's libraries with the release's: the arm keeps it. Any other change of the
+    list's header is code."""
+    entry = "@@ -1,3 +1,4 @@\n _(aten, _cdist_forward) \\\n+_(aten, _euclidean_dist) \\\n _(aten, _fft_with_size) \\\n"
+    assert parts.only_list_entries(entry)
+    assert parts.only_list_entries(entry.replace("+_(aten", "-_(aten"))
+    assert not parts.only_list_entries(entry.replace("+_(aten, _euclidean_dist) \\", "+#define X 1"))
+    assert not parts.only_list_entries(entry.replace("+", " "))  # nothing changed
+
+
 HEADER_HUNK = ("@@ -1,6 +1,6 @@\n namespace at {\n\n CAFFE2_API void assert_no_overlap(const Tensor& t);\n"
                "-void propagate_names_for_copy(Tensor& result, const Tensor& src);\n\n}\n")
 

@@ -337,7 +337,13 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     inputs = generator_inputs_of(source, kernels.generator_inputs, version)
     fix_in_release, placed, placement = made_on(fix, source, {**files, **inputs}, version)
     for path in kernels.files.get("declarations", ()):  # judged by its diff: now by the whole file
-        changes = parts.includer_code(parts.whole_file_section(files[path], placed.get(path, files[path])))
+        section = parts.whole_file_section(files[path], placed.get(path, files[path]))
+        if parts.only_list_entries(section):  # an enumeration the release's libraries number: kept
+            placed[path] = files[path]
+            placement = [*placement, {"file": path, "line": 1, "placed": "not: the release's list kept (entries "
+                                                                         "added or taken away)"}]
+            continue
+        changes = parts.includer_code(section)
         if changes:
             raise Refused(f"{path}: as torch {version}'s whole file reads, the fix changes {changes}, not "
                           "declarations only: its includers, not rebuilt, would compile otherwise")

@@ -183,9 +183,10 @@ def _only_taken_away(found, old, new):
 
 
 def registered(files):
-    """The operators a side's generated kernel files (``KERNEL_FILES``) register, as compiled."""
-    return {k[4:] for name in KERNEL_FILES if name in files
-            for k in chunks(as_compiled(files[name])) if k.startswith("reg ") and k != "reg ?"}
+    """The operators a side's generated files register, as compiled, under any key (an operator
+    with a CUDA kernel alone, ``_use_cudnn_ctc_loss``, is one the side has)."""
+    return {k[4:] for name, data in files.items() if name.endswith(".cpp")
+            for k in chunks(as_compiled(data)) if k.startswith("reg ") and k != "reg ?"}
 
 
 def _saves_what_the_arm_saves(release, arm):

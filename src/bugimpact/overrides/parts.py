@@ -240,6 +240,18 @@ def includer_code(section, own_files_only=False):
     return f"the declaration of {retyped[0]}, which its callers compile" if retyped else ""
 
 
+# an entry of an X-macro list (``_(aten, bitwise_xor) \``: aten_interned_strings.h's symbols)
+LIST_ENTRY = re.compile(r"^\s*_\(\s*\w+\s*,\s*\w+\s*\)\s*\\?\s*$")
+
+
+def only_list_entries(section):
+    """Whether a header's diff section only adds or takes away entries of an X-macro list: an
+    enumeration every includer numbers alike, the release's libraries with the release's list, so
+    an arm keeps the release's (its own code naming an entry the release lacks does not compile)."""
+    changed = [line for sides in hunks(section) for side in sides.values() for line, c in side if c]
+    return bool(changed) and all(LIST_ENTRY.match(line) for line in changed)
+
+
 def _changed_statements(lines):
     """The statements of one side of a hunk that hold a changed line, without comments, each as
     (``declaration``, ``forward`` or ``code``, its text) (``includer_code``). A namespace's braces
