@@ -418,6 +418,22 @@ def test_a_broken_check_closes_the_arms_gate(tmp_path):
     assert failed["reason"] == "no runs: buggy: override check failed: the canary never ran"
 
 
+def test_one_fix_arms_on_different_releases_close_the_gate(tmp_path):
+    """Seen on real history: pr25665's buggy arm, refused on 1.4.0 by its generated code, walked to
+    1.3.0 as released, while its corrected arm, 1.4.0 as released, was not refused: the bug
+    compared two releases. Now both arms are judged alike; and the gate refuses arms apart."""
+    def runtime(version):
+        return {"status": "ok", "artifact": {"source": "onefix", "release": {"source": "pypi", "version": version}}}
+    for arm, version in (("buggy", "1.3.0"), ("corrected", "1.4.0")):
+        (tmp_path / f"{arm}.json").write_text(json.dumps(runtime(version)))
+    paths = {arm: tmp_path / f"{arm}.json" for arm in ("buggy", "corrected")}
+    gate = steps.arms("b", paths, tmp_path / "gate.json")
+    assert not gate["runnable"] and gate["reason"] == (
+        "no runs: its arms ended on different releases (buggy: torch 1.3.0, corrected: torch 1.4.0): not one fix isolated")
+    (tmp_path / "buggy.json").write_text(json.dumps(runtime("1.4.0")))
+    assert steps.arms("b", paths, tmp_path / "gate.json")["runnable"]
+
+
 # a check record whose fields agree: verified, the faithful build identical, conv2d called through the library
 VERIFIED = {"outcome": "verified", "passed": True, "reason": "", "route": "registered", "workload_calls": ["conv2d"],
             "faithful_identical": True, "faithful_calls": {"conv2d": 90}, "canary_entries": 1352}

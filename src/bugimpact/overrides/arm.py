@@ -354,7 +354,9 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     callers = {}
     # the files whose operators run a changed helper: rebuilt too (an interposed function is
     # reached from every caller through the release's own symbol table)
-    if source.tree is not None and apply and route.registers:
+    # judged alike for both arms, the one that is the release as released too: each is refused on
+    # the same release for the same reason, so both walk to the same release (``other_side``)
+    if source.tree is not None and route.registers:
         callers = caller_files(cached_tables(source.tree, layout.REACH_TABLES), files, placed)
         for path in callers:
             files[path] = source.tree.read_bytes(path)
@@ -362,7 +364,7 @@ def prepare(kernels, sources, arm, wheel, version, folder):
         source.includes.update(more)
         source.standins = sorted(set(source.standins) | set(standins))
     generated, arm_side, changed = None, {**files, **{p: d for p, d in placed.items() if p in files}}, kernels.built
-    if inputs and apply:
+    if inputs:
         generated, headers, nodes, yamls = generated_for(
             source, inputs, {p: placed.get(p, d) for p, d in inputs.items()}, fix_in_release, version, release.headers)
         arm_side.update(headers)
@@ -370,13 +372,13 @@ def prepare(kernels, sources, arm, wheel, version, folder):
             files[path], arm_side[path] = faithful, arms
             changed = sorted({*changed, path})
             route = route.interposing()
-    if apply and all(arm_side.get(p) == d for p, d in files.items()) and not (generated or {}).get("operators"):
+    if all(arm_side.get(p) == d for p, d in files.items()) and not (generated or {}).get("operators"):
         raise Refused(f"the fix changes nothing torch {version}'s CPU build compiles"
                       f"{' (its generated code differs in ' + ', '.join(generated['differ'][:3]) + ' only)' if generated else ''}"
                       ": both arms would be the release")
     tree = (Path(folder) / "kernels").resolve()
     sides = {"release": files, "arm": arm_side if apply else files}
-    if generated:
+    if generated and apply:
         sides["arm-yaml"] = yamls
     digests = write_tree(tree, source, sides)
     part = {"part": rebuilt.part, "route": str(route), "interposed_parts": list(route.interposed_parts),

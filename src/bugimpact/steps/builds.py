@@ -138,6 +138,9 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
                 failed[arm] = (f"override check failed: reach says the workload runs {left_out} through "
                                "the changed code, and the library does not replace it (its kernel is in a "
                                "file not rebuilt)")
+    apart = _releases_apart(runtimes)
+    if apart and not failed:
+        failed = {arm: apart for arm in runtimes}
     if len(failed) == len(runtimes) and len(set(failed.values())) == 1:
         reason = next(iter(failed.values()))  # both arms on one refused fix: said once
     else:
@@ -153,6 +156,18 @@ def arms(bug, runtime_jsons, out, reach_json=None, gated="", checks=None):
     write_json(out, result)
     log.info("%s: %s", bug, result["reason"] or "both arms ready")
     return result
+
+
+def _releases_apart(runtimes):
+    """Why a one-fix bug's arms are not one fix isolated, or "": each arm walks to the release
+    nearest the fix that takes it (``artifacts.other_side``), and both must end on the same one,
+    or the arms differ by everything between two releases."""
+    made = {arm: (r.get("artifact") or {}) for arm, r in runtimes.items()}
+    versions = {arm: (m.get("release") or {}).get("version") for arm, m in made.items() if m.get("source") == "onefix"}
+    if len(versions) < 2 or len(set(versions.values())) == 1:
+        return ""
+    return ("its arms ended on different releases (" + ", ".join(f"{arm}: torch {v}" for arm, v in sorted(versions.items()))
+            + "): not one fix isolated")
 
 
 # what the gate keeps of each arm's check: the outcome and the figures the report shows
