@@ -162,6 +162,15 @@ def test_an_operator_the_arm_takes_away_is_left_registered_as_the_release_has_it
     assert judged.operators == ["abs_"]  # its kernel changed too: registered from the arm
     assert judged.headers == ["Functions.h"] and judged.served == [
         "torch/Functions.cpp", "torch/VariableType_2.cpp", "torch/python_torch_functions.cpp"]
+    # a generated function's list of operators without the lacking one's line (1.6's
+    # ``is_custom_op``, pr37337 taken back there): served; a line of another operator taken away is not
+    ops = 'bool is_custom_op(const c10::OperatorName& op) {\n  static std::set<std::string> ops {\n%s  };\n  return true;\n}\n'
+    listed = {**release, "core/ATenOpList.cpp": g(ops % '    "aten::abs_",\n    "aten::angle",\n')}
+    for without, served in (('    "aten::abs_",\n', True), ('    "aten::angle",\n', False)):
+        shorter = {**arm, "core/ATenOpList.cpp": g(ops % without)}
+        listing = generated_code.judged(generated_code.compared(listed, shorter), True,
+                                        (generated_code.registered(listed), generated_code.registered(shorter)))
+        assert ("core/ATenOpList.cpp" in listing.served) is served and bool(listing.refusal) is not served
     # a Variable kernel the arm changes besides is judged as ever: refused
     changed = {**arm, "torch/VariableType_2.cpp": g(variable[:variable.index("Tensor VariableType::angle")].replace(
         "return self;", "return -self;"))}
