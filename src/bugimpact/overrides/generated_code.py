@@ -177,7 +177,15 @@ def _taken_away(before, after):
     opcodes = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
     if any(tag not in ("equal", "delete") for tag, *_ in opcodes):
         return None
-    return [old[i1:i2] for tag, i1, i2, _, _ in opcodes if tag == "delete"]
+    runs = []
+    for tag, i1, i2, _, _ in opcodes:
+        # the same deletion, slid past the lines it begins with that the lines after it repeat
+        # (the ``}`` or the tail of the definition before it): the run is then the whole block
+        while tag == "delete" and i2 < len(old) and old[i1] == old[i2]:
+            i1, i2 = i1 + 1, i2 + 1
+        if tag == "delete":
+            runs.append(old[i1:i2])
+    return runs
 
 
 def _names_only(runs, lacking):
@@ -189,22 +197,24 @@ def _names_only(runs, lacking):
     bases = {n.split(".")[0].lstrip("_") for n in lacking}
     keys = {_key(n) for n in lacking}
 
-    def named(text):
-        return any(_key(t) in keys or any(t.lstrip("_") == b or t.endswith("_" + b) for b in bases)
-                   for t in re.findall(r"\w+", text))
+    def named(text):  # the operator, its node and what is named after it (its Python class), its binding
+        return any(_key(t) in keys or any(_key(t).startswith(k + "backward") for k in keys)
+                   or any(t.lstrip("_") == b or t.endswith("_" + b) for b in bases) for t in re.findall(r"\w+", text))
+    def whose(piece):  # a piece with words is theirs where its head (to its opening brace) names one
+        opened = next((i for i, line in enumerate(piece) if "{" in line), len(piece) - 1)
+        return not re.search(r"\w", "".join(piece)) or named(" ".join(piece[:opened + 1]))
     for run in runs:
-        head, depth = [], 0
+        piece, depth = [], 0
         for line in run:
-            head.append(line)
+            piece.append(line)
             depth += line.count("{") - line.count("}")
-            if depth > 0:
-                continue  # within a block: judged by its head
-            if re.search(r"\w", "".join(head)) and not named(" ".join(head[:next(
-                    (i for i, h in enumerate(head) if "{" in h), len(head) - 1) + 1])):
-                return False
-            head, depth = [], 0
-        if head and depth:
-            return False  # a block left open: not the whole of anything
+            # a piece ends where a statement, a block or a comment does; a head goes on to its brace
+            if depth <= 0 and (line.rstrip().endswith((";", "}", ",")) or line.lstrip().startswith(("//", "#"))):
+                if depth < 0 or not whose(piece):
+                    return False
+                piece, depth = [], 0
+        if piece and (depth or not whose(piece)):
+            return False  # a block left open, or what is not theirs
     return True
 
 
