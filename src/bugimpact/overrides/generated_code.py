@@ -30,7 +30,7 @@ generators, not compiled. What differs then is judged file by file (``judged``):
 - **an operator the arm takes away** (the fix added it; the release that holds it is taken back):
   left registered as the release has it (``registered`` tells which each side has), and each file
   whose arm side only takes the lacking operators' lines and blocks away is the release's (``_taken_away``),
-  an ATen header so changed placed for the arm's own files. An arm that adds an operator is
+  a header so changed too. An arm that adds an operator is
   refused (``earlier``: the release on the fix's other side takes it away);
 - **anything else the release compiles** (the autograd layer's Variable kernels, TorchScript's
   operator table, the Python bindings, kernels of sparse, quantized or MKL-DNN tensors): refused,
@@ -337,7 +337,7 @@ def judged(differ, fix_in_release, operators_of=(frozenset(), frozenset())):
     for name, diff in differ.items():  # ATen's outputs by their own names, the autograd layer's under torch/
         if lacking and diff["taken_away"] is not None and _names_only(diff["taken_away"], lacking):
             # what only the release has, for the operators the arm lacks
-            (headers if "header" in diff and not name.startswith("torch/") else served).append(name)
+            served.append(name)  # a header too: the arm's own files call nothing only the release's has
             continue
         if "header" in diff:
             if diff["header"]:
