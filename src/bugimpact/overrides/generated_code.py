@@ -405,7 +405,8 @@ def sliced(text, nodes):
 def unlike_the_wheel(checked, judged, version):
     """Why an arm's generated code (``judged``) cannot be the release's with the fix, or "": the
     reconstruction's generated headers (``checked``: its record, ``generated_headers.check``) name
-    an operator or backward node it changes where they differ from the wheel's (issue 59, item 2):
+    an operator or backward node it changes, or one it lacks, where they differ from the wheel's
+    (issue 59, item 2):
     there the tree's generated code is not the release's.
     A node is its operator's (``PowBackward1``: ``pow``); names are compared without underscores
     or case."""
@@ -415,7 +416,7 @@ def unlike_the_wheel(checked, judged, version):
         return (f"torch {version}'s reconstruction record says its generated headers differ from the wheel's, not "
                 "where (made before it kept their names): make it again")
     theirs = {_key(n) for n in checked["names"]}
-    ours = sorted({n for n in [*judged.operators, *(NODE.match(k).group(1) for k in judged.nodes)]
+    ours = sorted({n for n in [*judged.operators, *judged.lacking, *(NODE.match(k).group(1) for k in judged.nodes)]
                    if _key(n) in theirs})
     return (f"torch {version}'s tree generates {', '.join(ours[:4])} otherwise than its wheel was generated (the "
             "release branch changed them after its branch point): the arm's generated code for them is not the "
