@@ -29,7 +29,7 @@ generators, not compiled. What differs then is judged file by file (``judged``):
   they save a node's inputs, where the release's save all the arm's would: left as they are;
 - **an operator the arm takes away** (the fix added it; the release that holds it is taken back):
   left registered as the release has it (``registered`` tells which each side has), and each file
-  whose arm side only takes the lacking operators' lines and blocks away is the release's (``_taken_away``),
+  whose arm side only takes the lacking operators' lines and blocks away is the release's (``taken_away``),
   a header so changed too. An arm that adds an operator is
   refused (``earlier``: the release on the fix's other side takes it away);
 - **anything else the release compiles** (the autograd layer's Variable kernels, TorchScript's
@@ -40,10 +40,9 @@ generators, not compiled. What differs then is judged file by file (``judged``):
 An arm whose operators or nodes the reconstruction generates otherwise than the wheel's headers
 say (``unlike_the_wheel``) is refused: there its generated code is not the release's.
 """
-import difflib
 import re
 
-from . import parts
+from . import parts, taken_away
 
 # outputs no CPU build compiles: CUDA's, and what only other generators read
 NOT_COMPILED = re.compile(r"CUDA|HIP|cuda|hip|(^|/)(Declarations\.yaml|RegistrationDeclarations\.h|"
@@ -149,7 +148,7 @@ def compared(release, arm):
         old, new = chunks(before), chunks(after)
         found = {"added": sorted(set(new) - set(old)), "removed": sorted(set(old) - set(new)),
                  "changed": sorted(k for k in set(old) & set(new) if old[k] != new[k])}
-        found["taken_away"] = _taken_away(before, after)
+        found["taken_away"] = taken_away.runs(before, after)
         if name.endswith(".h"):
             section = parts.whole_file_section(before.encode(), after.encode())
             out[name] = {"header": parts.includer_code(section, own_files_only=True),
@@ -168,54 +167,6 @@ def compared(release, arm):
         found["unnamed"] = [k for k in keys if k in ("reg ?", "other") or k.startswith("def ") and k not in index]
         out[name] = found
     return out
-
-
-def _taken_away(before, after):
-    """The runs of lines (each a list) the arm's side of a generated file (``after``, as compiled)
-    takes away from the release's (``before``), where that is all it does, else None."""
-    old, new = ([line for line in text.splitlines() if line.strip()] for text in (before, after))  # blank: nothing
-    opcodes = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
-    if any(tag not in ("equal", "delete") for tag, *_ in opcodes):
-        return None
-    runs = []
-    for tag, i1, i2, _, _ in opcodes:
-        # the same deletion, slid past the lines it begins with that the lines after it repeat
-        # (the ``}`` or the tail of the definition before it): the run is then the whole block
-        while tag == "delete" and i2 < len(old) and old[i1] == old[i2]:
-            i1, i2 = i1 + 1, i2 + 1
-        if tag == "delete":
-            runs.append(old[i1:i2])
-    return runs
-
-
-def _names_only(runs, lacking):
-    """Whether each run of lines the arm takes away (``_taken_away``) is the lacking operators':
-    a block (a definition, a class: from the line that opens its braces to the one that closes
-    them) whose head names one of them, their node (``AngleBackward``) or binding
-    (``THPVariable_angle``), and any other line naming one (an entry of a list of operators:
-    ``is_custom_op``'s), or blank. What only the release has is then nothing the arm calls."""
-    bases = {n.split(".")[0].lstrip("_") for n in lacking}
-    keys = {_key(n) for n in lacking}
-
-    def named(text):  # the operator, its node and what is named after it (its Python class), its binding
-        return any(_key(t) in keys or any(_key(t).startswith(k + "backward") for k in keys)
-                   or any(t.lstrip("_") == b or t.endswith("_" + b) for b in bases) for t in re.findall(r"\w+", text))
-    def whose(piece):  # a piece with words is theirs where its head (to its opening brace) names one
-        opened = next((i for i, line in enumerate(piece) if "{" in line), len(piece) - 1)
-        return not re.search(r"\w", "".join(piece)) or named(" ".join(piece[:opened + 1]))
-    for run in runs:
-        piece, depth = [], 0
-        for line in run:
-            piece.append(line)
-            depth += line.count("{") - line.count("}")
-            # a piece ends where a statement, a block or a comment does; a head goes on to its brace
-            if depth <= 0 and (line.rstrip().endswith((";", "}", ",")) or line.lstrip().startswith(("//", "#"))):
-                if depth < 0 or not whose(piece):
-                    return False
-                piece, depth = [], 0
-        if piece and (depth or not whose(piece)):
-            return False  # a block left open, or what is not theirs
-    return True
 
 
 def registered(files):
@@ -335,7 +286,7 @@ def judged(differ, fix_in_release, operators_of=(frozenset(), frozenset())):
                       earlier=True)
     operators, headers, blocked, nodes, nodes_file, served = set(), [], [], [], "", []
     for name, diff in differ.items():  # ATen's outputs by their own names, the autograd layer's under torch/
-        if lacking and diff["taken_away"] is not None and _names_only(diff["taken_away"], lacking):
+        if lacking and diff["taken_away"] is not None and taken_away.only_theirs(diff["taken_away"], lacking):
             # what only the release has, for the operators the arm lacks
             served.append(name)  # a header too: the arm's own files call nothing only the release's has
             continue
@@ -415,15 +366,9 @@ def unlike_the_wheel(checked, judged, version):
     if "names" not in checked:
         return (f"torch {version}'s reconstruction record says its generated headers differ from the wheel's, not "
                 "where (made before it kept their names): make it again")
-    theirs = {_key(n) for n in checked["names"]}
+    theirs = {taken_away.key(n) for n in checked["names"]}
     ours = sorted({n for n in [*judged.operators, *judged.lacking, *(NODE.match(k).group(1) for k in judged.nodes)]
-                   if _key(n) in theirs})
+                   if taken_away.key(n) in theirs})
     return (f"torch {version}'s tree generates {', '.join(ours[:4])} otherwise than its wheel was generated (the "
             "release branch changed them after its branch point): the arm's generated code for them is not the "
             "release's with the fix") if ours else ""
-
-
-def _key(name):
-    """An operator's or backward node's name as compared (``PowBackward1``, ``pow.Tensor_Scalar``
-    and ``_pow`` are all ``pow``)."""
-    return re.sub(r"Backward\d*$", "", name.split(".")[0]).replace("_", "").lower()
