@@ -24,8 +24,8 @@ def runs(before, after):
     return runs
 
 
-def only_theirs(runs, lacking):
-    """Whether each run of lines the arm takes away (``runs``) is the lacking operators':
+def only_theirs(taken, lacking):
+    """Whether each run of lines the arm takes away (``taken``: ``runs``) is the lacking operators':
     a block (a definition, a class: from the line that opens its braces to the one that closes
     them) whose head names one of them, their node (``AngleBackward``) or binding
     (``THPVariable_angle``), and any other line naming one (an entry of a list of operators:
@@ -36,10 +36,12 @@ def only_theirs(runs, lacking):
     def named(text):  # the operator, its node and what is named after it (its Python class), its binding
         return any(key(t) in keys or any(key(t).startswith(k + "backward") for k in keys)
                    or any(t.lstrip("_") == b or t.endswith("_" + b) for b in bases) for t in re.findall(r"\w+", text))
+
     def whose(piece):  # a piece with words is theirs where its head (to its opening brace) names one
         opened = next((i for i, line in enumerate(piece) if "{" in line), len(piece) - 1)
         return not re.search(r"\w", "".join(piece)) or named(" ".join(piece[:opened + 1]))
-    for run in runs:
+
+    for run in taken:
         piece, depth = [], 0
         for line in run:
             piece.append(line)
@@ -52,6 +54,7 @@ def only_theirs(runs, lacking):
         if piece and (depth or not whose(piece)):
             return False  # a block left open, or what is not theirs
     return True
+
 
 def key(name):
     """An operator's or backward node's name as compared (``PowBackward1``, ``pow.Tensor_Scalar``
