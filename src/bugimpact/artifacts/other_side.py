@@ -13,8 +13,8 @@ on 1.3.0, one made forwards on 1.2.0; docs/usage.md, "The release to study on").
 Both arms of a bug walk alike (each is refused on the same release for the same reason: the arm
 that is the release as released is judged as the other, ``overrides.arm.prepare``), so they end
 on the same release, and the arms gate refuses arms that did not (``steps.builds``); each try,
-and why it was refused, is named in the manifest (``release_tries``) and in the verdict's scope. A release that is not a pypi version (a wheel
-file) has no neighbours: it is tried alone."""
+and why it was refused, is named in the manifest (``release_tries``) and in the verdict's scope.
+A release that is not a pypi version (a wheel file) has no neighbours: it is tried alone."""
 import shutil
 from pathlib import Path
 

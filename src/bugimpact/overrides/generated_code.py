@@ -29,9 +29,9 @@ generators, not compiled. What differs then is judged file by file (``judged``):
   they save a node's inputs, where the release's save all the arm's would: left as they are;
 - **an operator the arm takes away** (the fix added it; the release that holds it is taken back):
   left registered as the release has it (``registered`` tells which each side has), and each file
-  whose arm side only takes the lacking operators' lines and blocks away is the release's (``taken_away``),
-  a header so changed too. An arm that adds an operator is
-  refused (``earlier``: the release on the fix's other side takes it away);
+  whose arm side only takes the lacking operators' lines and blocks away is the release's
+  (``taken_away``), a header so changed too. An arm that adds an operator is refused
+  (``earlier``: the release on the fix's other side takes it away);
 - **anything else the release compiles** (the autograd layer's Variable kernels, TorchScript's
   operator table, the Python bindings, kernels of sparse, quantized or MKL-DNN tensors): refused,
   the file and its first changed definitions named. Re-registered Variable kernels are not built
@@ -357,10 +357,8 @@ def unlike_the_wheel(checked, judged, version):
     """Why an arm's generated code (``judged``) cannot be the release's with the fix, or "": the
     reconstruction's generated headers (``checked``: its record, ``generated_headers.check``) name
     an operator or backward node it changes, or one it lacks, where they differ from the wheel's
-    (issue 59, item 2):
-    there the tree's generated code is not the release's.
-    A node is its operator's (``PowBackward1``: ``pow``); names are compared without underscores
-    or case."""
+    (issue 59, item 2): there the tree's generated code is not the release's. Names are compared
+    as ``taken_away.key`` reads them (a node is its operator's: ``PowBackward1`` is ``pow``)."""
     if not (checked or {}).get("differ"):
         return ""
     if "names" not in checked:
