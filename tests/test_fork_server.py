@@ -4,7 +4,9 @@ in an old server."""
 import json
 import os
 import signal
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +24,17 @@ FORKED = RunOptions(fork_server=True)
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
+    """A socket folder of this module's own: other test files run the same installed runtime
+    through the fork server at the same time, and this module kills servers and counts their
+    children (a short path: a socket's is at most 107 bytes)."""
+    sockets = tempfile.mkdtemp(prefix="fs", dir="/tmp")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_RUNTIME_DIR", sockets)
+        yield _setup(tmp_path_factory)
+    shutil.rmtree(sockets, ignore_errors=True)
+
+
+def _setup(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fork")
     meta = prepare("digits", folder / "digits.npz", folder / "digits.json")
     spec = {"bug": "t", "arm": "buggy", "run": 0, "seed": 5, "model": "smallcnn",
@@ -60,8 +73,11 @@ def test_forked_runs_write_the_records_a_process_per_run_writes(setup, tmp_path)
 
 
 def _children(pid):
-    tasks = Path(f"/proc/{pid}/task")
-    return [int(c) for t in tasks.iterdir() for c in (t / "children").read_text().split()]
+    try:
+        tasks = Path(f"/proc/{pid}/task")
+        return [int(c) for t in tasks.iterdir() for c in (t / "children").read_text().split()]
+    except OSError:  # the process (or one of its threads) is gone
+        return []
 
 
 def _state(pid):
