@@ -3,8 +3,8 @@ process per run, a crash or a hang stays that run's own failure, and an edited h
 in an old server."""
 import json
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import tempfile
 import time

@@ -66,10 +66,49 @@ def test_atens_cuda_sources_and_cpp_tests_are_never_interposed():
     assert onefix.classify("aten/src/ATen/core/Formatting.cpp") == "compiled"
 
 
-def test_a_generic_th_file_is_compiled_by_the_file_that_includes_it():
-    assert parts.compile_unit("aten/src/TH/generic/THTensorMath.cpp") == "aten/src/TH/THTensorMath.cpp"
-    assert parts.compile_unit("aten/src/THNN/generic/ELU.c") == "aten/src/THNN/init.cpp"
-    assert parts.compile_unit("aten/src/ATen/native/TensorIterator.cpp") == "aten/src/ATen/native/TensorIterator.cpp"
+GENERIC_TREE = {
+    "aten/src/TH/THVector.cpp": b"#include <TH/generic/THVectorDispatch.cpp>\n"
+                                b"#include <TH/generic/THVectorDefault.cpp>\n#include <TH/THGenerateAllTypes.h>\n",
+    "aten/src/TH/THTensorMath.cpp": b"#include <TH/generic/THTensorMath.cpp>\n",
+    "aten/src/TH/THTensorMoreMath.cpp": b"// #include <TH/generic/THVectorDefault.cpp>: not here\n",
+    "aten/src/TH/generic/THVectorDefault.cpp": b"#include <TH/generic/THVectorDispatch.cpp>\n",
+    "aten/src/TH/generic/THVectorDispatch.cpp": b"void f() {}\n",
+    "aten/src/THNN/init.cpp": b'#include "THNN/generic/ELU.c"\n',
+    "aten/src/ATen/native/TensorIterator.cpp": b"#include <ATen/native/TensorIterator.h>\n",
+}
+
+
+def test_a_generic_th_file_is_compiled_where_a_file_of_its_library_includes_it():
+    """Seen on the corpus: pr25857, pr26923 and pr27372 change TH/generic/THVectorDefault.cpp,
+    which THVector.cpp includes; taken for its namesake THVectorDefault.cpp, which no release has,
+    each fix was refused ("not in torch 1.4.0's branch point")."""
+    assert parts.compile_units("aten/src/TH/generic/THVectorDefault.cpp", GENERIC_TREE) == ["aten/src/TH/THVector.cpp"]
+    assert parts.compile_units("aten/src/TH/generic/THTensorMath.cpp", GENERIC_TREE) == ["aten/src/TH/THTensorMath.cpp"]
+    assert parts.compile_units("aten/src/THNN/generic/ELU.c", GENERIC_TREE) == ["aten/src/THNN/init.cpp"]
+    assert parts.compile_units("aten/src/ATen/native/TensorIterator.cpp", GENERIC_TREE) == \
+        ["aten/src/ATen/native/TensorIterator.cpp"]
+    # no file of the release includes it (a generic file including another is not compiled itself)
+    assert parts.compile_units("aten/src/TH/generic/THVectorDispatch.cpp",
+                               {p: d for p, d in GENERIC_TREE.items() if p != "aten/src/TH/THVector.cpp"}) == []
+
+
+def test_a_release_tree_gives_a_generic_files_includers_with_it(tmp_path):
+    """The release's tree is searched for what compiles a generic file (a real git repository)."""
+    from bugimpact.overrides.release_source import CloneTree, with_includers
+    for path, data in GENERIC_TREE.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(data)
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "tree"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    tree = CloneTree(str(tmp_path), commit)
+    # a file that names it in a comment only is no includer, and is not rebuilt
+    assert with_includers(tree, ["aten/src/TH/generic/THVectorDefault.cpp"]) == \
+        ["aten/src/TH/THVector.cpp", "aten/src/TH/generic/THVectorDefault.cpp"]
+    assert with_includers(tree, ["aten/src/THNN/generic/ELU.c"]) == ["aten/src/THNN/generic/ELU.c",
+                                                                     "aten/src/THNN/init.cpp"]
 
 
 # --- the functions a fix changes ------------------------------------------------------------------

@@ -1,11 +1,19 @@
-"""What of a C or C++ source's lines the preprocessor of a Linux wheel's build never compiles,
-read from a diff's hunk alone (its conditions within the hunk)."""
+"""What the preprocessor of a Linux wheel's build does with a C or C++ source: the files its
+``#include`` lines name, and which of its lines it never compiles, read from a diff's hunk alone
+(its conditions within the hunk)."""
 import re
 
 # a condition only another platform's compiler takes: a wheel for Linux compiles nothing under it
 _OTHER = r"\(?\s*defined\s*\(?\s*(?:_MSC_VER|_WIN32|_WIN64|__MINGW32__|__APPLE__)\s*\)?\s*\)?"
 OTHER_PLATFORM = re.compile(rf"\s*\(?\s*{_OTHER}(?:\s*\|\|\s*{_OTHER})*\s*\)?\s*")
 CONDITION = re.compile(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)")
+
+INCLUDE = re.compile(rb'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+
+
+def included(data):
+    """The names a C or C++ file's ``#include`` lines name (bytes in, text out), in order."""
+    return [m.decode("utf-8", "replace") for m in INCLUDE.findall(data or b"")]
 
 
 def uncompiled(lines):

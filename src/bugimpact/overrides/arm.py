@@ -298,9 +298,8 @@ def _naming_shared(kernels, source, files, placed, release, version):
                       f"in the release's tree, and {source.read_from} is no clone")
     naming = shared_headers.rebuilt_for({p: (files[p], placed.get(p, files[p])) for p in shared},
                                         source.tree.clone, source.tree.commit, files, version)
-    for path in naming:  # a TH generic file, with the file that compiles it
-        for each in {path, parts.compile_unit(path)}:
-            files[each] = source.tree.read_bytes(each)
+    for path in release_source.with_includers(source.tree, sorted(naming)):  # a TH generic file's includers too
+        files[path] = source.tree.read_bytes(path)
     more, standins = closure(source.tree.read_bytes, sorted(naming), release.headers)
     source.includes.update(more)
     source.standins = sorted(set(source.standins) | set(standins))
@@ -324,16 +323,15 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     fix = Fix([fd for fd in patch.parse(kernels.diff) if fd.name in kernels.built + kernels.generator_inputs],
               sources.get("fix_clone") or "", arm.get("buggy_sha") or "", arm.get("corrected_sha") or "")
     record = layout.RECONSTRUCTION.format(version=version, wheel=release.sha256[:16])
-    units = sorted({parts.compile_unit(p) for p in kernels.built} - set(kernels.built))
     try:
-        source = release_source.find(sources, arm, release, kernels.built + units, fix, record)
+        source = release_source.find(sources, arm, release, kernels.built, fix, record)
     except LookupError as exc:
         raise Refused(str(exc)) from None
     files = dict(source.files)
-    for path in kernels.built:  # a generic file is compiled only where its unit includes it
-        unit = parts.compile_unit(path)
-        if unit != path and f"generic/{Path(path).name}".encode() not in (files.get(unit) or b""):
-            raise Refused(f"{path} is compiled by its includer, and torch {version}'s {unit} does not include it")
+    for path in kernels.built:  # a generic file is compiled only where a file of its library includes it
+        if not parts.compile_units(path, files):
+            raise Refused(f"{path} is compiled by its includer, and no file of torch {version}'s "
+                          f"{source.read_from} includes it")
     inputs = generator_inputs_of(source, kernels.generator_inputs, version)
     fix_in_release, placed, placement = made_on(fix, source, {**files, **inputs}, version)
     for path in kernels.files.get("declarations", ()):  # judged by its diff: now by the whole file
@@ -384,7 +382,9 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     part = {"part": rebuilt.part, "route": str(route), "interposed_parts": list(route.interposed_parts),
             "changed": changed,
             "cuda_left_out": kernels.files.get("cuda", []),
-            "rebuild": sorted({parts.compile_unit(p) for p in files if not p.endswith(".h")}), "tree": str(tree),
+            "rebuild": sorted({u for p in files if not p.endswith(".h") for u in parts.compile_units(p, files)}),
+            "units": {p: parts.compile_units(p, files) for p in sorted(files) if parts.GENERIC.match(p)},
+            "tree": str(tree),
             "rebuilt_for_callers": {path: sorted(ops) for path, ops in sorted(callers.items())},
             "rebuilt_for_shared_headers": naming,
             "source": source.describe(), "placement": placement, "sha256": digests,

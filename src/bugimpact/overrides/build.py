@@ -40,7 +40,7 @@ from ..framework import cpp
 from ..framework.declarations import manual_operators, op_name, operators
 from ..framework.paths import part_of
 from ..harness.files import sha256_file
-from . import parts, release_build, release_locals, stubs
+from . import release_build, release_locals, stubs
 from .arm import not_as_made
 from .interposed import REGISTERS, interposition, no_load_time_registrations, taken_over, version_script
 from .objects import the_release_in_the_arm
@@ -165,7 +165,7 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
         kept = run_all(jobs, log, threads, cache)
     except BuildRefused as exc:
         raise BuildRefused(stand_in_named(str(exc), [s for s in standins if s not in provided])) from None
-    same = the_release_in_the_arm(jobs, kept, {parts.compile_unit(p) for p in compiled["changed"]})
+    same = the_release_in_the_arm(jobs, kept, {u for p in compiled["changed"] for u in compiled["units"].get(p, [p])})
     if same:
         raise BuildRefused(same)
     shared = folder / "shared"

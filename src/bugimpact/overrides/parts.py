@@ -47,7 +47,7 @@ INTERPOSED_PARTS = ("th", "infra")  # preloaded; op files are registered where t
 # what an interposed library can rebuild: TH's and ATen's own C++, compiled into the release's
 # libtorch (torch/csrc, caffe2 and c10 live in other libraries, some of them Python's own)
 INTERPOSABLE = re.compile(r"^aten/src/(TH|THNN|ATen)/.*\.(cpp|c)$")
-# TH's generic files are compiled once per scalar type, included by one file that is compiled
+# TH's generic files are compiled once per scalar type, where a file of their library includes them
 GENERIC = re.compile(r"^aten/src/(TH|THNN)/generic/([^/]+)\.(cpp|c)$")
 # Why each other part cannot be taken, in a refusal's words.
 WHY = {
@@ -140,13 +140,20 @@ class Route:
         return self.interposes and part_of(path) in self.interposed_parts
 
 
-def compile_unit(path):
-    """The file the release compiles for a changed file: a TH generic file is included by its
-    namesake (THNN's by ``init.cpp``), once per scalar type; any other file is compiled itself."""
+def compile_units(path, files):
+    """The files the release compiles for a changed file: a TH generic file is compiled where a
+    file of its library includes it, once per scalar type (``THVector.cpp`` includes
+    ``generic/THVectorDefault.cpp``, ``THNN/init.cpp`` every ``THNN/generic`` file), so the
+    includers are read from ``files`` (path -> bytes, the release's own); any other file is
+    compiled itself. Empty where no file of ``files`` includes the generic file."""
     generic = GENERIC.match(path)
     if not generic:
-        return path
-    return f"aten/src/{generic.group(1)}/" + ("init.cpp" if generic.group(1) == "THNN" else f"{generic.group(2)}.cpp")
+        return [path]
+    name = f"generic/{generic.group(2)}.{generic.group(3)}"
+    return sorted(p for p, data in files.items()
+                  if data and not GENERIC.match(p) and p.startswith(f"aten/src/{generic.group(1)}/")
+                  and p.endswith((".cpp", ".c"))
+                  and any(n == name or n.endswith("/" + name) for n in preprocessor.included(data)))
 
 
 def only_comments(path, section):

@@ -33,18 +33,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..failures import CorruptFile, reading
+from ..framework import preprocessor
 from ..framework.apply import NotPlaced
 from ..framework.paths import part_of
 from ..framework.tables import GitTree
 from ..harness.files import sha256_file
 from ..io import atomic_open
-from . import generated_headers, reconstruct
+from . import generated_headers, parts, reconstruct
 from .archives import archive_of, serves
 
 # what says how the release registers its operators (``registration``); the last is torch 1.4's only
 YAMLS = ("aten/src/ATen/native/native_functions.yaml", "tools/autograd/derivatives.yaml",
          "tools/autograd/gen_variable_type.py")
-INCLUDE = re.compile(rb'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 # where an included name lives in the source tree, besides the including file's own folder
 INCLUDE_ROOTS = ("aten/src/", "", "torch/csrc/api/include/", "aten/src/ATen/")
 TAG = re.compile(r"^v\d+\.\d+\.\d+(?:-?rc\d+)?$")
@@ -123,7 +123,7 @@ def closure(read, paths, shipped):
     todo = [(include_name(path), read(path), False) for path in paths]
     while todo:
         name_of, text, in_wheel = todo.pop()
-        for name in (m.decode("utf-8", "replace") for m in INCLUDE.findall(text or b"")):
+        for name in preprocessor.included(text):
             here = str(Path(name_of).parent / name)
             if name in seen or here in seen:
                 continue
@@ -283,14 +283,14 @@ def find(sources, arm, release, paths, fix, record):
             commit = clone_commit(clone, ref) if ref and (ref != tag or TAG.match(tag)) else None
             if commit:
                 tree = CloneTree(clone, commit)
-                return from_tree(tree.read_bytes, where, _with_includers(tree, paths), release.headers,
+                return from_tree(tree.read_bytes, where, with_includers(tree, paths), release.headers,
                                  f"clone {clone}", facts={**release.identity, "commit": commit, "tree": tree.where()},
                                  tree=tree)
         tried.append(f"clone {clone} has neither tag {tag} nor the release's commit "
                      f"{release.commit[:12] or '(the wheel names none)'}")
     if sources.get("fix_api"):
-        if any(p.endswith(".h") for p in paths):
-            tried.append("GitHub's files cannot say which files include a changed header")
+        if any(p.endswith(".h") or parts.GENERIC.match(p) for p in paths):
+            tried.append("GitHub's files cannot say which files include a changed header or TH generic file")
         else:
             from ..mine.github import GitHubClient  # PyGithub and requests: only when the API is asked
             client = GitHubClient(base_url=sources["api_url"])
@@ -325,7 +325,7 @@ def reconstructed(clone, arm, release, paths, fix, record):
     # the cherry-picks its generated headers found (``generated_headers``), on the branch point's files
     picked = generated_headers.placed(clone, commit, [p["commit"] for p in checked.get("cherry_picks", ())])
     base = CloneTree(clone, commit, picked)
-    rebuild = _with_includers(base, paths)
+    rebuild = with_includers(base, paths)
     files = {p: base.read_bytes(p) for p in rebuild}
     missing = sorted(p for p, data in files.items() if data is None)
     if missing:
@@ -374,14 +374,26 @@ def _same_in(clone, tie, commit, paths):
     return all(a.read_bytes(p) == b.read_bytes(p) for p in paths)
 
 
-def _with_includers(tree, paths):
-    """``paths`` and, for a changed header of the op or stub files, the native files of the tree
-    that include it (ATen's shared headers are judged by the names they change: ``shared_headers``)."""
+def with_includers(tree, paths):
+    """``paths`` and the files of the tree that compile them where they are not compiled alone:
+    for a changed header of the op or stub files, the native files that include it (ATen's shared
+    headers are judged by the names they change: ``shared_headers``); for a TH generic file, the
+    files of its library that include it (``parts.compile_units``)."""
+    found = set()
     headers = [include_name(p) for p in paths if p.endswith(".h") and part_of(p) in ("op", "stub")]
-    if not headers:
-        return list(paths)
-    listing = subprocess.run(["git", "-C", tree.clone, "grep", "-l", "-F", *sum((["-e", h] for h in headers), []),
-                              tree.commit, "--", "aten/src/ATen/native/*.cpp", "aten/src/ATen/native/cpu/*.cpp"],
-                             capture_output=True, text=True)
-    found = [line.split(":", 1)[1] for line in listing.stdout.splitlines() if ":" in line]
-    return sorted(set(paths) | set(found))
+    if headers:
+        found.update(_grep(tree, headers, ("aten/src/ATen/native/*.cpp", "aten/src/ATen/native/cpu/*.cpp")))
+    for path in paths:
+        generic = parts.GENERIC.match(path)
+        if generic:
+            library = f"aten/src/{generic.group(1)}/"
+            named = _grep(tree, [path[len(library):]], (f"{library}*.cpp", f"{library}*.c"))
+            found.update(parts.compile_units(path, {p: tree.read_bytes(p) for p in named}))
+    return sorted(set(paths) | found)
+
+
+def _grep(tree, names, where):
+    """The files of ``tree`` under the pathspecs ``where`` whose text holds any of ``names``."""
+    listing = subprocess.run(["git", "-C", tree.clone, "grep", "-l", "-F", *sum((["-e", n] for n in names), []),
+                              tree.commit, "--", *where], capture_output=True, text=True)
+    return [line.split(":", 1)[1] for line in listing.stdout.splitlines() if ":" in line]
