@@ -55,6 +55,10 @@ def test_a_shared_headers_change_is_named_by_what_each_changed_line_is_in():
     # pr26181: a class template's specialization added, its head on the line before its braces
     assert changed(b"static_assert(", b"template <typename T>\nstruct traits<T&> : public traits<T> {};\n"
                    b"static_assert(") == ({"traits"}, [])
+    # pr37098: a macro added under each compiler's branch, which no file of the release names
+    added = b"#define AT_SKIP_OVERFLOW __attribute__((no_sanitize(\"signed-integer-overflow\")))\n"
+    assert changed(b"namespace at {\n", b"namespace at {\n#if defined(__clang__)\n" + added + b"#else\n"
+                   b"#define AT_SKIP_OVERFLOW\n#endif\n") == ({"AT_SKIP_OVERFLOW"}, [])
     # a statement that declares nothing: which includers compile it cannot be said
     assert changed(b"sizeof(int) == 4", b"sizeof(int) == 8") == \
         (set(), ['static_assert(sizeof(int) == 4, "int");', 'static_assert(sizeof(int) == 8, "int");'])
@@ -95,6 +99,8 @@ def test_the_files_that_name_a_change_are_rebuilt_and_the_others_left_alone(rele
     # the op file and the stub kernel that call it; not the test, the CUDA file or an unrelated op file
     assert rebuilt == {"aten/src/ATen/native/BinaryOps.cpp": ["scaled"],
                        "aten/src/ATen/native/cpu/BinaryOpsKernel.cpp": ["twice_scaled"]}
+    added = HEADER.replace(b"namespace at {\n", b"namespace at {\n#define AT_SKIP_OVERFLOW\n")
+    assert shared_headers.rebuilt_for({"aten/src/ATen/Overlap.h": (HEADER, added)}, clone, commit, {}, "9.9.0") == {}
     retyped = HEADER.replace(b"DimnameList other);", b"DimnameList other, bool strict);")
     assert shared_headers.rebuilt_for({"aten/src/ATen/Overlap.h": (HEADER, retyped)}, clone, commit, {}, "9.9.0") == \
         {"aten/src/ATen/Overlap.cpp": ["unify_from_right"]}  # ATen's own .cpp: interposed
@@ -119,7 +125,8 @@ def test_a_change_named_where_no_library_rebuilds_or_in_too_many_files_is_refuse
 def test_a_fix_of_a_shared_headers_code_and_an_op_file_is_a_kernel_fix_its_header_judged_at_the_build():
     """pr24921's shape: NamedTensorUtils.h's code and an op file. Its header's part refused it
     before, by name; the header is now carried to the build, where the tree says who names it; so
-    is one of ATen/detail/. A shared header of c10 or vec256 is still refused by its part."""
+    is one of ATen/detail/, and (seen on the corpus: pr37098's c10/macros/Macros.h, pr28843's vec256
+    and c10 headers, refused by their part before) one of c10, vec256, ATen/core or TH."""
     def section(path, old, new):
         return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-{old}\n+{new}\n"
     diff = section("aten/src/ATen/NamedTensorUtils.h", "inline int f() { return 1; }", "inline int f() { return 2; }") \
@@ -134,5 +141,10 @@ def test_a_fix_of_a_shared_headers_code_and_an_op_file_is_a_kernel_fix_its_heade
                                       "aten/src/ATen/native/TensorIterator.h)"
     detail = diff.replace("aten/src/ATen/NamedTensorUtils.h", "aten/src/ATen/detail/FunctionTraits.h")
     assert onefix.isolate(detail)[2].files["shared"] == ["aten/src/ATen/detail/FunctionTraits.h"]  # pr26181's
-    vec = diff.replace("aten/src/ATen/NamedTensorUtils.h", "aten/src/ATen/cpu/vec256/vec256_base.h")
-    assert onefix.verdict(vec).startswith("no: header: a shared header inlined into many files")
+    for header in ("aten/src/ATen/cpu/vec256/vec256_base.h", "c10/macros/Macros.h", "aten/src/ATen/core/Dimname.h",
+                   "aten/src/TH/THGeneral.h.in"):
+        assert onefix.isolate(diff.replace("aten/src/ATen/NamedTensorUtils.h", header))[2].files["shared"] == [header]
+    # a generator's header, a CUDA header, TorchScript's: still their part's
+    for header in ("aten/src/ATen/core/TensorBody.h", "aten/src/ATen/cuda/CUDAContext.h"):
+        assert "shared" not in onefix.isolate(diff.replace("aten/src/ATen/NamedTensorUtils.h", header))[2].files
+    assert onefix.verdict(diff.replace("aten/src/ATen/NamedTensorUtils.h", "torch/csrc/jit/ir.h")).startswith("no: jit")

@@ -128,9 +128,9 @@ def isolate(diff_text, package=PACKAGE, wheel_files=None):
                       f"{' ...' if len(bad) > 5 else ''}), {CANNOT}")
     kernels = None
     if kinds["compiled"]:
-        # ATen's own shared headers with code changed: judged by the files that name what changed
+        # shared headers with code changed: judged by the files that name what changed
         # (``shared_headers``), rebuilt beside the fix's other files, which decide its part
-        shared = [p for p in kinds["compiled"] if header_code.get(p) and shared_headers.SHARED.search(p)]
+        shared = [p for p in kinds["compiled"] if header_code.get(p) and shared_headers.judged_by_names(p)]
         rest = [p for p in kinds["compiled"] if p not in shared]
         fix, by_kind = parts.fix_part(rest) if rest else ("header", {})
         inputs = by_kind.get("codegen", [])

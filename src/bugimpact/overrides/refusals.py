@@ -38,7 +38,7 @@ CAUSES = (
     ("a backward node added or taken away", r"no library takes yet: [^;]*not a node added or taken away",
      "a node's struct in Functions.h changes with it, which every file of the autograd layer compiles"),
     ("a shared header's code named in many files", r"an ABI change with \d+ includers|names nothing its includers use",
-     "what an ATen header's change touches is named in more files than a library rebuilds, in files no library "
+     "what a shared header's change touches is named in more files than a library rebuilds, in files no library "
      "rebuilds, or in no name at all (the count and the names given)"),
     ("generated code no library takes yet", r"generated code no library takes yet|TH's generated wrappers",
      "its generated code changes the autograd layer, backward nodes, Python bindings, TH wrappers or other "

@@ -1,9 +1,10 @@
-"""A fix's change to one of ATen's own shared headers (``aten/src/ATen/*.h``, ``TensorIterator.h``),
-judged by what it changes, not by the header's name (issue 59, item 4).
+"""A fix's change to a shared header's code (ATen's own, ``TensorIterator.h``, c10's, vec256's,
+TH's, the infrastructure's: ``judged_by_names``), judged by what it changes, not by the header's
+name (issue 59, item 4).
 
 Such a header reaches hundreds of files through ``ATen.h`` or ``TensorIterator.h``, but an includer's
 object code holds the header's inline code only where it names it: a function or macro it calls, a
-class or enum it uses. So what the fix changes is named (``changed_names``: the function, class or
+class or enum it uses (a macro the fix adds, which no file of the release names, reaches none). So what the fix changes is named (``changed_names``: the function, class or
 enum each changed line is in, or what a changed statement declares), and the release's compiled
 C++ that names any of it (``reaching``) is rebuilt with the fix's own files, each by its part's
 route: op and stub files registered, ATen's and TH's other ``.cpp`` files interposed. Refused,
@@ -19,12 +20,9 @@ import re
 import subprocess
 
 from ..framework import cpp
-from ..framework.paths import CPP_TESTS, CUDA, INFRA_FILES, part_of
-from .parts import INTERPOSABLE, Refused
+from ..framework.paths import CPP_TESTS, CUDA, part_of
+from .parts import HEADER, INTERPOSABLE, Refused
 
-# ATen's top-level headers and its detail/ ones, and the headers of its infrastructure files
-# (TensorIterator.h)
-SHARED = re.compile(r"^aten/src/ATen/(detail/)?[^/]+\.h$|" + INFRA_FILES.pattern.replace("(cpp|h)", "h"))
 MOST = 8  # more files than this naming a change: refused, the count named
 COMPILED = ("aten/src", "torch/csrc", "caffe2", "c10")
 C_SOURCES = re.compile(r"\.(c|cc|cpp|h|hpp)$")
@@ -36,6 +34,14 @@ STATEMENT_NAMES = (re.compile(r"\busing\s+(\w+)\s*="),  # an alias, a class's he
 NOT_NAMES = cpp.NOT_CALLS | {"const", "auto", "inline", "static", "void", "int", "bool", "int64_t", "double", "float",
                              "Tensor", "std", "at", "c10", "TORCH_API", "CAFFE2_API", "TORCH_CHECK", "AT_ASSERT",
                              "C10_API"}
+
+
+def judged_by_names(path):
+    """Whether a header whose code a fix changes is judged by the names it changes: every compiled
+    header but the generators' (judged by their generated code), CUDA's (left out of a CPU arm
+    with its includers), TorchScript's and the like (their part refuses the fix) and an op or stub
+    file's own (rebuilt with the native files that include it: ``release_source.with_includers``)."""
+    return path.endswith(HEADER) and part_of(path) in ("header", "th", "infra")
 
 
 def changed_names(before, after):
