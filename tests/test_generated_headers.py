@@ -7,7 +7,7 @@ import zipfile
 
 from test_overrides import HEADER, OP, RELEASE_HEADER, commit, found, mirror
 
-from bugimpact.overrides import generated_headers
+from bugimpact.overrides import generated_headers, reconstruct
 
 YAML = "aten/src/ATen/native/native_functions.yaml"
 GEN_PY = b'''import re, sys
@@ -62,7 +62,44 @@ def test_a_cherry_pick_the_branch_point_lacks_is_found_by_the_generated_headers_
     assert facts["tree"]["changed"] == [YAML]  # the tree the build reads holds the cherry-pick
     assert "its generator writes the wheel's 1 generated headers, with Add bar (#3) placed" in source.origin
     record = json.loads((tmp_path / "rec.json").read_text())
-    assert record["generated_headers"] == checked and record["record_version"] == 3
+    assert record["generated_headers"] == checked and record["record_version"] == reconstruct.RECORD_VERSION
+
+
+# a generator as ATen's writes overloads: ``imag.out`` is ``imag_out`` in C++, its operator ``aten::imag``
+GEN_OVERLOADS = GEN_PY.replace(
+    b're.findall(r"^- func: (\\w+)\\(", Path(path).read_text(), re.M)]',
+    b're.findall(r"^- func: (\\w+)(?:\\.(\\w+))?\\(", Path(path).read_text(), re.M)]').replace(
+    b'"".join(f"Tensor {n}(const Tensor & self);\\n" for n in names)',
+    b'"".join(f"Tensor {n}{\'_\' + o if o else \'\'}(const Tensor & self); // aten::{n}\\n" for n, o in names)')
+
+
+def test_picks_are_searched_as_the_inputs_spell_an_operator_and_again_after_each_pick(tmp_path, monkeypatch):
+    """1.5.1's case: its wheel's headers lack ``imag_out`` (#35560, on master after the cut, took
+    the out variants away), but the search looked for the C++ name, which no generator input
+    spells (``imag.out``): "named, not placed", and 3 fixes of the corpus failed their faithful
+    build on a reconstruction that was not the release. Now an operator is searched as the
+    inputs declare it; and the search is made again from what still differs after each pick kept
+    (here it may search once a time)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(generated_headers, "MOST_SEARCHES", 2)
+    repo = mirror(tmp_path)
+    yaml = b"- func: foo(Tensor self) -> Tensor\n- func: imag.out(Tensor self) -> Tensor\n"
+    commit(repo, {"aten/src/ATen/gen.py": GEN_OVERLOADS, "cmake/Codegen.cmake": CODEGEN, YAML: yaml},
+           "ATen's generator", "2020-01-15T00:00:00")
+    fix = commit(repo, {OP: b"// fixed\n"}, "Fix foo (#1)", "2020-02-01T00:00:00")
+    cut = commit(repo, {HEADER: RELEASE_HEADER}, "the release is cut here", "2020-02-10T00:00:00")
+    commit(repo, {"aten/src/ATen/ATen.h": b"// later\n"}, "a header changed after the cut", "2020-02-12T00:00:00")
+    yaml = yaml.replace(b"- func: imag.out(Tensor self) -> Tensor\n", b"")
+    gone = commit(repo, {YAML: yaml}, "Take imag's out variant away (#35560)", "2020-02-15T00:00:00")
+    added = commit(repo, {YAML: yaml + b"- func: real(Tensor self) -> Tensor\n"}, "Add real (#5)",
+                   "2020-02-16T00:00:00")
+    wheel = {"ATen/native/Foo.h": RELEASE_HEADER, "ATen/ATen.h": b"",
+             "ATen/NativeFunctions.h": b"#pragma once\nTensor foo(const Tensor & self); // aten::foo\n"
+                                       b"Tensor real(const Tensor & self); // aten::real\n"}
+    checked = found(repo, tmp_path, fix, headers=wheel).describe()
+    assert checked["branch_point"] == cut
+    assert checked["generated_headers"]["differ"] == [] and [p["commit"] for p in
+                                                           checked["generated_headers"]["cherry_picks"]] == [gone, added]
 
 
 def test_a_commit_that_would_change_a_header_the_wheel_ships_otherwise_is_not_placed(tmp_path, monkeypatch):

@@ -9,8 +9,9 @@ point that adds or removes one in the generators' inputs (``git log -S``) is a c
 branch point lacks: it is placed on the tree (a three-way merge of its own files), and kept if the
 headers then differ less. Measured on the mirror: at 1.4.0's branch point 3 of 13 headers differ
 until #31517 (``_test_optional_float``) is placed, then none; 1.3.0's own commit writes all 12;
-1.5.x's branch point differs in 9 of 13, by changes made on the release branch alone (``real`` and
-``imag`` taken out), which no master commit holds: named, not placed. The names those lines hold
+1.5.x's branch point differs in 9 of 13 until #34794 (``true_divide_``), #35560 (``real`` and
+``imag`` taken out of the out variants) and #35777 (``TensorBody.h``'s autograd docs) are placed,
+then none. A difference no master commit explains is named, not placed. The names those lines hold
 are kept (``differing_names``): an arm's generated code that names one is refused, the rest of
 the generated code being the release's.
 
@@ -52,7 +53,8 @@ NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 OPERATOR = re.compile(r"\baten::(\w+)")
 PICKED_GENERATORS = ("tools/autograd", "tools/jit", "tools/shared", "tools/setup_helpers", "tools/codegen")
 KEPT = "every output"  # what a generation keeps: in its key, so a folder kept before is made again
-MOST_NAMES, MOST_PICKS = 12, 6  # how far the search for cherry-picks goes, each costing a generation
+MOST_SEARCHES, MOST_PICKS = 16, 6  # how far the search for cherry-picks goes, each pick costing a generation
+TEMPLATES = "aten/src/ATen/templates"  # what the generators write around what they generate
 NOT_NAMES = {"Tensor", "TensorList", "Scalar", "const", "return", "if", "CAFFE2_API", "TORCH_API",
              "static", "inline", "void", "bool", "int64_t", "double", "std", "c10", "at"}
 
@@ -224,28 +226,43 @@ def check(clone, commit, wheel, since, until, branch, unlike_wheel):
         return {"checked": False, "why": made["error"]}
     now = compared(made["headers"], wheel)
     picks, tried = [], []
-    for pick in _candidates(clone, now["differ"], since, until, branch):
-        if len(tried) >= MOST_PICKS or not now["differ"]:
+    while now["differ"] and len(tried) < MOST_PICKS:
+        # searched again from what still differs after each pick kept
+        fresh = [c for c in _candidates(clone, now["differ"], since, until, branch) if c not in tried]
+        kept = None
+        for pick in fresh[:MOST_PICKS - len(tried)]:
+            tried.append(pick)
+            kept = _better(clone, commit, [*picks, pick], wheel, now, unlike_wheel)
+            if kept:
+                picks, now = [*picks, pick], kept
+                break
+        if not kept:
             break
-        tried.append(pick)
-        try:
-            if unlike_wheel(placed(clone, commit, [*picks, pick])):
-                continue
-            again = generate(clone, commit, [*picks, pick])
-        except NotPlaced:
-            continue
-        if again.get("error"):
-            continue
-        better = compared(again["headers"], wheel)
-        if len(better["differ"]) < len(now["differ"]) or \
-                sum(map(len, better["differ"].values())) < sum(map(len, now["differ"].values())):
-            picks, now = [*picks, pick], better
     return {"checked": True, "same": now["same"], "of": now["of"], "differ": sorted(now["differ"]),
             "names": differing_names(now["differ"]),
             "cherry_picks": [{"commit": p, "subject": git(clone, "show", "-s", "--format=%s", p).strip()}
                              for p in picks],
             "tried": len(tried), "example": next((f"{n}: {lines[0].strip()}" for n, lines in sorted(now["differ"].items())
                                                   if lines), "")}
+
+
+def _better(clone, commit, picks, wheel, now, unlike_wheel):
+    """What the generated headers compare as with ``picks`` placed, where they differ from the
+    wheel's less than ``now``; else None (also where a pick does not place, fails the generator or
+    makes a header the wheel ships otherwise)."""
+    try:
+        if unlike_wheel(placed(clone, commit, picks)):
+            return None
+        again = generate(clone, commit, picks)
+    except NotPlaced:
+        return None
+    if again.get("error"):
+        return None
+    better = compared(again["headers"], wheel)
+    if len(better["differ"]) < len(now["differ"]) or \
+            sum(map(len, better["differ"].values())) < sum(map(len, now["differ"].values())):
+        return better
+    return None
 
 
 def differing_names(differ):
@@ -257,18 +274,26 @@ def differing_names(differ):
 
 
 def _candidates(clone, differ, since, until, branch):
-    """The master commits after the branch point that add or remove a name of the differing lines
-    in the generators' inputs, oldest first."""
-    names = []
+    """The master commits after the branch point that may make the differing lines the wheel's,
+    oldest first for each thing the lines name: first those that declare or take away an operator
+    they name (``aten::imag``), searched as the generators' inputs spell it (``func: imag.``: the
+    generated ``imag_out`` is written nowhere in them), then those that add or remove a function
+    name of the lines in the inputs or in ATen's templates (``TensorBody.h``'s own text)."""
+    searches = []
     for lines in differ.values():
         for line in lines:
-            for name in NAME.findall(line):
-                if name not in NOT_NAMES and name not in names:
-                    names.append(name)
-    found = []
-    for name in names[:MOST_NAMES]:
+            for op in OPERATOR.findall(line):
+                searches += [(f"func: {op}{end}", INPUTS) for end in "(."]
+    for lines in differ.values():
+        for line in lines:
+            searches += [(name, (*INPUTS, TEMPLATES)) for name in NAME.findall(line) if name not in NOT_NAMES]
+    found, done = [], []
+    for text, paths in searches:
+        if (text, paths) in done or len(done) >= MOST_SEARCHES:
+            continue
+        done.append((text, paths))
         log = git(clone, "log", "--first-parent", "--reverse", "--format=%H", f"--since={since}", f"--until={until}",
-                  f"-S{name}", branch, "--", *INPUTS, check=False)
+                  f"-S{text}", branch, "--", *paths, check=False)
         found += [c for c in log.split() if c not in found]
     return found
 
