@@ -387,6 +387,24 @@ def test_the_builds_flags_are_the_releases_own():
                                                "-DNDEBUG", "-O2", "-O3", "-fopenmp"]
 
 
+def test_torch_1x_files_are_compiled_with_gnus_extensions_as_its_cmake_did(tmp_path):
+    """Seen on a window of history (1.3.0): pr22808's faithful build of QuantizedLinear.cpp failed,
+    "exponent has no digits", on the release's own file at its own commit: its hex float needs
+    GNU's extensions, which torch 1.x's CMake left on (CMAKE_CXX_STANDARD alone)."""
+    import subprocess
+
+    from bugimpact.overrides.release_build import language
+    assert language("  - C++ Version: 201402\n", "1.5.1") == "gnu++14"
+    assert language("", "1.3.0") == "gnu++14"
+    assert language("  - C++ Version: 201703\n", "2.13.0") == "c++17"
+    source = tmp_path / "half.cpp"
+    source.write_text("float half(unsigned short s) { return 1 + s * 0x1p-10; }\n")  # QuantizedLinear.cpp's
+    for std, rc in (("c++14", 1), (language("", "1.3.0"), 0)):
+        out = subprocess.run(["g++", f"-std={std}", "-c", str(source), "-o", str(tmp_path / "half.o")],
+                             capture_output=True, text=True)
+        assert out.returncode == rc and ("exponent has no digits" in out.stderr) == bool(rc), out.stderr
+
+
 def test_the_host_compiler_is_made_to_compute_as_an_older_release_compiler_did():
     from bugimpact.overrides.release_build import parity
     newer = parity("GCC 7.3", "g++ (Debian 12.2.0-14) 12.2.0")

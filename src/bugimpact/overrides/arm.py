@@ -24,7 +24,7 @@ from ..io import atomic_open
 from . import generated_code, generated_headers, generator_inputs, parts, release_source, shared_headers
 from .parts import Refused
 from .registration import no_registration, registers_operators
-from .release_source import CloneTree, Release, clone_commit, closure
+from .release_source import STAND_IN, CloneTree, Release, clone_commit, closure
 
 
 class Entangled(Refused):
@@ -267,7 +267,7 @@ def write_tree(tree, source, sides):
                 handle.write(data)
     for name in source.standins:  # named in the manifest: a file that needs one fails to compile
         with atomic_open(tree / "include" / name, "wb") as handle:
-            handle.write(b"/* bugimpact: a stand-in; no source of the release holds this header */\n")
+            handle.write(STAND_IN)
     return digests
 
 

@@ -71,7 +71,7 @@ from .release_build import (
     torch_libs,
     undefined_symbols,
 )
-from .release_source import closure
+from .release_source import STAND_IN, closure
 
 # the canary's instrumentation: entries into the rebuilt code, in all and per function (its
 # address, in an open-addressing table the harness reads back: ``harness.overrides.counts``)
@@ -157,14 +157,8 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
                 flags += CANARY_FLAGS
             jobs.append(compile_job(cxx, name, path, data, folder, flags))
     no_load_time_registrations(interposed, source_tree / "release")
-    # the canary's are the faithful build's files
-    standins = (compiled.get("source") or {}).get("standins", ())
-    needed = missing_headers([job for job in jobs if job[0] != "canary"], standins)
-    provided = provide_headers(needed, settings, libs, third_party, standins)
-    try:
-        kept = run_all(jobs, log, threads, cache)
-    except BuildRefused as exc:
-        raise BuildRefused(stand_in_named(str(exc), [s for s in standins if s not in provided])) from None
+    kept, provided = _compiled(jobs, (compiled.get("source") or {}).get("standins", ()), settings, libs, third_party,
+                               log, threads, cache)
     same = the_release_in_the_arm(jobs, kept, {u for p in compiled["changed"] for u in compiled["units"].get(p, [p])})
     if same:
         raise BuildRefused(same)
@@ -297,6 +291,20 @@ CANARY_FLAGS = ("-finstrument-functions", "-finstrument-functions-exclude-file-l
 SUPPORT_ROUNDS = 4  # a support file may need functions of others the release keeps to itself
 
 
+def _compiled(jobs, standins, settings, libs, where, log, threads, cache):
+    """``run_all`` of ``jobs`` once the third-party headers they need that no source holds are
+    made under ``where`` (``provide_headers``: SLEEF's, MKL's) or left to their empty stand-ins
+    (``standins``); a failure on a stand-in names that header (``stand_in_named``). The canary's
+    files are the faithful build's: not searched twice. Returns what ``run_all`` kept, and the
+    headers made with what each came from."""
+    needed = missing_headers([job for job in jobs if job[0] != "canary"], standins)
+    provided = provide_headers(needed, settings, libs, where, standins)
+    try:
+        return run_all(jobs, log, threads, cache), provided
+    except BuildRefused as exc:
+        raise BuildRefused(stand_in_named(str(exc), [s for s in standins if s not in provided])) from None
+
+
 def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads, cache):
     """What the rebuilt files need that the release does not export: the release's own local
     functions and stub pointers, taken over in its binary (``release_locals``), and the release's own
@@ -338,13 +346,13 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads, 
         headers = folder / "support-include"  # what the support files include that the wheel lacks
         wheel_include = Path(settings["include"][0])
         shipped = {str(h.relative_to(wheel_include)) for h in wheel_include.rglob("*") if h.is_file()}
-        includes_found, _ = closure(tree.read_bytes, sorted(found), shipped)
-        for name, data in includes_found.items():
+        includes_found, standins = closure(tree.read_bytes, sorted(found), shipped)
+        for name, data in [*includes_found.items(), *((name, STAND_IN) for name in standins)]:
             (headers / name).parent.mkdir(parents=True, exist_ok=True)
             (headers / name).write_bytes(data)
         jobs = [compile_job(cxx, "support", path, data, folder, [*flags, f"-I{headers}"])
                 for path, (data, _) in sorted(found.items())]
-        run_all(jobs, log, threads, cache)
+        _compiled(jobs, standins, settings, libs, headers, log, threads, cache)
         support_jobs += jobs
         for path, (data, symbols) in sorted(found.items()):
             extra.append(str(folder / "support" / path) + ".o")

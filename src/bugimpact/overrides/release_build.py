@@ -72,6 +72,17 @@ def parity(release_compiler, host_version):
             if name == vendor and int(release.group(2)) < since <= int(host.group(1))}
 
 
+def language(config, version):
+    """The ``-std=`` a release's files were compiled with, from its ``torch.__config__`` (``C++
+    Version: 201402``): torch 1.x's CMake set ``CMAKE_CXX_STANDARD`` alone, so GNU's extensions
+    were on (``gnu++14``; 1.3's ``QuantizedLinear.cpp`` writes the hex float ``0x1p-10``, which
+    ``c++14`` refuses); 2.x's are taken as the standard's."""
+    std = re.search(r"C\+\+ Version: (\d{4})", config)
+    year = {"2014": "14", "2017": "17", "2020": "20"}.get(std.group(1)[:4] if std else "",
+                                                        "14" if version < "2" else "17")
+    return f"{'gnu' if version < '2' else 'c'}++{year}"
+
+
 def release_settings(python):
     """How the release was built, from the runtime's own torch: version, ABI, C++ standard, its
     ``CXX_FLAGS`` (codegen flags only: ``-D``, ``-O``, ``-f``, ``-m``), its build type's flags, its
@@ -89,9 +100,7 @@ def release_settings(python):
     flags = re.search(r"CXX_FLAGS=(.*?)(?:, [A-Z_]+=|$)", config)
     cxx_flags = [f for f in (flags.group(1).split() if flags else [])
                  if f.startswith(("-D", "-O", "-f", "-m")) and not f.startswith("-fdiagnostics")]
-    std = re.search(r"C\+\+ Version: (\d{4})", config)
-    std_year = {"2014": "c++14", "2017": "c++17", "2020": "c++20"}.get(std.group(1)[:4] if std else "",
-                                                                     "c++14" if info["version"] < "2" else "c++17")
+    std_year = language(config, info["version"])
     build_type = re.search(r"BUILD_TYPE=(\w+)", config)
     capability = re.search(r"CPU capability usage: (\w+)", config)
     built_by = re.search(r"^\s*-\s*((?:GCC|clang)\s+[\d.]+)", config, re.M)

@@ -47,6 +47,7 @@ YAMLS = ("aten/src/ATen/native/native_functions.yaml", "tools/autograd/derivativ
          "tools/autograd/gen_variable_type.py")
 # where an included name lives in the source tree, besides the including file's own folder
 INCLUDE_ROOTS = ("aten/src/", "", "torch/csrc/api/include/", "aten/src/ATen/")
+STAND_IN = b"/* bugimpact: a stand-in; no source of the release holds this header */\n"  # closure's standins
 TAG = re.compile(r"^v\d+\.\d+\.\d+(?:-?rc\d+)?$")
 GIT_VERSION = re.compile(r"""^git_version\s*=\s*['"]([0-9a-f]{40})['"]""", re.M)
 WAYS_IN = ("a clone holding the release's tag or commit, or the master history it was cut from "
@@ -375,10 +376,9 @@ def _same_in(clone, tie, commit, paths):
 
 
 def with_includers(tree, paths):
-    """``paths`` and the files of the tree that compile them where they are not compiled alone:
-    for a changed header of the op or stub files, the native files that include it (ATen's shared
-    headers are judged by the names they change: ``shared_headers``); for a TH generic file, the
-    files of its library that include it (``parts.compile_units``)."""
+    """``paths`` and the tree's files that compile them where they are not compiled alone: an op or
+    stub file's header's native includers (shared headers: ``shared_headers``); a TH generic file's
+    includers in its library (``parts.compile_units``)."""
     found = set()
     headers = [include_name(p) for p in paths if p.endswith(".h") and part_of(p) in ("op", "stub")]
     if headers:
