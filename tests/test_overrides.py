@@ -5,6 +5,7 @@ failures recovered and shown. Real git repositories, made here; no torch is need
 import argparse
 import io
 import json
+import re
 import subprocess
 import zipfile
 from pathlib import Path
@@ -668,6 +669,30 @@ def test_an_operator_the_releases_autograd_implements_by_hand_keeps_that_kernel(
     without = {op["name"]: key for op, key, _ in registration.registrations(  # 1.5: the yaml's flag alone
         defined, operators(native, b"[]\n"), {"major": 1, "minor": 5})[0]}
     assert without == {"detach": "VariableTensorId", "is_set_to": "VariableTensorId", "copy_": "CPUTensorId"}
+
+
+def test_a_file_the_release_moved_is_refused_naming_the_commit_that_moved_it(tmp_path):
+    """Seen on the corpus (pr24885, pr24028 on 1.3.0): "aten/src/ATen/NamedTensor.cpp not at the
+    release's commit ... in clone ...", which no cause of the table matched (unnamed); the file had
+    moved to ATen/core before the release."""
+    from bugimpact.overrides.refusals import cause_of
+    repo = mirror(tmp_path)
+    old = "aten/src/ATen/native/Old.cpp"
+    commit(repo, {old: kernel(b"  return self;")}, "Add Old (#8)", "2020-01-10T00:00:00")
+    fix = commit(repo, {old: kernel(b"  return self + 0;")}, "Fix Old (#9)", "2020-01-20T00:00:00")
+    (repo / "aten/src/ATen/core").mkdir()
+    git(repo, "mv", old, "aten/src/ATen/core/Old.cpp")
+    commit(repo, {}, "Move Old to core (#10)", "2020-02-01T00:00:00")
+    commit(repo, {HEADER: RELEASE_HEADER}, "the release is cut here", "2020-02-10T00:00:00")
+    commit(repo, {"aten/src/ATen/ATen.h": b"// later\n"}, "a header changed after the cut", "2020-02-12T00:00:00")
+    fixed, parent = fix_of(repo, fix)
+    release = release_source.Release.of_wheel(wheel(tmp_path), "9.9.0")
+    with pytest.raises(LookupError) as refused:
+        release_source.find({"fix_clone": str(repo)}, {"buggy_sha": parent, "corrected_sha": fix}, release,
+                            [old], fixed, tmp_path / "rec.json")
+    assert re.match(r"aten/src/ATen/native/Old.cpp \(taken away or moved by [0-9a-f]{7,} Move Old to core \(#10\)\) "
+                    r"not in torch 9.9.0's branch point [0-9a-f]{12}: the release does not ship it", str(refused.value))
+    assert cause_of(str(refused.value)) == "placement"
 
 
 def test_a_fix_to_a_file_the_release_does_not_have_or_a_listed_fix_that_does_not_go_on_it_is_refused(history, tmp_path):

@@ -126,6 +126,17 @@ class GitTree:
                               "--", prefix], capture_output=True, text=True)
         return sorted(out.stdout.split()) if out.returncode == 0 else []
 
+    def absent(self, paths):
+        """``paths`` (absent from this tree), each with the commit of its history that took it away
+        or moved it, where the clone has one: "aten/src/ATen/NamedTensor.cpp (taken away or moved
+        by 0123abcd Move NamedTensor to core)"."""
+        said = []
+        for path in paths:
+            last = subprocess.run(["git", "-C", self.clone, "log", "-1", "--format=%h %s", self.commit, "--", path],
+                                  capture_output=True, text=True).stdout.strip()
+            said.append(f"{path} (taken away or moved by {last})" if last else path)
+        return ", ".join(said)
+
     def read_many(self, paths):
         """Many files in one ``git cat-file --batch`` (reading ATen one file at a time is slow)."""
         want = [p for p in paths if p not in self._cache]

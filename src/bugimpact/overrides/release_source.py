@@ -170,7 +170,8 @@ def from_tree(read, where, paths, shipped, origin, reconstructed=False, facts=No
     files = {p: read(p) for p in paths}
     missing = sorted(p for p, data in files.items() if data is None)
     if missing:
-        raise LookupError(f"{', '.join(missing)} not at {where} in {origin}")
+        raise LookupError(f"{tree.absent(missing) if tree else ', '.join(missing)} not at {where} in {origin}: "
+                          "the release does not ship it")
     includes, standins = closure(read, paths, shipped)
     yamls = {p: data for p in YAMLS if (data := read(p)) is not None}
     return ReleaseSource(origin if reconstructed else f"{origin} at {where}", reconstructed, files,
@@ -330,7 +331,7 @@ def reconstructed(clone, arm, release, paths, fix, record):
     files = {p: base.read_bytes(p) for p in rebuild}
     missing = sorted(p for p, data in files.items() if data is None)
     if missing:
-        raise LookupError(f"{', '.join(missing)} not in torch {release.version}'s branch point "
+        raise LookupError(f"{base.absent(missing)} not in torch {release.version}'s branch point "
                           f"{commit[:12]}: the release does not ship it")
     how = _how_the_fix_came(arm, release, commit, fix, files)
     changed = {}
