@@ -719,7 +719,7 @@ def test_a_faithful_compile_failing_on_a_stand_in_header_names_that_header_not_t
     """pr25076 on torch 1.4.0: Distributions.cpp includes cpuinfo.h (a submodule's), which neither
     the wheel nor the source holds; its empty stand-in leaves cpuinfo_initialize undeclared, in
     the release's own file too. The cause is the header, not a source that is not the release's."""
-    from bugimpact.overrides.release_build import NOT_THE_RELEASE, stand_in_named
+    from bugimpact.overrides.release_build import NOT_AS_BUILT, NOT_THE_RELEASE, stand_in_named
     failed = ("compiling aten/src/ATen/native/Distributions.cpp failed for the release's own file too (the faithful "
               "build): Distributions.cpp:169:7: error: \u2018cpuinfo_initialize\u2019 was not declared in this scope: "
               + NOT_THE_RELEASE)
@@ -728,3 +728,7 @@ def test_a_faithful_compile_failing_on_a_stand_in_header_names_that_header_not_t
     assert cause_of(named) == "a third-party header"
     assert stand_in_named(failed, ["nnpack.h"]) == failed  # no stand-in declares it: the source is named
     assert cause_of(failed) == "the reconstruction is not the release there"
+    # the release's own commit (pr22808 on 1.3.0): not a reconstruction, the host's compile is named
+    own = failed.replace(NOT_THE_RELEASE, NOT_AS_BUILT)
+    assert cause_of(own) == "the host does not compile the release's own file"
+    assert NOT_AS_BUILT not in stand_in_named(own, ["cpuinfo.h"])

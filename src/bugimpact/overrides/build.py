@@ -55,6 +55,8 @@ from .registration import (
 )
 from .release_build import (
     LACKS,
+    NOT_AS_BUILT,
+    NOT_THE_RELEASE,
     BuildRefused,
     compile_flags,
     compile_job,
@@ -157,8 +159,9 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
                 flags += CANARY_FLAGS
             jobs.append(compile_job(cxx, name, path, data, folder, flags))
     no_load_time_registrations(interposed, source_tree / "release")
-    kept, provided = _compiled(jobs, (compiled.get("source") or {}).get("standins", ()), settings, libs, third_party,
-                               log, threads, cache)
+    source = compiled.get("source") or {}
+    kept, provided = _compiled(jobs, source.get("standins", ()), settings, libs, third_party, log, threads, cache,
+                               NOT_THE_RELEASE if source.get("reconstructed", True) else NOT_AS_BUILT)
     same = the_release_in_the_arm(jobs, kept, {u for p in compiled["changed"] for u in compiled["units"].get(p, [p])})
     if same:
         raise BuildRefused(same)
@@ -291,16 +294,16 @@ CANARY_FLAGS = ("-finstrument-functions", "-finstrument-functions-exclude-file-l
 SUPPORT_ROUNDS = 4  # a support file may need functions of others the release keeps to itself
 
 
-def _compiled(jobs, standins, settings, libs, where, log, threads, cache):
+def _compiled(jobs, standins, settings, libs, where, log, threads, cache, faithful_fails=NOT_THE_RELEASE):
     """``run_all`` of ``jobs`` once the third-party headers they need that no source holds are
     made under ``where`` (``provide_headers``: SLEEF's, MKL's) or left to their empty stand-ins
     (``standins``); a failure on a stand-in names that header (``stand_in_named``). The canary's
     files are the faithful build's: not searched twice. Returns what ``run_all`` kept, and the
-    headers made with what each came from."""
+    headers made with what each came from; ``faithful_fails``: ``run_all``'s."""
     needed = missing_headers([job for job in jobs if job[0] != "canary"], standins)
     provided = provide_headers(needed, settings, libs, where, standins)
     try:
-        return run_all(jobs, log, threads, cache), provided
+        return run_all(jobs, log, threads, cache, faithful_fails), provided
     except BuildRefused as exc:
         raise BuildRefused(stand_in_named(str(exc), [s for s in standins if s not in provided])) from None
 

@@ -237,7 +237,8 @@ def stand_in_named(words, standins):
                   None)
     if header is None:
         return words
-    return (f"{words.split(': ' + NOT_THE_RELEASE)[0]}: {undeclared.group(1)} is {header}'s, a "
+    compiled = re.split(f": (?:{re.escape(NOT_THE_RELEASE)}|{re.escape(NOT_AS_BUILT)})", words)[0]
+    return (f"{compiled}: {undeclared.group(1)} is {header}'s, a "
             "third-party header neither the wheel nor the source at hand holds (a submodule's): its stand-in "
             "declares nothing")
 
@@ -312,6 +313,9 @@ def compile_job(cxx, name, path, data, folder, flags):
 LACKS = "the arm's code needs what the release does not have (the fix is entangled with other changes)"
 NOT_THE_RELEASE = ("the source at hand is not what the release was built from, here (a reconstruction "
                    "lacks the release branch's own changes: a clone with the release's tag or commit has them)")
+# the same failure where the source is the release's own commit: the host's compile is what differs
+NOT_AS_BUILT = ("the release's own source, at its own commit, does not compile on this host as the release's "
+                "build compiled it (the host's compiler or flags differ from the build's)")
 
 
 
@@ -344,9 +348,10 @@ def link(cxx, objects, libs, library, log, more=()):
         raise BuildRefused(f"linking {library.name} failed: {out.stderr.strip()[-600:]}")
 
 
-def run_all(jobs, log, threads=None, cache=None):
+def run_all(jobs, log, threads=None, cache=None, faithful_fails=NOT_THE_RELEASE):
     """Compile in parallel, ``threads`` at once (the job's; else one per core); the first failure
-    refuses the build with its output. With ``cache`` (a folder: ``objects``), what was compiled
+    refuses the build with its output (a faithful build's failure with why, ``faithful_fails``:
+    ``NOT_THE_RELEASE`` for a reconstruction, ``NOT_AS_BUILT`` for the release's own commit). With ``cache`` (a folder: ``objects``), what was compiled
     before, by this build or another, is taken from it, and jobs that compile the same thing
     compile it once. Returns the objects taken from the cache: object -> the kept file."""
     with ThreadPoolExecutor(max_workers=max(1, threads or os.cpu_count() or 1)) as pool:
@@ -386,6 +391,6 @@ def run_all(jobs, log, threads=None, cache=None):
         if "faithful" in builds:  # the release's own file does not build against the release's headers
             path, cause = next((p, c) for n, p, c in failed if n == "faithful")
             raise BuildRefused(f"compiling {path} failed for the release's own file too (the faithful build): "
-                               f"{cause}: {NOT_THE_RELEASE}")
+                               f"{cause}: {faithful_fails}")
         raise BuildRefused(f"compiling {path} ({name} build) failed: {cause}")
     return kept
