@@ -732,3 +732,7 @@ def test_a_faithful_compile_failing_on_a_stand_in_header_names_that_header_not_t
     own = failed.replace(NOT_THE_RELEASE, NOT_AS_BUILT)
     assert cause_of(own) == "the host does not compile the release's own file"
     assert NOT_AS_BUILT not in stand_in_named(own, ["cpuinfo.h"])
+    # pr22808 on 1.3.0: QuantizedLinear.cpp, under the release's USE_FBGEMM, names fbgemm's namespace
+    fbgemm = own.replace("\u2018cpuinfo_initialize\u2019", "\u2018fbgemm\u2019")
+    assert "fbgemm is fbgemm/Fbgemm.h's, a third-party header" in stand_in_named(fbgemm, ["fbgemm/Fbgemm.h"])
+    assert stand_in_named(fbgemm, ["nnpack.h"]) == fbgemm

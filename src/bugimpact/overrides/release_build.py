@@ -230,11 +230,12 @@ def provide_headers(names, settings, libs, where, standins=()):
 def stand_in_named(words, standins):
     """A compile's failure (``words``) named by the empty stand-in of a third-party header
     (``standins``: names no source of the release held, ``cpuinfo.h``) whose name begins the
-    identifier the compiler found undeclared (``cpuinfo_initialize``): the header's, not the
-    source's, is what is missing."""
+    identifier the compiler found undeclared (``cpuinfo_initialize``), or its folder's name does
+    (``fbgemm`` of ``fbgemm/Fbgemm.h``, a namespace): the header's, not the source's, is what is
+    missing."""
     undeclared = re.search(r"[‘'`](\w+)[’'] was not declared", words)
-    header = next((name for name in standins if undeclared and undeclared.group(1).startswith(name.split(".")[0])),
-                  None)
+    header = next((name for name in standins if undeclared and any(
+        undeclared.group(1).startswith(part) for part in name.rsplit(".", 1)[0].split("/") if part)), None)
     if header is None:
         return words
     compiled = re.split(f": (?:{re.escape(NOT_THE_RELEASE)}|{re.escape(NOT_AS_BUILT)})", words)[0]
