@@ -476,6 +476,14 @@ def test_the_headers_a_rebuilt_file_needs_that_the_wheel_lacks_come_from_the_sou
     includes, standins = closure(tree.get, ["aten/src/ATen/native/Convolution.cpp"], {"ATen/ATen.h"})
     assert includes == {"ATen/native/utils/ParamUtils.h": PARAMS, "ATen/native/Helper.h": b"int h();\n"}
     assert standins == ["nnpack.h"]  # in no tree (a submodule's); <vector> is the compiler's
+    # pr21213 on 1.3.0: THNN.h (not in the wheel) includes <THGenerateFloatTypes.h> by TH's own
+    # include folder; a stand-in left accreal undeclared in the release's own init.cpp
+    generate = b"#include <TH/THGenerateFloatType.h>\n"
+    th = {"aten/src/THNN/init.cpp": b"#include <THNN/THNN.h>\n",
+          "aten/src/THNN/THNN.h": b"#include <THNN/generic/THNN.h>\n#include <THGenerateFloatTypes.h>\n",
+          "aten/src/TH/THGenerateFloatTypes.h": generate}
+    includes, standins = closure(th.get, ["aten/src/THNN/init.cpp"], {"THNN/generic/THNN.h", "TH/THGenerateFloatType.h"})
+    assert includes == {"THNN/THNN.h": th["aten/src/THNN/THNN.h"], "THGenerateFloatTypes.h": generate} and standins == []
 
 
 def kernel_fix(tmp_path):

@@ -45,8 +45,9 @@ from .archives import archive_of, serves
 # what says how the release registers its operators (``registration``); the last is torch 1.4's only
 YAMLS = ("aten/src/ATen/native/native_functions.yaml", "tools/autograd/derivatives.yaml",
          "tools/autograd/gen_variable_type.py")
-# where an included name lives in the source tree, besides the including file's own folder
-INCLUDE_ROOTS = ("aten/src/", "", "torch/csrc/api/include/", "aten/src/ATen/")
+# where an included name lives in the source tree, besides the including file's own folder (TH's
+# build puts its folder on the include path: THNN.h includes <THGenerateFloatTypes.h>)
+INCLUDE_ROOTS = ("aten/src/", "", "torch/csrc/api/include/", "aten/src/ATen/", "aten/src/TH/")
 STAND_IN = b"/* bugimpact: a stand-in; no source of the release holds this header */\n"  # closure's standins
 TAG = re.compile(r"^v\d+\.\d+\.\d+(?:-?rc\d+)?$")
 GIT_VERSION = re.compile(r"""^git_version\s*=\s*['"]([0-9a-f]{40})['"]""", re.M)
@@ -189,8 +190,7 @@ class CloneTree(GitTree):
     def read_bytes(self, path):
         if path in self.changed:
             return self.changed[path]
-        out = subprocess.run(["git", "-C", self.clone, "cat-file", "-p", f"{self.commit}:{path}"],
-                             capture_output=True)
+        out = subprocess.run(["git", "-C", self.clone, "cat-file", "-p", f"{self.commit}:{path}"], capture_output=True)
         return out.stdout if out.returncode == 0 else None
 
     def read(self, path):
