@@ -104,6 +104,16 @@ def test_a_release_tree_gives_a_generic_files_includers_with_it(tmp_path):
     subprocess.run([*git, "commit", "-qm", "tree"], check=True)
     commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     tree = CloneTree(str(tmp_path), commit)
+    # a folder is no file: TH's vector/ is not the compiler's <vector> (read by an include root)
+    (tmp_path / "aten/src/TH/vector").mkdir()
+    (tmp_path / "aten/src/TH/vector/AVX.h").write_bytes(b"void avx();\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a folder"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    tree = CloneTree(str(tmp_path), commit)
+    assert tree.read_bytes("aten/src/TH/vector") is None and tree.read("aten/src/TH/vector") is None
+    assert tree.read_many(["aten/src/TH/vector"]) == {"aten/src/TH/vector": None}
+    assert tree.read_bytes("aten/src/TH/vector/AVX.h") == b"void avx();\n"
     # a file that names it in a comment only is no includer, and is not rebuilt
     assert with_includers(tree, ["aten/src/TH/generic/THVectorDefault.cpp"]) == \
         ["aten/src/TH/THVector.cpp", "aten/src/TH/generic/THVectorDefault.cpp"]

@@ -116,7 +116,7 @@ class GitTree:
 
     def read(self, path):
         if path not in self._cache:
-            out = subprocess.run(["git", "-C", self.clone, "cat-file", "-p", f"{self.commit}:{path}"],
+            out = subprocess.run(["git", "-C", self.clone, "cat-file", "blob", f"{self.commit}:{path}"],
                                  capture_output=True)
             self._cache[path] = out.stdout.decode("utf-8", "replace") if out.returncode == 0 else None
         return self._cache[path]
@@ -149,8 +149,9 @@ class GitTree:
                 end = out.index(b"\n", pos)
                 header = out[pos:end].split()
                 if len(header) == 3:
-                    size = int(header[2])
-                    self._cache[p] = out[end + 1:end + 1 + size].decode("utf-8", "replace")
+                    size = int(header[2])  # a folder (a tree object) is no file
+                    self._cache[p] = out[end + 1:end + 1 + size].decode("utf-8", "replace") \
+                        if header[1] == b"blob" else None
                     pos = end + 1 + size + 1
                 else:
                     self._cache[p] = None

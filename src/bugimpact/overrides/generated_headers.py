@@ -304,7 +304,7 @@ def _exists(clone, commit, path):
 
 
 def _blob(clone, commit, path):
-    out = subprocess.run(["git", "-C", str(clone), "cat-file", "-p", f"{commit}:{path}"], capture_output=True)
+    out = subprocess.run(["git", "-C", str(clone), "cat-file", "blob", f"{commit}:{path}"], capture_output=True)
     return out.stdout if out.returncode == 0 else None
 
 

@@ -190,7 +190,7 @@ class CloneTree(GitTree):
     def read_bytes(self, path):
         if path in self.changed:
             return self.changed[path]
-        out = subprocess.run(["git", "-C", self.clone, "cat-file", "-p", f"{self.commit}:{path}"], capture_output=True)
+        out = subprocess.run(["git", "-C", self.clone, "cat-file", "blob", f"{self.commit}:{path}"], capture_output=True)
         return out.stdout if out.returncode == 0 else None
 
     def read(self, path):
