@@ -303,10 +303,22 @@ NATIVE_FUNCTIONS = b"""
 - func: conv2d(Tensor input, Tensor weight) -> Tensor
   dispatch:
     CompositeImplicitAutograd: conv2d
+- func: div.Tensor(Tensor self, Tensor other) -> Tensor
+- func: div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
+- func: div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+- func: div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+- func: dropout_(Tensor(a!) self, float p, bool train) -> Tensor(a!)
+- func: softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor
 """
 DERIVATIVES = b"""
 - name: convolution_overrideable(Tensor input, Tensor weight) -> Tensor
   input: grad
+- name: div.Scalar(Tensor self, Scalar other) -> Tensor
+  self: grad / other
+- name: div.Tensor(Tensor self, Tensor other) -> Tensor
+  self: grad / other
+- name: softplus(Tensor self, Scalar beta, Scalar threshold)
+  self: softplus_backward(grad, self, beta, threshold, result)
 """
 
 
@@ -315,6 +327,15 @@ DERIVATIVES = b"""
     ((1, 5), "_convolution", "VariableTensorId"),
     ((1, 5), "convolution_overrideable", "CPUTensorId"),  # a derivative: reached through the dispatcher
     ((1, 4), "embedding_renorm_", "CPUTensorId"),  # dispatch: CPU
+    # an in-place or out variant has its function's derivative, as the generator finds it (its
+    # signature without the trailing _ or the out arguments): VariableType unpacks and redispatches
+    # (seen: div_.Scalar under the autograd key on 1.3 took that unpacking away, and dropout's
+    # noise.div_ failed "Expected object of type Variable", pr26498)
+    ((1, 3), "div_.Scalar", "CPUTensorId"),
+    ((1, 4), "div.out", "CPUTensorId"),
+    ((1, 4), "div_.Tensor", "CPUTensorId"),
+    ((1, 4), "dropout_", "VariableTensorId"),  # dropout has no derivative: a composite
+    ((1, 2), "softplus", "CPUTensorId"),  # 1.2's derivatives name no overload and no return
     ((1, 6), "_convolution", "Autograd"),  # 1.6 renamed the autograd key and registers by TORCH_LIBRARY_IMPL
     ((1, 6), "convolution_overrideable", "CPU"),
     ((2, 13), "relu", "CPU"),

@@ -40,7 +40,7 @@ def operators(native_functions, derivatives, manual=()):
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     text = native_functions.decode("utf-8") if isinstance(native_functions, bytes) else native_functions
     derived_text = derivatives.decode("utf-8") if isinstance(derivatives, bytes) else derivatives
-    derived = {entry["signature"].split("(")[0] for entry in yaml_entries(derived_text, "name")}
+    derived = {signature(entry["signature"]) for entry in yaml_entries(derived_text, "name")}
     out = []
     for lines in (e["lines"] for e in yaml_entries(text, "func")):
         entry = yaml.load("\n".join(lines), Loader=loader)[0]  # one entry, as yaml_entries found it
@@ -62,7 +62,7 @@ def operators(native_functions, derivatives, manual=()):
         cpp = cpu or (composite[1] if composite else native_name(name, func))
         out.append({"name": name, "schema": func, "cpp": cpp, "cpu_dispatch": cpu is not None,
                     "composite": composite[0] if composite else ("implicit" if not dispatch else None),
-                    "derivative": name in derived or name.split(".")[0] in derived,
+                    "derivative": signature(func) in derived or signature(func, base_variant=True) in derived,
                     "manual": bool(entry.get("manual_kernel_registration")) or name.split(".")[0] in manual,
                     "c10_full": entry.get("use_c10_dispatcher") == "full"})
     return out
@@ -70,6 +70,43 @@ def operators(native_functions, derivatives, manual=()):
 
 # an out variant's mutable keyword arguments: ``*, Tensor(a!) out``
 OUT_ARGUMENTS = re.compile(r"\*\s*,.*Tensor\([a-z]!\)")
+
+
+def signature(schema, base_variant=False):
+    """An operator's signature as the autograd generator matches a ``derivatives.yaml`` entry to
+    it (``load_derivatives.find_info``, torch 1.x): its name without the overload and its
+    arguments' types, annotations and defaults left out. ``base_variant``: the signature of the
+    function an in-place or out variant takes its derivative from (``div_.Scalar`` and
+    ``div.out`` from ``div``'s), the name's trailing ``_`` and the out arguments left out."""
+    name, _, rest = schema.strip().partition("(")
+    args = rest.split("->")[0].strip()
+    args = args[:args.rindex(")")] if ")" in args else args
+    name = name.split(".")[0]
+    out = bool(OUT_ARGUMENTS.search(schema.split("->")[0]))
+    if base_variant and name.endswith("_") and not name.endswith("__") and not out:
+        name = name[:-1]
+    types, keyword_only = [], False
+    for arg in split_arguments(args):
+        if arg == "*":
+            keyword_only = True
+        elif arg:
+            kind = arg.split()[0]
+            if not (base_variant and out and keyword_only and "!" in kind):
+                types.append(re.sub(r"\([a-z]!?\)", "", kind))
+    return f"{name}({', '.join(types)})"
+
+
+def split_arguments(args):
+    """A schema's arguments or a C++ parameter list, split at the commas outside brackets
+    (``int[2]``, ``Tensor(a!)``, ``std::tuple<Tensor, Tensor>``)."""
+    out, depth, start = [], 0, 0
+    for i, char in enumerate(args):
+        depth += 1 if char in "([<" else -1 if char in ")]>" else 0
+        if char == "," and depth == 0:
+            out.append(args[start:i].strip())
+            start = i + 1
+    tail = args[start:].strip()
+    return out + ([tail] if tail else [])
 
 
 def native_name(name, func):

@@ -16,6 +16,7 @@ winning.
 import json
 import re
 
+from ..framework.declarations import split_arguments
 from ..framework.paths import part_of
 
 REGISTERING = "1.3, 1.4, 1.5, 1.6 and 2.x"  # the releases whose registration API ``registration_source`` writes
@@ -128,7 +129,7 @@ def registrations(defined, ops, settings):
     chosen, skipped, used = [], [], set()
     for op in ops:
         types = _schema_types(op["schema"])
-        fits = [p for p in by_name.get(op["cpp"], ()) if sorted(map(_arg_type, _split_params(p))) == types]
+        fits = [p for p in by_name.get(op["cpp"], ()) if sorted(map(_arg_type, split_arguments(p))) == types]
         used.update((op["cpp"], p) for p in fits)
         if len(fits) > 1:
             skipped.append(f"{op['name']}: {len(fits)} definitions of {op['cpp']} fit its schema")
@@ -153,7 +154,7 @@ def _arg_type(text):
 
 def _schema_types(schema):
     inside = schema[schema.index("(") + 1:schema.rindex(") ->")]
-    args = [arg.strip() for arg in _split_params(inside) if arg.strip() not in ("*", "")]
+    args = [arg.strip() for arg in split_arguments(inside) if arg.strip() not in ("*", "")]
     return sorted(_arg_type(arg.split()[0]) for arg in args)
 
 
@@ -180,7 +181,7 @@ def registration_source(chosen, settings):
     wrappers = []
     for i, (op, key, params) in enumerate(chosen):
         fn = f"at::native::{op['cpp']}"
-        args = ", ".join(f"std::declval<{p}>()" for p in _split_params(params))
+        args = ", ".join(f"std::declval<{p}>()" for p in split_arguments(params))
         # a name of its own: a macro (TORCH_FN) would split the template's arguments at commas
         lines.append(f"using bugimpact_w{i} = bugimpact::Counted<decltype({fn}({args}))({params}), &{fn}, {i}>;")
         wrappers.append((op, key, f"bugimpact_w{i}::call"))
@@ -223,14 +224,3 @@ def _c10_options(op, key_type, key, wrapper):
     return (f'torch::RegisterOperators::options().schema({json.dumps("aten::" + op["schema"])})'
             f".impl_unboxedOnlyKernel<decltype({wrapper}), &{wrapper}>({key_type}::{key})"
             ".aliasAnalysis(c10::AliasAnalysisKind::FROM_SCHEMA)")
-
-
-def _split_params(params):
-    out, depth, start = [], 0, 0
-    for i, char in enumerate(params):
-        depth += 1 if char in "<(" else -1 if char in ">)" else 0
-        if char == "," and depth == 0:
-            out.append(params[start:i].strip())
-            start = i + 1
-    tail = params[start:].strip()
-    return out + ([tail] if tail else [])
