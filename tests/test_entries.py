@@ -39,6 +39,21 @@ def test_an_entry_the_release_changed_itself_is_a_conflict_named_by_its_key():
     assert entries.kind_of("tools/autograd/derivatives.yaml") == "yaml" and entries.kind_of("nn.yaml") is None
 
 
+def test_an_entry_without_a_name_is_known_by_its_text_not_its_line():
+    # 2020's Declarations.cwrap has a stray "[[" before _th_bmm's entry: keyed by its line, it read
+    # as another entry wherever the fix or the release had moved it (pr37659 taken back on the tree
+    # of 1.6.0 conflicted on "line 587" against "line 513", where git's own revert goes through)
+    stray = b"[[\n"
+    buggy = cwrap("_th_gather", "_th_equal") + stray + cwrap("_th_bmm")
+    fixed = cwrap("_th_equal") + stray + cwrap("_th_bmm")
+    release = cwrap("_th_equal", "_th_addr") + stray + cwrap("_th_bmm")  # the release's own entries before it
+    taken_back = entries.merged(release, buggy, fixed, "new", "aten/src/ATen/Declarations.cwrap")
+    assert taken_back == cwrap("_th_gather", "_th_equal", "_th_addr") + stray + cwrap("_th_bmm")
+    # a nameless entry whose text the release changed is still a conflict, named by its text
+    with pytest.raises(NotPlaced, match=r"read otherwise on the release \(\[\[ cname: x \]\]\)"):
+        entries.merged(b"[[\n  cname: y\n]]\n", b"[[\n  cname: x\n]]\n", b"[[\n  cname: z\n]]\n", "old", "x.cwrap")
+
+
 UNARY = """// the unary ops
 #include <ATen/ATen.h>
 

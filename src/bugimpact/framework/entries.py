@@ -44,8 +44,9 @@ def split(data, kind):
     out, seen = [], {}
     for at, end in zip(starts, starts[1:] + [len(lines)]):
         block = lines[at:end]
+        # an entry without a name (a stray ``[[``) is known by its text: a line moves with every edit
         found = _cpp_key(block) if kind == "cpp" else STARTS[kind].match(block[0]).group(1) if kind == "yaml" else \
-            next((m.group(1) for m in map(CWRAP_NAME.match, block) if m), f"line {at + 1}")
+            next((m.group(1) for m in map(CWRAP_NAME.match, block) if m), " ".join("".join(block).split()))
         seen[found] = seen.get(found, 0) + 1
         out.append((found if seen[found] == 1 else f"{found} #{seen[found]}", "".join(block)))
     return "".join(lines[:starts[0]]), out
