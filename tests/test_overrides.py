@@ -693,18 +693,37 @@ def test_a_file_the_release_moved_is_refused_naming_the_commit_that_moved_it(tmp
     assert re.match(r"aten/src/ATen/native/Old.cpp \(taken away or moved by [0-9a-f]{7,} Move Old to core \(#10\)\) "
                     r"not in torch 9.9.0's branch point [0-9a-f]{12}: the release does not ship it", str(refused.value))
     assert cause_of(str(refused.value)) == "placement"
+    # the release moved it after the fix: a release before the move may take the fix back
+    # (``other_side``; seen: pr24885 and pr24028 were refused here, on 1.4.0 and 1.3.0 alike)
+    why = override_arm.why_not_shipped(refused.value, fixed)
+    assert isinstance(why, override_arm.Entangled) and why.fix_in_release
+    assert cause_of(str(why)) == "the release changed the fix's lines after it"
 
 
 def test_a_fix_to_a_file_the_release_does_not_have_or_a_listed_fix_that_does_not_go_on_it_is_refused(history, tmp_path):
+    from bugimpact.overrides.refusals import cause_of
     repo, shas = history
     new_file = "aten/src/ATen/native/Later.cpp"
     commit(repo, {new_file: kernel(b"  return self;")}, "Add Later (#4)", "2020-03-03T00:00:00")
     fix = commit(repo, {new_file: kernel(b"  return self + 0;")}, "Fix Later (#5)", "2020-03-04T00:00:00")
     fixed, parent = fix_of(repo, fix)
     release = release_source.Release.of_wheel(wheel(tmp_path), "9.9.0")
-    with pytest.raises(LookupError, match=r"Later.cpp not in torch 9.9.0's branch point [0-9a-f]{12}: the release does not ship it"):
+    with pytest.raises(LookupError, match=r"Later.cpp not in torch 9.9.0's branch point [0-9a-f]{12}: the release does not ship it") \
+            as refused:
         release_source.find({"fix_clone": str(repo)}, {"buggy_sha": parent, "corrected_sha": fix}, release,
                             [new_file], fixed, tmp_path / "rec.json")
+    # the file came after the release: a release after the fix may take it back
+    why = override_arm.why_not_shipped(refused.value, fixed)
+    assert isinstance(why, override_arm.Entangled) and not why.fix_in_release
+    assert cause_of(str(why)) == "the fix builds on changes the release lacks"
+    # a file the fix itself adds: no release before the fix has it, and no arm takes a file away
+    adds = commit(repo, {"aten/src/ATen/native/New.cpp": kernel(b"  return self;")}, "Fix by adding New (#8)",
+                  "2020-03-04T12:00:00")
+    added, before = fix_of(repo, adds)
+    with pytest.raises(LookupError) as lacks:
+        release_source.find({"fix_clone": str(repo)}, {"buggy_sha": before, "corrected_sha": adds}, release,
+                            ["aten/src/ATen/native/New.cpp"], added, tmp_path / "rec.json")
+    assert not isinstance(override_arm.why_not_shipped(lacks.value, added), override_arm.Entangled)
     # a fix this release's notes list, made on lines the branch point does not hold as the fix found them
     commit(repo, {OP: kernel(b"  return self * 5;  // reworked")}, "Rework (#6)", "2020-03-05T00:00:00")
     listed = commit(repo, {OP: kernel(b"  return self * 6;  // fixed again")}, "Fix foo again (#7)", "2020-03-06T00:00:00")

@@ -20,7 +20,8 @@ from pathlib import Path
 from ..harness.files import sha256_file
 from ..harness.registry import ARMS
 from ..io import ConfigError, InputError, read_json
-from ..overrides.arm import not_as_made, prepare
+from ..overrides.arm import prepare
+from ..overrides.kernel_tree import not_as_made
 from ..plugins import Registry
 from . import onefix, other_side
 from .diffs import fix_diff
@@ -272,7 +273,7 @@ class OneFix(Source):
 
     def lost(self, manifest):
         """Its release's, its overlay's and its kernel tree's files gone (a kernel file edited since
-        is one whose file the artifact was made with is gone: ``overrides.arm.not_as_made``)."""
+        is one whose file the artifact was made with is gone: ``overrides.kernel_tree.not_as_made``)."""
         overlay = Path(manifest.get("overlay_dir") or ".")
         return source(manifest["release"]["source"]).lost(manifest) + [
             str(overlay / path) for path, digest in manifest.get("overlay", {}).items()

@@ -16,6 +16,23 @@ def included(data):
     return [m.decode("utf-8", "replace") for m in INCLUDE.findall(data or b"")]
 
 
+def system_header(name):
+    """A header of the C++ library, the system or the compiler's intrinsics (``<vector>``,
+    ``<sys/mman.h>``, ``<immintrin.h>``, ``<arm_neon.h>``): the compiler has it, or, for another
+    machine's, the code around it is not compiled here."""
+    return ("." not in name or name.startswith(("sys/", "linux/", "bits/")) or name in SYSTEM_HEADERS
+            or bool(re.match(r"^\w*intrin\.h$", name)))
+
+
+SYSTEM_HEADERS = {"math.h", "stdlib.h", "string.h", "stdio.h", "stdint.h", "limits.h", "float.h",
+                  "assert.h", "errno.h", "unistd.h", "fcntl.h", "pthread.h", "dlfcn.h", "omp.h",
+                  "cpuid.h", "stddef.h", "time.h", "signal.h", "execinfo.h", "cxxabi.h", "malloc.h",
+                  "inttypes.h", "arm_neon.h", "altivec.h", "spe.h", "vecintrin.h", "stdarg.h", "wchar.h",
+                  "ctype.h", "locale.h", "setjmp.h", "stdbool.h", "complex.h", "fenv.h", "wctype.h",
+                  "stdalign.h", "stdatomic.h", "sched.h", "dirent.h", "netdb.h", "poll.h", "link.h",
+                  "elf.h", "getopt.h", "libgen.h", "memory.h", "strings.h", "syslog.h", "termios.h"}
+
+
 def uncompiled(lines):
     """The indexes of one hunk side's lines (each ``(text, whether the diff changes it)``) a
     wheel's build compiles nothing of, for the judge of a header's diff (``overrides.parts``): the

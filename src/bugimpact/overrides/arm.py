@@ -19,12 +19,10 @@ from ..framework import cpp, entries, patch
 from ..framework.apply import NoDirection, NotPlaced, direction_of, merged, place
 from ..framework.callers import walk
 from ..framework.tables import cached_tables
-from ..harness.files import sha256_file
-from ..io import atomic_open
-from . import generated_code, generated_headers, generator_inputs, parts, release_source, shared_headers
+from . import generated_code, generated_headers, generator_inputs, kernel_tree, parts, release_source, shared_headers
 from .parts import Refused
 from .registration import no_registration, registers_operators
-from .release_source import STAND_IN, CloneTree, Release, clone_commit, closure
+from .release_source import CloneTree, Release, clone_commit, closure
 
 
 class Entangled(Refused):
@@ -115,6 +113,19 @@ class Fix:
         """The copy the diff is placed on: ``files``, and None for each other path the diff names
         (a file the release lacks)."""
         return {**{p: None for fd in self._on(files) for p in (fd.path, fd.old_path) if p}, **files}
+
+
+def why_not_shipped(exc, fix):
+    """Why the release lacks files the fix changes (``release_source.NotShipped``): where the fix's
+    own tree has them before it, the release took them away or moved them after the fix, or they
+    came after the release; either way another release may take the fix (``Entangled``,
+    ``artifacts.other_side``). A file the fix adds, or a release without history, is refused."""
+    if not fix.trees or exc.tree is None or any(fix.trees[0].read_bytes(p) is None for p in exc.paths):
+        return Refused(str(exc))
+    in_release = fix.holds(exc.tree.commit, {})
+    return Entangled(f"{exc}; " + ("the release changed them after the fix (took the file away or moved it)"
+                                   if in_release else "the fix builds on changes the release lacks (the file "
+                                   "came after the release)"), in_release)
 
 
 def changed_functions(path, before, after):
@@ -253,38 +264,6 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
              "seconds": [made["release"].get("seconds"), made["arm"].get("seconds")]}, headers, nodes, yamls)
 
 
-def write_tree(tree, source, sides):
-    """The tree the runtime builds the override from (``prepare``); returns each file's sha256."""
-    digests = {}
-    for side, content in sides.items():
-        for path, data in content.items():
-            with atomic_open(tree / side / path, "wb") as handle:
-                handle.write(data)
-            digests[f"{side}/{path}"] = hashlib.sha256(data).hexdigest()
-    for head, content in (("include", source.includes), ("yaml", source.yamls)):
-        for path, data in content.items():
-            with atomic_open(tree / head / path, "wb") as handle:
-                handle.write(data)
-    for name in source.standins:  # named in the manifest: a file that needs one fails to compile
-        with atomic_open(tree / "include" / name, "wb") as handle:
-            handle.write(STAND_IN)
-    return digests
-
-
-def not_as_made(part):
-    """The files of a kernel part's tree (``prepare``) that are not those it was made with, each
-    with how: ``gone``, or ``edited since`` (its sha256 is not the manifest's). A tree edited
-    since would build an arm that is neither the release nor the fix."""
-    tree = Path((part or {}).get("tree") or ".")
-    out = []
-    for name, digest in sorted(((part or {}).get("sha256") or {}).items()):
-        if not (tree / name).is_file():
-            out.append((str(tree / name), "gone"))
-        elif sha256_file(tree / name) != digest:
-            out.append((str(tree / name), "edited since"))
-    return out
-
-
 def _naming_shared(kernels, source, files, placed, release, version):
     """The files of the release that name what the fix changes in ATen's shared headers
     (``shared_headers``), read into ``files`` with the headers they include: rebuilt too, each by
@@ -325,6 +304,8 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     record = layout.RECONSTRUCTION.format(version=version, wheel=release.sha256[:16])
     try:
         source = release_source.find(sources, arm, release, kernels.built, fix, record)
+    except release_source.NotShipped as exc:
+        raise why_not_shipped(exc, fix) from None
     except LookupError as exc:
         raise Refused(str(exc)) from None
     files = dict(source.files)
@@ -378,7 +359,7 @@ def prepare(kernels, sources, arm, wheel, version, folder):
     sides = {"release": files, "arm": arm_side if apply else files}
     if generated and apply:
         sides["arm-yaml"] = yamls
-    digests = write_tree(tree, source, sides)
+    digests = kernel_tree.write(tree, source, sides)
     part = {"part": rebuilt.part, "route": str(route), "interposed_parts": list(route.interposed_parts),
             "changed": changed,
             "cuda_left_out": kernels.files.get("cuda", []),

@@ -41,8 +41,8 @@ from ..framework.declarations import manual_operators, op_name, operators
 from ..framework.paths import part_of
 from ..harness.files import sha256_file
 from . import release_build, release_locals, stubs
-from .arm import not_as_made
 from .interposed import REGISTERS, interposition, no_load_time_registrations, taken_over, version_script
+from .kernel_tree import not_as_made
 from .objects import the_release_in_the_arm
 from .parts import Route
 from .registration import (

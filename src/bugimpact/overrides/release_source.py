@@ -141,7 +141,7 @@ def closure(read, paths, shipped):
             if found is None:
                 # what the wheel's own headers include and no source holds is another platform's
                 # or an optional library's, behind a condition the release's build did not meet
-                if not _system(name) and not in_wheel:
+                if not preprocessor.system_header(name) and not in_wheel:
                     standins.add(name)
                 continue
             includes[name] = found[1]
@@ -149,21 +149,12 @@ def closure(read, paths, shipped):
     return includes, sorted(standins)
 
 
-def _system(name):
-    """A header of the C++ library, the system or the compiler's intrinsics (``<vector>``,
-    ``<sys/mman.h>``, ``<immintrin.h>``, ``<arm_neon.h>``): the compiler has it, or, for another
-    machine's, the code around it is not compiled here."""
-    return ("." not in name or name.startswith(("sys/", "linux/", "bits/")) or name in SYSTEM_HEADERS
-            or bool(re.match(r"^\w*intrin\.h$", name)))
+class NotShipped(LookupError):
+    """The release's tree (``tree``, a ``GitTree`` where a clone has it) lacks ``paths``."""
 
-
-SYSTEM_HEADERS = {"math.h", "stdlib.h", "string.h", "stdio.h", "stdint.h", "limits.h", "float.h",
-                  "assert.h", "errno.h", "unistd.h", "fcntl.h", "pthread.h", "dlfcn.h", "omp.h",
-                  "cpuid.h", "stddef.h", "time.h", "signal.h", "execinfo.h", "cxxabi.h", "malloc.h",
-                  "inttypes.h", "arm_neon.h", "altivec.h", "spe.h", "vecintrin.h", "stdarg.h", "wchar.h",
-                  "ctype.h", "locale.h", "setjmp.h", "stdbool.h", "complex.h", "fenv.h", "wctype.h",
-                  "stdalign.h", "stdatomic.h", "sched.h", "dirent.h", "netdb.h", "poll.h", "link.h",
-                  "elf.h", "getopt.h", "libgen.h", "memory.h", "strings.h", "syslog.h", "termios.h"}
+    def __init__(self, message, paths, tree):
+        super().__init__(message)
+        self.paths, self.tree = paths, tree
 
 
 def from_tree(read, where, paths, shipped, origin, reconstructed=False, facts=None, tree=None):
@@ -171,8 +162,8 @@ def from_tree(read, where, paths, shipped, origin, reconstructed=False, facts=No
     files = {p: read(p) for p in paths}
     missing = sorted(p for p, data in files.items() if data is None)
     if missing:
-        raise LookupError(f"{tree.absent(missing) if tree else ', '.join(missing)} not at {where} in {origin}: "
-                          "the release does not ship it")
+        raise NotShipped(f"{tree.absent(missing) if tree else ', '.join(missing)} not at {where} in {origin}: "
+                         "the release does not ship it", missing, tree)
     includes, standins = closure(read, paths, shipped)
     yamls = {p: data for p in YAMLS if (data := read(p)) is not None}
     return ReleaseSource(origin if reconstructed else f"{origin} at {where}", reconstructed, files,
@@ -331,8 +322,8 @@ def reconstructed(clone, arm, release, paths, fix, record):
     files = {p: base.read_bytes(p) for p in rebuild}
     missing = sorted(p for p, data in files.items() if data is None)
     if missing:
-        raise LookupError(f"{base.absent(missing)} not in torch {release.version}'s branch point "
-                          f"{commit[:12]}: the release does not ship it")
+        raise NotShipped(f"{base.absent(missing)} not in torch {release.version}'s branch point "
+                         f"{commit[:12]}: the release does not ship it", missing, base)
     how = _how_the_fix_came(arm, release, commit, fix, files)
     changed = {}
     if how.startswith("cherry-picked"):
