@@ -414,3 +414,28 @@ def test_torch_1_3s_registration_writes_the_kernel_into_its_aten_dispatch_table(
     assert runtime["override"]["torch"] == "1.3.0"
     registration = (Path(runtime["override"]["libraries"]["arm"]["library"]).parent / "shared" / "register.cpp")
     assert "bugimpact::take(\"aten::max_pool2d(" in registration.read_text()
+
+
+def test_torch_1_2s_registration_writes_the_kernel_into_its_aten_dispatch_table(tmp_path):
+    """torch 1.2 keeps every operator on its ATen dispatcher (a kernel per backend, one for
+    Variables): the library writes its kernel into the release's table when it loads. Before,
+    1.2 had no registration, and the 1.3.0 window's fixes that change generated code and were
+    entangled with 1.3.0 were refused on 1.2.0 too ("no override registration is known"; pr25313,
+    pr24107, pr19316 among eight). Pooling.cpp of 1.2.0's branch point, every 2-d max pool halved
+    in the buggy arm: max_pool2d is called through the library, the faithful build trains as the
+    release does, and the arm is impact."""
+    work = project_copy(tmp_path / "p")
+    fixes = {"fault-pool-1.2": {"label": "compiled positive control, torch 1.2's registration",
+                                "release": {"source": "pypi", "version": "1.2.0"},
+                                "patch": str(ROOT / "data" / "faults" / "pytorch" / "fault-pool-1.2.diff")}}
+    name = study(work, "faultpool12", fixes, {"kind": "venv", "python": "3.7"}, runs=8, epochs=1)
+    snakemake(work, "--configfile", name)
+    checked = gate(work, "fault-pool-1.2")["override_checks"]["buggy"]
+    assert checked["outcome"] == "verified" and checked["route"] == "registered", checked
+    assert checked["faithful_identical"] and not checked["arm_identical"]
+    assert "max_pool2d" in checked["workload_calls"], checked["workload_calls"]
+    assert verdicts(work, "faultpool12")["fault-pool-1.2"]["verdict"] == "impact"
+    runtime = json.loads(next((work / "results" / "runtimes").glob("*/onefix-buggy-*/runtime.json")).read_text())
+    assert runtime["override"]["torch"] == "1.2.0"
+    registration = (Path(runtime["override"]["libraries"]["arm"]["library"]).parent / "shared" / "register.cpp")
+    assert "bugimpact::take(\"aten::max_pool2d(" in registration.read_text()

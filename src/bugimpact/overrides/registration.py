@@ -13,7 +13,8 @@ be called: ``VariableTensorId`` on 1.4 and 1.5, ``Autograd`` on 1.6); on 2.x the
 ATen dispatcher, whose table refuses a second kernel for a key: the library writes its kernel
 into the release's table entry when it loads (``ATEN_TABLE``), and registers the operators 1.3
 had moved to c10 (``aten_op_is_already_moved_to_c10``) as 1.4 does, the newer registration
-winning.
+winning. 1.2 keeps every operator on its ATen dispatcher, a kernel per backend and one for
+Variables: written into its table alike (``ATEN_TABLE_1_2``).
 """
 import json
 import re
@@ -21,7 +22,27 @@ import re
 from ..framework.declarations import split_arguments
 from ..framework.paths import part_of
 
-REGISTERING = "1.3, 1.4, 1.5, 1.6 and 2.x"  # the releases whose registration API ``registration_source`` writes
+REGISTERING = "1.2, 1.3, 1.4, 1.5, 1.6 and 2.x"  # the releases whose registration API ``registration_source`` writes
+# torch 1.2's ATen dispatcher: an operator's table is its schema, a kernel per backend (TypeDefault's
+# under ``Undefined``, which a backend's own kernel goes before) and its Variable kernel, which the
+# table refuses to take twice: the library writes its kernel into the release's table (its layout
+# checked against the class where it is compiled)
+ATEN_TABLE_1_2 = r"""
+namespace bugimpact {
+struct ATenOpTableLayout {
+  std::string schema;
+  void* kernels[static_cast<int64_t>(at::Backend::NumOptions)];
+  void* variable;
+};
+static_assert(sizeof(ATenOpTableLayout) == sizeof(at::ATenOpTable), "torch 1.2's ATenOpTable is its schema, a kernel per backend and its Variable kernel");
+bool take(const char* schema, bool variable, void* kernel) {
+  auto* table = reinterpret_cast<ATenOpTableLayout*>(const_cast<at::ATenOpTable*>(at::globalATenDispatch().getOpTable(schema)));
+  TORCH_CHECK(table->schema == schema, "bugimpact: torch 1.2's table for ", schema, " is not laid out as expected");
+  (variable ? table->variable : table->kernels[static_cast<int64_t>(at::Backend::CPU)]) = kernel;
+  return true;
+}
+}
+"""
 # torch 1.3's ATen dispatcher: an operator's table (``ATenOpTable``) is its schema and a kernel per
 # key, private; the layout is checked against the class where it is compiled. A kernel written
 # into it is the one ``callUnboxed`` calls for that key from then on.
@@ -64,7 +85,7 @@ def registers_operators(version):
     if not match:
         return True
     major, minor = int(match.group(1)), int(match.group(2))
-    return (major, minor) in ((1, 3), (1, 4), (1, 5), (1, 6)) or major >= 2  # REGISTERING
+    return (major, minor) in ((1, 2), (1, 3), (1, 4), (1, 5), (1, 6)) or major >= 2  # REGISTERING
 
 
 def no_registration(version, files):
@@ -208,6 +229,11 @@ def registration_source(chosen, settings):
         lines.append("static auto bugimpact_registry = torch::RegisterOperators()")
         lines += [f"  .op({_c10_options(op, 'c10::TensorTypeId', key, w)})" for op, key, w in wrappers]
         lines[-1] += ";"
+    elif (settings["major"], settings["minor"]) == (1, 2):  # its ATen table alone (module doc)
+        lines.append(ATEN_TABLE_1_2)
+        lines += [f'static bool bugimpact_r{i} = bugimpact::take({json.dumps("aten::" + op["schema"])}, '
+                  f'{str(key == "VariableTensorId").lower()}, reinterpret_cast<void*>(&{w}));'
+                  for i, (op, key, w) in enumerate(wrappers)]
     else:  # 1.3: its ATen table, or c10 where 1.3 had moved the operator (module doc)
         lines += [ATEN_TABLE, "static torch::RegisterOperators bugimpact_registry;"]
         for i, (op, key, w) in enumerate(wrappers):
