@@ -507,6 +507,45 @@ def test_the_headers_a_rebuilt_file_needs_that_the_wheel_lacks_come_from_the_sou
     assert includes == {"THNN/THNN.h": th["aten/src/THNN/THNN.h"], "THGenerateFloatTypes.h": generate} and standins == []
 
 
+def test_a_submodules_header_is_read_at_the_commit_the_release_pins_from_a_clone_of_it(tmp_path):
+    """Seen on a window of history (1.3.0): pr25076's and pr19000's Distributions.cpp call
+    ``cpuinfo_initialize``, pr22808's QuantizedLinear.cpp names fbgemm's namespace; their headers
+    are submodules' (third_party/cpuinfo, third_party/fbgemm), which a clone of the framework holds
+    as a commit alone, so each was an empty stand-in and the release's own file failed to compile.
+    Given a clone of the submodule, the header is read at the commit the release's tree pins, from
+    its include/ folder, as the release's build had it (not the clone's newest)."""
+    from conftest import git
+
+    from bugimpact.overrides.clone_tree import CloneTree, open_tree
+    from bugimpact.overrides.release_source import closure
+    cpuinfo = tmp_path / "cpuinfo"
+    (cpuinfo / "include").mkdir(parents=True)
+    git(tmp_path, "init", "-q", str(cpuinfo))
+    pinned_header = b"#pragma once\nbool cpuinfo_initialize(void);\n"
+    (cpuinfo / "include/cpuinfo.h").write_bytes(pinned_header)
+    git(cpuinfo, "add", "-A")
+    git(cpuinfo, "commit", "-qm", "the pinned one")
+    pinned = git(cpuinfo, "rev-parse", "HEAD").strip()
+    (cpuinfo / "include/cpuinfo.h").write_bytes(b"#pragma once\nbool cpuinfo_initialize(int later);\n")
+    git(cpuinfo, "commit", "-qam", "a later one")
+    framework = tmp_path / "framework"
+    (framework / "aten/src/ATen/native").mkdir(parents=True)
+    git(tmp_path, "init", "-q", str(framework))
+    op = "aten/src/ATen/native/Distributions.cpp"
+    (framework / op).write_bytes(b"#include <cpuinfo.h>\nbool f() { return cpuinfo_initialize(); }\n")
+    git(framework, "add", "-A")
+    git(framework, "update-index", "--add", "--cacheinfo", f"160000,{pinned},third_party/cpuinfo")
+    git(framework, "commit", "-qm", "the release")
+    release = git(framework, "rev-parse", "HEAD").strip()
+    without = CloneTree(str(framework), release)
+    assert closure(without.read_bytes, [op], set(), without.include_roots) == ({}, ["cpuinfo.h"])
+    tree = CloneTree(str(framework), release, submodules={"third_party/cpuinfo": str(cpuinfo)})
+    assert closure(tree.read_bytes, [op], set(), tree.include_roots) == ({"cpuinfo.h": pinned_header}, [])
+    # the runtime step opens the tree again from the manifest, with its submodules
+    assert open_tree(tree.where()).read_bytes("third_party/cpuinfo/include/cpuinfo.h") == pinned_header
+    assert tree.read_bytes("third_party/cpuinfo/include/absent.h") is None
+
+
 def kernel_fix(tmp_path):
     """A git repository holding a release tag, and the fix's diff against it."""
     from conftest import git

@@ -94,7 +94,8 @@ def test_a_generic_th_file_is_compiled_where_a_file_of_its_library_includes_it()
 
 def test_a_release_tree_gives_a_generic_files_includers_with_it(tmp_path):
     """The release's tree is searched for what compiles a generic file (a real git repository)."""
-    from bugimpact.overrides.release_source import CloneTree, with_includers
+    from bugimpact.overrides.clone_tree import CloneTree
+    from bugimpact.overrides.release_source import with_includers
     for path, data in GENERIC_TREE.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_bytes(data)

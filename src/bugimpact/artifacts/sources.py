@@ -192,4 +192,5 @@ def artifact_sources(config):
             "fix_clone": config["artifacts"]["onefix"]["clone"] or config["resolve"].get("clone", ""),
             "fix_api": config["artifacts"]["onefix"]["api"], "api_url": config["mine"]["api_url"],
             "other_side": config["artifacts"]["onefix"]["other_side"],
+            "submodules": config["artifacts"]["onefix"]["submodules"],
             "repo": config["repo"]}

@@ -20,9 +20,10 @@ from ..framework.apply import NoDirection, NotPlaced, direction_of, merged, plac
 from ..framework.callers import walk
 from ..framework.tables import cached_tables
 from . import generated_code, generated_headers, generator_inputs, kernel_tree, parts, release_source, shared_headers
+from .clone_tree import CloneTree, clone_commit
 from .parts import Refused
 from .registration import no_registration, registers_operators
-from .release_source import CloneTree, Release, clone_commit, closure
+from .release_source import Release, closure
 
 
 class Entangled(Refused):
@@ -279,7 +280,7 @@ def _naming_shared(kernels, source, files, placed, release, version):
                                         source.tree.clone, source.tree.commit, files, version)
     for path in release_source.with_includers(source.tree, sorted(naming)):  # a TH generic file's includers too
         files[path] = source.tree.read_bytes(path)
-    more, standins = closure(source.tree.read_bytes, sorted(naming), release.headers)
+    more, standins = closure(source.tree.read_bytes, sorted(naming), release.headers, source.tree.include_roots)
     source.includes.update(more)
     source.standins = sorted(set(source.standins) | set(standins))
     rebuilt = kernels.with_files(naming)
@@ -339,7 +340,7 @@ def prepare(kernels, sources, arm, wheel, version, folder):
         callers = caller_files(cached_tables(source.tree, layout.REACH_TABLES), files, placed)
         for path in callers:
             files[path] = source.tree.read_bytes(path)
-        more, standins = closure(source.tree.read_bytes, sorted(callers), release.headers)
+        more, standins = closure(source.tree.read_bytes, sorted(callers), release.headers, source.tree.include_roots)
         source.includes.update(more)
         source.standins = sorted(set(source.standins) | set(standins))
     generated, arm_side, changed = None, {**files, **{p: d for p, d in placed.items() if p in files}}, kernels.built

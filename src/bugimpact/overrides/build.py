@@ -114,7 +114,7 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     the same registrations; one library does each route the fix's files take (``parts.Route``:
     its op files' operators registered, its TH and infrastructure files interposed, exporting only
     what they take over, ``interposed``). ``compiled``: the artifact manifest's ``kernels`` part
-    (``arm.prepare``); ``tree``: the release's whole tree (``release_source.open_tree``), from
+    (``arm.prepare``); ``tree``: the release's whole tree (``clone_tree.open_tree``), from
     which what the rebuilt files need that the release neither exports nor holds in its symbol
     table (``release_locals``) is compiled in (``support``); ``threads``: how many compilers run
     at once (the job's threads); ``cache``: a folder of compiled objects kept by what was
@@ -349,7 +349,7 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads, 
         headers = folder / "support-include"  # what the support files include that the wheel lacks
         wheel_include = Path(settings["include"][0])
         shipped = {str(h.relative_to(wheel_include)) for h in wheel_include.rglob("*") if h.is_file()}
-        includes_found, standins = closure(tree.read_bytes, sorted(found), shipped)
+        includes_found, standins = closure(tree.read_bytes, sorted(found), shipped, tree.include_roots)
         for name, data in [*includes_found.items(), *((name, STAND_IN) for name in standins)]:
             (headers / name).parent.mkdir(parents=True, exist_ok=True)
             (headers / name).write_bytes(data)

@@ -36,18 +36,15 @@ from ..failures import CorruptFile, reading
 from ..framework import preprocessor
 from ..framework.apply import NotPlaced
 from ..framework.paths import part_of
-from ..framework.tables import GitTree
 from ..harness.files import sha256_file
 from ..io import atomic_open
 from . import generated_headers, parts, reconstruct
 from .archives import archive_of, serves
+from .clone_tree import INCLUDE_ROOTS, CloneTree, clone_commit
 
 # what says how the release registers its operators (``registration``); the last is torch 1.4's only
 YAMLS = ("aten/src/ATen/native/native_functions.yaml", "tools/autograd/derivatives.yaml",
          "tools/autograd/gen_variable_type.py")
-# where an included name lives in the source tree, besides the including file's own folder (TH's
-# build puts its folder on the include path: THNN.h includes <THGenerateFloatTypes.h>)
-INCLUDE_ROOTS = ("aten/src/", "", "torch/csrc/api/include/", "aten/src/ATen/", "aten/src/TH/")
 STAND_IN = b"/* bugimpact: a stand-in; no source of the release holds this header */\n"  # closure's standins
 TAG = re.compile(r"^v\d+\.\d+\.\d+(?:-?rc\d+)?$")
 GIT_VERSION = re.compile(r"""^git_version\s*=\s*['"]([0-9a-f]{40})['"]""", re.M)
@@ -114,9 +111,10 @@ def include_name(path):
     return path[len("aten/src/"):] if path.startswith("aten/src/") else path
 
 
-def closure(read, paths, shipped):
+def closure(read, paths, shipped, roots=INCLUDE_ROOTS):
     """The headers that ``paths`` include, and the headers those include in turn, that the wheel
-    does not ship. ``read(source path) -> bytes or None`` reads the release's tree; ``shipped``
+    does not ship. ``read(source path) -> bytes or None`` reads the release's tree, each name
+    looked for under ``roots`` (a ``CloneTree``'s ``include_roots``: its submodules' too); ``shipped``
     maps each include name the wheel has to its bytes (a set: the names alone): a shipped header
     is followed too, through its own text, since it may include one the wheel lacks. Returns
     (includes, standins)."""
@@ -136,7 +134,7 @@ def closure(read, paths, shipped):
                     todo.append((found, texts[found], True))
                 continue
             seen.add(name)
-            found = next(((p, data) for p in (here, *(root + name for root in INCLUDE_ROOTS))
+            found = next(((p, data) for p in (here, *(root + name for root in roots))
                           if (data := read(p)) is not None), None)
             if found is None:
                 # what the wheel's own headers include and no source holds is another platform's
@@ -164,56 +162,10 @@ def from_tree(read, where, paths, shipped, origin, reconstructed=False, facts=No
     if missing:
         raise NotShipped(f"{tree.absent(missing) if tree else ', '.join(missing)} not at {where} in {origin}: "
                          "the release does not ship it", missing, tree)
-    includes, standins = closure(read, paths, shipped)
+    includes, standins = closure(read, paths, shipped, tree.include_roots if tree else INCLUDE_ROOTS)
     yamls = {p: data for p in YAMLS if (data := read(p)) is not None}
     return ReleaseSource(origin if reconstructed else f"{origin} at {where}", reconstructed, files,
                          includes, standins, yamls, facts or {}, tree)
-
-
-class CloneTree(GitTree):
-    """A commit of a clone as the release's tree, with the files the release changed on it (a
-    reconstruction's cherry-picked fix): bytes for the build, text for the tables."""
-
-    def __init__(self, clone, commit, changed=None):
-        super().__init__(clone, commit)
-        self.changed = dict(changed or {})
-
-    def read_bytes(self, path):
-        if path in self.changed:
-            return self.changed[path]
-        out = subprocess.run(["git", "-C", self.clone, "cat-file", "blob", f"{self.commit}:{path}"], capture_output=True)
-        return out.stdout if out.returncode == 0 else None
-
-    def read(self, path):
-        if path in self.changed:
-            return self.changed[path].decode("utf-8", "replace")
-        return super().read(path)
-
-    def read_many(self, paths):
-        return {**super().read_many([p for p in paths if p not in self.changed]),
-                **{p: self.read(p) for p in paths if p in self.changed}}
-
-    def where(self):
-        """How the runtime step opens this tree again (``open_tree``)."""
-        return {"clone": self.clone, "commit": self.commit, "changed": sorted(self.changed)}
-
-
-def open_tree(where, clone=None):
-    """The release tree a manifest's ``kernels.source.tree`` names (``CloneTree.where``), or
-    None; ``clone``: where the clone is now, if it moved. The changed files are the manifest's own."""
-    if not where:
-        return None
-    path = clone or where["clone"]
-    if not Path(path, "HEAD").exists() and not Path(path, ".git").exists():
-        raise LookupError(f"the release's tree was read from the clone {path}, which is gone")
-    return CloneTree(path, where["commit"])
-
-
-def clone_commit(clone, ref):
-    """The commit ``ref`` names in the clone (a tag, or a sha), or None where the clone lacks it."""
-    out = subprocess.run(["git", "-C", str(clone), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
-                         capture_output=True, text=True)
-    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def api_reader(client, repo, tag):
@@ -275,7 +227,7 @@ def find(sources, arm, release, paths, fix, record):
                                             "torch/version.py)"), (tag, f"tag {tag}")):
             commit = clone_commit(clone, ref) if ref and (ref != tag or TAG.match(tag)) else None
             if commit:
-                tree = CloneTree(clone, commit)
+                tree = CloneTree(clone, commit, submodules=sources.get("submodules"))
                 return from_tree(tree.read_bytes, where, with_includers(tree, paths), release.headers,
                                  f"clone {clone}", facts={**release.identity, "commit": commit, "tree": tree.where()},
                                  tree=tree)
@@ -302,22 +254,23 @@ def find(sources, arm, release, paths, fix, record):
         else:
             tried.append(f"no {archive.name} beside the patch")
     if clone:
-        return reconstructed(clone, arm, release, paths, fix, record)
+        return reconstructed(clone, arm, release, paths, fix, record, sources.get("submodules"))
     raise LookupError(f"no source of torch {version}'s own {', '.join(paths)}: "
                       f"{'; '.join(tried) or 'no clone, no API, no patch file'}. A source comes from "
                       f"{WAYS_IN}")
 
 
-def reconstructed(clone, arm, release, paths, fix, record):
+def reconstructed(clone, arm, release, paths, fix, record, submodules=None):
     """The release's source reconstructed from a clone of the master history it was cut from
     (``reconstruct``): the branch point's files, with the fix made on them where it landed after
-    the branch point and this release's notes list it (a cherry-pick)."""
+    the branch point and this release's notes list it (a cherry-pick); ``submodules``: clones of
+    the submodules it pins (``clone_tree``)."""
     found = reconstruct.reconstruction(clone, release.wheel, release.sha256, release.version, record)
     commit = found["branch_point"]
     checked = found.get("generated_headers") or {}
     # the cherry-picks its generated headers found (``generated_headers``), on the branch point's files
     picked = generated_headers.placed(clone, commit, [p["commit"] for p in checked.get("cherry_picks", ())])
-    base = CloneTree(clone, commit, picked)
+    base = CloneTree(clone, commit, picked, submodules)
     rebuild = with_includers(base, paths)
     files = {p: base.read_bytes(p) for p in rebuild}
     missing = sorted(p for p, data in files.items() if data is None)
@@ -333,7 +286,7 @@ def reconstructed(clone, arm, release, paths, fix, record):
             raise LookupError(f"torch {release.version}'s notes list the fix, but it does not apply to "
                               f"the branch point's files: {exc}") from None
         changed = {p: data for p, data in made.items() if data is not None and p in files}
-    tree = CloneTree(clone, commit, {**picked, **changed})
+    tree = CloneTree(clone, commit, {**picked, **changed}, submodules)
     facts = {**release.identity, "branch_point": commit,
              "branch_point_date": found["branch_point_date"], "headers_matched": found["headers_matched"],
              "branch_point_ties": found["branch_point_ties"], "generated_headers": checked,

@@ -27,8 +27,8 @@ from ..artifacts.source_kinds import Lost, source
 from ..failures import cause, logged, recorded
 from ..io import InputError, atomic_open, read_json
 from ..overrides.build import build
+from ..overrides.clone_tree import open_tree
 from ..overrides.release_build import BuildRefused
-from ..overrides.release_source import open_tree
 
 log = logging.getLogger("bugimpact")
 OVERRIDE_REFUSED = "override build refused"  # how a runtime's reason says its override could not be built
