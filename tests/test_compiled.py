@@ -546,6 +546,25 @@ def test_a_submodules_header_is_read_at_the_commit_the_release_pins_from_a_clone
     assert tree.read_bytes("third_party/cpuinfo/include/absent.h") is None
 
 
+def test_a_support_file_is_one_the_release_compiles_not_a_generators_template(tmp_path):
+    """Seen on the 1.3.0 window: pr19000's support build compiled ATen's templates/RegisterCPU.cpp
+    (its ``${...}`` placeholders: "'$' does not name a type"), which names a function the rebuilt
+    file needs; the generators read it, the release never compiles it."""
+    from conftest import git
+
+    from bugimpact.overrides.build import _defining_files
+    from bugimpact.overrides.clone_tree import CloneTree
+    repo = tmp_path / "framework"
+    (repo / "aten/src/ATen/templates").mkdir(parents=True)
+    git(tmp_path, "init", "-q", str(repo))
+    (repo / "aten/src/ATen/templates/RegisterCPU.cpp").write_bytes(b"${includes}\nvoid helper() {}\n")
+    (repo / "aten/src/ATen/Helper.cpp").write_bytes(b"void helper() {}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "the release")
+    tree = CloneTree(str(repo), git(repo, "rev-parse", "HEAD").strip())
+    assert list(_defining_files(tree, ["helper()"], set())) == ["aten/src/ATen/Helper.cpp"]
+
+
 def kernel_fix(tmp_path):
     """A git repository holding a release tag, and the fix's diff against it."""
     from conftest import git

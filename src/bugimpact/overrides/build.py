@@ -368,7 +368,8 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads, 
 
 
 def _defining_files(tree, symbols, done):
-    """The release's files (ATen's C++ outside its CUDA and test folders, not yet compiled in) that
+    """The release's files (ATen's C++ outside its CUDA and test folders and the generators'
+    templates, not yet compiled in) that
     define the functions ``symbols`` name, by their unqualified names and definitions
     (``framework.cpp``); a file that registers operators when it loads is never one. Returns
     path -> (bytes, the symbols it defines)."""
@@ -384,7 +385,7 @@ def _defining_files(tree, symbols, done):
                              capture_output=True, text=True)
     found = {}
     for path in sorted(line.split(":", 1)[1] for line in listing.stdout.splitlines() if ":" in line):
-        if path in done or re.search(r"/(cuda|cudnn|miopen|hip|test|mkldnn|xnnpack|vulkan)/|"
+        if path in done or re.search(r"/(cuda|cudnn|miopen|hip|test|mkldnn|xnnpack|vulkan|templates)/|"
                                      r"/native/cpu/|_test\.cpp$", path):
             continue
         data = tree.read_bytes(path)
