@@ -241,7 +241,7 @@ def stand_in_named(words, standins):
     compiled = re.split(f": (?:{re.escape(NOT_THE_RELEASE)}|{re.escape(NOT_AS_BUILT)})", words)[0]
     return (f"{compiled}: {undeclared.group(1)} is {header}'s, a "
             "third-party header neither the wheel nor the source at hand holds (a submodule's): its stand-in "
-            "declares nothing")
+            "declares nothing (a clone of the submodule gives it: artifacts.onefix.submodules)")
 
 
 MKL_VERSION = re.compile(r"Math Kernel Library Version (\d+)\.(\d+)")

@@ -18,7 +18,8 @@ this order (``find``):
   by every fix of that release.
 
 A reconstruction says it is one, and so does every manifest made from it: only the faithful
-build's check (the release's training, bit for bit) vouches for it. A header that no source holds
+build's check (the release's training, bit for bit) vouches for it. A submodule's header comes
+from a clone of the submodule where one is given (``clone_tree``); a header that no source holds
 (a third-party submodule's, such as ``nnpack.h``) is compiled as an empty stand-in and named: a
 file that needed anything from it fails to compile, loudly.
 """
