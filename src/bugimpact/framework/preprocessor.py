@@ -1,6 +1,6 @@
 """What the preprocessor of a Linux wheel's build does with a C or C++ source: the files its
-``#include`` lines name, and which of its lines it never compiles, read from a diff's hunk alone
-(its conditions within the hunk)."""
+``#include`` lines name (and which of them the compiler or the system has), and which of its
+lines it never compiles, read from a diff's hunk alone (its conditions within the hunk)."""
 import re
 
 # a condition only another platform's compiler takes: a wheel for Linux compiles nothing under it

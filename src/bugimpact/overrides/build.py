@@ -369,10 +369,9 @@ def _closure(cxx, builds, libs, folder, compiled, tree, settings, log, threads, 
 
 def _defining_files(tree, symbols, done):
     """The release's files (ATen's C++ outside its CUDA and test folders and the generators'
-    templates, not yet compiled in) that
-    define the functions ``symbols`` name, by their unqualified names and definitions
-    (``framework.cpp``); a file that registers operators when it loads is never one. Returns
-    path -> (bytes, the symbols it defines)."""
+    templates, not yet compiled in) that define the functions ``symbols`` name, by their
+    unqualified names and definitions (``framework.cpp``); a file that registers operators when it
+    loads is never one. Returns path -> (bytes, the symbols it defines)."""
     names = {}
     for symbol in symbols:
         match = re.search(r"(~?\w+)(?:<[^()]*>)?\(", symbol) or re.search(r"(\w+)$", symbol)
