@@ -6,8 +6,8 @@ The key follows the release's generated code, read from its ``native_functions.y
 ``derivatives.yaml``: on torch 1.x an operator with no ``dispatch:`` and no derivative (its own or,
 for an in-place or out variant, its function's, as the autograd generator matches them:
 ``framework.declarations.signature``) is called by ``VariableType`` directly, so its kernel goes
-under the autograd key (a CPU-key kernel would never
-be called: ``VariableTensorId`` on 1.4 and 1.5, ``Autograd`` on 1.6); on 2.x the CPU key, or
+under the autograd key (a CPU-key kernel would never be called: ``VariableTensorId`` on 1.4 and
+1.5, ``Autograd`` on 1.6); on 2.x the CPU key, or
 ``CompositeImplicitAutograd`` for an implicit composite. 1.6 and 2.x register through
 ``TORCH_LIBRARY_IMPL``, 1.5 through ``torch::import().impl``, 1.4 through ``RegisterOperators``. 1.3 keeps most operators on its
 ATen dispatcher, whose table refuses a second kernel for a key: the library writes its kernel
