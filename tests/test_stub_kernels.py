@@ -62,8 +62,17 @@ def test_a_rebuilt_kernel_goes_into_the_releases_stub_when_the_library_loads(tmp
                     str(tmp_path / "release.cpp"), "-o", str(release)], check=True)
     lib = ctypes.CDLL(str(release), mode=ctypes.RTLD_GLOBAL)
     assert lib.op(5) == 10  # the release's kernel, its pointer now fixed
-    data = stubs.installing((KERNEL % 1).encode(), "aten/src/ATen/native/cpu/TwiceKernel.cpp")
+    defined = stubs.release_stubs([release])
+    assert defined == {"twice_stub"}
+    # a registration of a stub the release never defines fills nothing there (1.3.0's
+    # UnaryOpsKernel.cpp registers trigamma_stub, which no file of 1.3.0 defines): left out, as
+    # reaching for it would leave the library an undefined symbol (pr25076's build was refused)
+    dead = "\nnamespace at { namespace native {\nDECLARE_DISPATCH(twice_fn, thrice_stub);\n" \
+           "namespace { int thrice(int x) { return 3 * x; } }\nREGISTER_DISPATCH(thrice_stub, &thrice);\n}}\n"
+    data = stubs.installing((KERNEL % 1 + dead).encode(), "aten/src/ATen/native/cpu/TwiceKernel.cpp", defined)
+    assert b"thrice_stub.cpu_dispatch_ptr" not in data
     (tmp_path / "kernel.cpp").write_bytes(data)
+    assert [f["stub"] for f in stubs.filled(tmp_path, ["kernel.cpp"], defined)] == ["twice_stub"]
     override = tmp_path / "override.so"
     subprocess.run(["g++", "-std=c++14", "-fPIC", "-shared", "-DCPU_CAPABILITY=AVX2", f"-I{tmp_path}",
                     str(tmp_path / "kernel.cpp"), str(release), "-Wl,-Bsymbolic", "-o", str(override)], check=True)
@@ -72,7 +81,8 @@ def test_a_rebuilt_kernel_goes_into_the_releases_stub_when_the_library_loads(tmp
     # seen on 1.5's ScatterGatherKernel.cpp: a kernel file that does not include the header
     # declaring the stub object; the library reaches the object by its symbol
     (tmp_path / "bare.h").write_text(STUB_H.replace("DECLARE_DISPATCH(twice_fn, twice_stub);", ""))
-    (tmp_path / "kernel2.cpp").write_bytes(stubs.installing((KERNEL % 2).replace("stub.h", "bare.h").encode(), "K.cpp"))
+    (tmp_path / "kernel2.cpp").write_bytes(stubs.installing((KERNEL % 2).replace("stub.h", "bare.h").encode(), "K.cpp",
+                                                            defined))
     other = tmp_path / "other.so"
     subprocess.run(["g++", "-std=c++14", "-fPIC", "-shared", "-DCPU_CAPABILITY=AVX2", f"-I{tmp_path}",
                     str(tmp_path / "kernel2.cpp"), str(release), "-Wl,-Bsymbolic", "-o", str(other)], check=True)
@@ -82,7 +92,8 @@ def test_a_rebuilt_kernel_goes_into_the_releases_stub_when_the_library_loads(tmp
 
 def test_a_kernel_file_that_registers_nothing_is_refused():
     with pytest.raises(BuildRefused, match="Helpers.cpp registers no kernel of its own"):
-        stubs.installing(b"namespace at { int helper() { return 1; } }\n", "aten/src/ATen/native/cpu/Helpers.cpp")
+        stubs.installing(b"namespace at { int helper() { return 1; } }\n", "aten/src/ATen/native/cpu/Helpers.cpp",
+                         {"twice_stub"})
 
 
 def test_the_kernel_flags_are_the_capability_the_release_chooses_and_2x_is_refused_named():

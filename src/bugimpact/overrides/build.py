@@ -129,8 +129,8 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
     refused = no_registration(settings["version"], registering)
     if refused:  # an artifact made before the artifact step refused it
         raise BuildRefused(refused)
-    kernel = stubs.kernel_flags(settings) if stub_files else []
     libs = torch_libs(settings["lib"])
+    kernel, defined = (stubs.kernel_flags(settings), stubs.release_stubs(libs)) if stub_files else ([], set())
     source_tree = Path(compiled["tree"])
     edited = not_as_made(compiled)
     if edited:
@@ -154,7 +154,7 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
             data = (source_tree / side / path).read_bytes()
             if path in stub_files:
                 flags += kernel
-                data = stubs.installing(data, path)
+                data = stubs.installing(data, path, defined)
             if name == "canary":
                 flags += CANARY_FLAGS
             jobs.append(compile_job(cxx, name, path, data, folder, flags))
@@ -197,7 +197,7 @@ def build(compiled, python, folder, log, tree=None, threads=None, cache=None):
         link(cxx, objects[name] + [register[name]] + extra + hooks, libs, library, log, where)
         out[name] = {"library": str(library), "sha256": sha256_file(library)}
     return {"route": str(route), "changed_functions": changed, "interposed_files": interposed,
-            "interposed": interposed_count, "stubs": stubs.filled(source_tree / "release", stub_files),
+            "interposed": interposed_count, "stubs": stubs.filled(source_tree / "release", stub_files, defined),
             "kernel_flags": kernel, "headers_provided": provided, "compiler": version,
             "flags": compile_flags(settings)[:-len(settings["include"])],
             "canary_flags": list(CANARY_FLAGS), "release_flags": release_flags(settings),

@@ -2,6 +2,9 @@
 appended to a rebuilt kernel file that stores each kernel it registers into the release's own stub
 object when the override library loads, and which stubs a library fills. The release's op code
 then reaches the rebuilt kernel through its own stub (1.x: the stub's public CPU pointer)."""
+import re
+import subprocess
+
 from ..framework.tables import REGISTER
 from .release_build import BuildRefused
 
@@ -44,13 +47,26 @@ namespace at { namespace native {
 """
 
 
-def installing(data, path):
+def release_stubs(libs):
+    """The names of the stubs the release's libraries define and export (``at::native::abs_stub``
+    as ``abs_stub``)."""
+    out = set()
+    for lib in libs:
+        listing = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
+        out.update(m.group(2) for m in re.finditer(r" _ZN2at6native(\d+)(\w+?_stub)E$", listing, re.M)
+                   if len(m.group(2)) == int(m.group(1)))
+    return out
+
+
+def installing(data, path, defined):
     """A stub kernel file's bytes with its kernels put into the release's stubs when the library
     loads (``INSTALL``); refused where it registers none for the capability it is compiled for.
     The stub object is reached by its symbol (an ``at::native`` variable's mangled name holds no
     type), as its base ``DispatchStub``: a kernel file need not include the header declaring it
-    (seen: 1.5's ScatterGatherKernel.cpp)."""
-    pairs = sorted(set(registered(data)))
+    (seen: 1.5's ScatterGatherKernel.cpp). A registration of a stub the release does not define
+    (``defined``: ``release_stubs``) fills nothing in the release either, and is left out (seen:
+    1.3.0's UnaryOpsKernel.cpp registers ``trigamma_stub``, which no file of 1.3.0 defines)."""
+    pairs = sorted(set(p for p in registered(data) if p[0] in defined))
     if not pairs:
         raise BuildRefused(f"{path} registers no kernel of its own (REGISTER_DISPATCH): nothing of it "
                            "can be put into the release's stubs")
@@ -63,11 +79,11 @@ def installing(data, path):
     return data + INSTALL % "\n".join(lines).encode()
 
 
-def filled(release, stub_files):
+def filled(release, stub_files, defined):
     """The stubs each rebuilt kernel file puts its kernel into, as the release's file registers
-    them."""
+    them (those the release defines: ``installing``)."""
     return [{"file": path, "stub": stub, "kernel": kernel}
-            for path in stub_files for stub, kernel in registered((release / path).read_bytes())]
+            for path in stub_files for stub, kernel in registered((release / path).read_bytes()) if stub in defined]
 
 
 def registered(data):
