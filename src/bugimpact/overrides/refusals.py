@@ -49,7 +49,7 @@ CAUSES = (
      "the release's registration API is not known (1.2, 1.3, 1.4, 1.5, 1.6 and 2.x are), and the fix's kernels must be registered"),
     ("a third-party header", r"a third-party header neither the wheel nor",
      "a rebuilt file needs what a header of a submodule declares, which neither the wheel nor the release's source "
-     "holds (no clone of the submodule given: ``artifacts.onefix.submodules``)"),
+     "holds (no clone of the submodule given: artifacts.onefix.submodules)"),
     ("the host does not compile the release's own file", r"does not compile on this host as the release",
      "the release's own file at its own commit fails to compile on this host: its compiler or flags differ from the "
      "release's build's (named in the build log)"),
