@@ -392,50 +392,31 @@ def test_a_derivative_formula_fix_is_studied_with_its_backward_node_interposed(t
     assert grads["faithful"] == grads["release"] and grads["arm"] != grads["release"], grads
 
 
-def test_torch_1_3s_registration_writes_the_kernel_into_its_aten_dispatch_table(tmp_path):
+@pytest.mark.parametrize("minor", ["3", "2"])
+def test_torch_1_2s_and_1_3s_registration_writes_the_kernel_into_its_aten_dispatch_table(tmp_path, minor):
     """torch 1.3 keeps most operators on its ATen dispatcher, whose table refuses a second kernel
     for a key: the library writes its kernel into the release's table when it loads (or registers
-    it with c10 where 1.3 had moved the operator). Pooling.cpp of 1.3.0's own commit, every 2-d
-    max pool halved in the buggy arm: max_pool2d is called through the library, the faithful
-    build trains as the release does, and the arm is impact; every run exits cleanly (1.3's Python
-    warning handler, called at exit after Python is gone, once crashed them)."""
+    it with c10 where 1.3 had moved the operator); 1.2 keeps every operator there (a kernel per
+    backend, one for Variables), written alike. Before, 1.2 had no registration, and the 1.3.0
+    window's fixes that change generated code and were entangled with 1.3.0 were refused on 1.2.0
+    too ("no override registration is known"; pr25313, pr24107, pr19316 among eight). Pooling.cpp
+    of 1.3.0's own commit (1.2.0's branch point), every 2-d max pool halved in the buggy arm:
+    max_pool2d is called through the library, the faithful build trains as the release does, and
+    the arm is impact; every run exits cleanly (1.3's Python warning handler, called at exit after
+    Python is gone, once crashed them)."""
     work = project_copy(tmp_path / "p")
-    fixes = {"fault-pool-1.3": {"label": "compiled positive control, torch 1.3's registration",
-                                "release": {"source": "pypi", "version": "1.3.0"},
-                                "patch": str(ROOT / "data" / "faults" / "pytorch" / "fault-pool-1.3.diff")}}
-    name = study(work, "faultpool13", fixes, {"kind": "venv", "python": "3.7"}, runs=8, epochs=1)
+    fault = f"fault-pool-1.{minor}"
+    fixes = {fault: {"label": f"compiled positive control, torch 1.{minor}'s registration",
+                     "release": {"source": "pypi", "version": f"1.{minor}.0"},
+                     "patch": str(ROOT / "data" / "faults" / "pytorch" / f"{fault}.diff")}}
+    name = study(work, f"faultpool1{minor}", fixes, {"kind": "venv", "python": "3.7"}, runs=8, epochs=1)
     snakemake(work, "--configfile", name)
-    checked = gate(work, "fault-pool-1.3")["override_checks"]["buggy"]
+    checked = gate(work, fault)["override_checks"]["buggy"]
     assert checked["outcome"] == "verified" and checked["route"] == "registered", checked
     assert checked["faithful_identical"] and not checked["arm_identical"]
     assert "max_pool2d" in checked["workload_calls"], checked["workload_calls"]
-    assert verdicts(work, "faultpool13")["fault-pool-1.3"]["verdict"] == "impact"
+    assert verdicts(work, f"faultpool1{minor}")[fault]["verdict"] == "impact"
     runtime = json.loads(next((work / "results" / "runtimes").glob("*/onefix-buggy-*/runtime.json")).read_text())
-    assert runtime["override"]["torch"] == "1.3.0"
-    registration = (Path(runtime["override"]["libraries"]["arm"]["library"]).parent / "shared" / "register.cpp")
-    assert "bugimpact::take(\"aten::max_pool2d(" in registration.read_text()
-
-
-def test_torch_1_2s_registration_writes_the_kernel_into_its_aten_dispatch_table(tmp_path):
-    """torch 1.2 keeps every operator on its ATen dispatcher (a kernel per backend, one for
-    Variables): the library writes its kernel into the release's table when it loads. Before,
-    1.2 had no registration, and the 1.3.0 window's fixes that change generated code and were
-    entangled with 1.3.0 were refused on 1.2.0 too ("no override registration is known"; pr25313,
-    pr24107, pr19316 among eight). Pooling.cpp of 1.2.0's branch point, every 2-d max pool halved
-    in the buggy arm: max_pool2d is called through the library, the faithful build trains as the
-    release does, and the arm is impact."""
-    work = project_copy(tmp_path / "p")
-    fixes = {"fault-pool-1.2": {"label": "compiled positive control, torch 1.2's registration",
-                                "release": {"source": "pypi", "version": "1.2.0"},
-                                "patch": str(ROOT / "data" / "faults" / "pytorch" / "fault-pool-1.2.diff")}}
-    name = study(work, "faultpool12", fixes, {"kind": "venv", "python": "3.7"}, runs=8, epochs=1)
-    snakemake(work, "--configfile", name)
-    checked = gate(work, "fault-pool-1.2")["override_checks"]["buggy"]
-    assert checked["outcome"] == "verified" and checked["route"] == "registered", checked
-    assert checked["faithful_identical"] and not checked["arm_identical"]
-    assert "max_pool2d" in checked["workload_calls"], checked["workload_calls"]
-    assert verdicts(work, "faultpool12")["fault-pool-1.2"]["verdict"] == "impact"
-    runtime = json.loads(next((work / "results" / "runtimes").glob("*/onefix-buggy-*/runtime.json")).read_text())
-    assert runtime["override"]["torch"] == "1.2.0"
+    assert runtime["override"]["torch"] == f"1.{minor}.0"
     registration = (Path(runtime["override"]["libraries"]["arm"]["library"]).parent / "shared" / "register.cpp")
     assert "bugimpact::take(\"aten::max_pool2d(" in registration.read_text()
