@@ -190,3 +190,24 @@ def test_a_pick_places_its_generators_files_where_they_merge_and_leaves_one_that
     assert kept == {YAML: b"- func: qux(Tensor self) -> Tensor\n"}  # the tool's change conflicts: left
     fits = commit(repo, {tool: b"import os, sys\n\n\n\n\na = 3\n"}, "one that merges (#6)", "2020-02-24T00:00:00")
     assert generated_headers.placed(repo, cut, [fits])[tool] == b"import os, sys\n\n\n\n\na = 1\n"
+
+
+def test_a_2019_generator_runs_as_in_its_day_its_own_modules_found_and_yaml_load_without_a_loader(
+        tmp_path, monkeypatch):
+    """torch 1.1.0's ``cwrap_parser.py``, imported from beside ``gen.py``, calls ``yaml.load`` with no
+    Loader, which PyYAML 6 refuses: the generator wrote no header and the reconstruction went
+    unchecked."""
+    monkeypatch.chdir(tmp_path)
+    repo = mirror(tmp_path)
+    parser = b"import yaml\ndef parse(text):\n    return [d['func'] for d in yaml.load(text)]\n"
+    gen = (b"import sys\nfrom pathlib import Path\nimport cwrap_parser\n"
+           b"out = Path(sys.argv[sys.argv.index('--install_dir') + 1])\nout.mkdir(parents=True)\n"
+           b"names = [f.split('(')[0] for p in sys.argv[5:] for f in cwrap_parser.parse(Path(p).read_text())]\n"
+           b"(out / 'NativeFunctions.h').write_text('#pragma once\\n' + ''.join("
+           b"f'Tensor {n}(const Tensor & self);\\n' for n in names))\n")
+    cut = commit(repo, {"aten/src/ATen/gen.py": gen, "aten/src/ATen/cwrap_parser.py": parser,
+                        "cmake/Codegen.cmake": CODEGEN, YAML: b"- func: foo(Tensor self) -> Tensor\n"},
+                 "a 2019 generator", "2019-04-01T00:00:00")
+    made = generated_headers.generate(repo, cut)
+    assert "error" not in made, made.get("error")
+    assert made["headers"]["NativeFunctions.h"] == native_functions("foo")

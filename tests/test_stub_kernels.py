@@ -6,6 +6,7 @@ code needs, and the check's outcome for a library with stub kernels. The route o
 and the paper's fixes are in ``test_compiled_study.py``."""
 import ctypes
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +202,21 @@ def test_changed_template_functions_and_members_are_found_by_their_source_names(
                "_ZNK3LocIfLb1EE5applyEf": "at::native::(anonymous namespace)::Loc<float, true>::apply(float) const",
                "_Z5otherv": "at::native::other()"}
     assert interposed.changed_functions([(before, after)], symbols) == ["_Z4clipIfET_S0_", "_ZNK3LocIfLb1EE5applyEf"]
+
+
+
+def test_the_releases_cpu_libraries_are_aten_where_each_release_keeps_it(tmp_path):
+    # torch 1.1.0's folder: ATen, its stubs' AVX2 kernels among it, in libcaffe2.so (1.2 moved it to
+    # libtorch.so); linked without it, a build misses every ATen symbol and its stubs no AVX2 kernel
+    (tmp_path / "aten.cpp").write_text(
+        "namespace at { namespace native {\ntemplate <typename F, typename T> struct DispatchStub { static F AVX2; };\n"
+        "struct add_stub;\ntemplate <> void (*DispatchStub<void (*)(), add_stub>::AVX2)() = nullptr;\n} }\n")
+    (tmp_path / "other.cpp").write_text("int other() { return 1; }\n")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for name, source in [("libc10.so", "other"), ("libcaffe2.so", "aten"), ("libcaffe2_gpu.so", "other"),
+                         ("libtorch.so", "other"), ("libtorch_python.so", "other"), ("libgomp-4f651535.so.1", "other")]:
+        subprocess.run(["g++", "-fPIC", "-shared", str(tmp_path / f"{source}.cpp"), "-o", str(lib / name)], check=True)
+    assert [Path(p).name for p in release_build.torch_libs(lib)] == \
+        ["libc10.so", "libcaffe2.so", "libgomp-4f651535.so.1", "libtorch.so"]
+    assert release_build.capability_flags(lib) == ["-DHAVE_AVX2_CPU_DEFINITION"]

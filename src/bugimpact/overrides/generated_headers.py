@@ -55,6 +55,14 @@ PICKED_GENERATORS = ("tools/autograd", "tools/jit", "tools/shared", "tools/setup
 KEPT = "every output"  # what a generation keeps: in its key, so a folder kept before is made again
 MOST_SEARCHES, MOST_PICKS = 16, 6  # how far the search for cherry-picks goes, each pick costing a generation
 TEMPLATES = "aten/src/ATen/templates"  # what the generators write around what they generate
+# a generator run as a script (its folder first on the path), with ``yaml.load`` as PyYAML before
+# 5.1 had it: a Loader was optional then, and 2019's cwrap parsers pass none (PyYAML 6 requires one)
+AS_ITS_DAY = ("import os, runpy, sys, yaml\n"
+              "load = yaml.load\n"
+              "yaml.load = lambda stream, Loader=None, **kw: load(stream, Loader=Loader or yaml.Loader, **kw)\n"
+              "sys.argv = sys.argv[1:]\n"
+              "sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))\n"
+              "runpy.run_path(sys.argv[0], run_name='__main__')\n")
 NOT_NAMES = {"Tensor", "TensorList", "Scalar", "const", "return", "if", "CAFFE2_API", "TORCH_API",
              "static", "inline", "void", "bool", "int64_t", "double", "std", "c10", "at"}
 
@@ -73,7 +81,7 @@ def generate(clone, commit, picks=(), files=None, autograd=False):
     the Python bindings), named ``torch/<file>``. Kept under ``layout.GENERATED`` by what went in,
     made once however many jobs ask (two releases may share a branch point: 1.5.0 and 1.5.1)."""
     files = dict(files or {})
-    key = hashlib.sha256(json.dumps([commit, list(picks), KEPT, TREES, autograd, sorted(
+    key = hashlib.sha256(json.dumps([commit, list(picks), KEPT, AS_ITS_DAY, TREES, autograd, sorted(
         (p, hashlib.sha256(d).hexdigest()) for p, d in files.items())]).encode()).hexdigest()[:16]
     folder = Path(layout.GENERATED.format(tree=f"{commit[:12]}-{key}"))
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -113,7 +121,7 @@ def _generated(clone, commit, picks, files, autograd, folder):
         inputs = [p for p in (line.strip().replace("${CMAKE_CURRENT_LIST_DIR}/../", "")
                               for line in (listed.group(1) if listed else "").splitlines()) if p and (src / p).is_file()]
         out = Path(tmp) / "out"
-        ran = subprocess.run([sys.executable, GEN, "--source-path", "aten/src/ATen", "--install_dir", str(out),
+        ran = subprocess.run([sys.executable, "-c", AS_ITS_DAY, GEN, "--source-path", "aten/src/ATen", "--install_dir", str(out),
                               *inputs], cwd=src, capture_output=True, text=True)
         names = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) if out.is_dir() else []
         if not any(n.endswith(".h") for n in names):  # gen.py's closing check may fail after it wrote
@@ -140,7 +148,7 @@ def _autograd(src, out):
     ``out/torch``; returns why it could not, or ""."""
     if not (src / AUTOGRAD).is_file() or not (out / "Declarations.yaml").is_file():
         return f"the tree has no {AUTOGRAD}, or {GEN} wrote no Declarations.yaml"
-    ran = subprocess.run([sys.executable, AUTOGRAD, "--declarations-path", str(out / "Declarations.yaml"),
+    ran = subprocess.run([sys.executable, "-c", AS_ITS_DAY, AUTOGRAD, "--declarations-path", str(out / "Declarations.yaml"),
                           "--nn-path", "aten/src", "--install_dir", str(out / "torch")],
                          cwd=src, capture_output=True, text=True)
     if ran.returncode != 0:

@@ -322,10 +322,11 @@ NOT_AS_BUILT = ("the release's own source, at its own commit, does not compile o
 
 
 def torch_libs(lib):
-    """The release's own libraries to link against, its bundled OpenMP runtime among them (never the
-    host's: two OpenMP runtimes in one process)."""
+    """The release's own CPU libraries to link against: ATen's home among them (``libcaffe2.so`` to
+    1.1, ``libtorch.so`` from 1.2, ``libtorch_cpu.so`` from 1.5), and its bundled OpenMP runtime
+    (never the host's: two OpenMP runtimes in one process)."""
     names = sorted(os.listdir(lib))
-    wanted = [n for n in names if re.match(r"lib(c10|torch|torch_cpu)\.so$", n) or n.startswith("libgomp")]
+    wanted = [n for n in names if re.match(r"lib(c10|caffe2|torch|torch_cpu)\.so$", n) or n.startswith("libgomp")]
     return [str(Path(lib) / n) for n in wanted]
 
 
