@@ -204,7 +204,6 @@ def test_changed_template_functions_and_members_are_found_by_their_source_names(
     assert interposed.changed_functions([(before, after)], symbols) == ["_Z4clipIfET_S0_", "_ZNK3LocIfLb1EE5applyEf"]
 
 
-
 def test_the_releases_cpu_libraries_are_aten_where_each_release_keeps_it(tmp_path):
     # torch 1.1.0's folder: ATen, its stubs' AVX2 kernels among it, in libcaffe2.so (1.2 moved it to
     # libtorch.so); linked without it, a build misses every ATen symbol and its stubs no AVX2 kernel
