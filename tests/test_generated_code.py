@@ -130,13 +130,13 @@ def test_inline_code_of_a_generated_header_and_the_autograd_layers_kernels_are_r
     assert refusals.cause_of(refused) == "a binding static to libtorch_python"
 
 
-def test_an_operator_the_arm_takes_away_is_left_registered_as_the_release_has_it_and_one_it_adds_is_refused():
+def test_an_operator_the_arm_takes_away_is_left_registered_as_the_release_has_it_and_one_it_adds_is_built():
     """Seen on real history: a fix that adds an operator for its op file to call (pr27039's
     ``_use_cudnn_ctc_loss``, pr37337's ``_euclidean_dist``), taken back on a release that holds
     it. The arm lacks the operator: its kernel, Variable kernel, binding, backward node and
     ``at::`` function are the release's, which nothing the arm compiles calls, so they serve it;
-    what else the fix changes is judged as ever. Made forwards, the arm would add the operator: refused, a release on the
-    fix's other side tried (``earlier``)."""
+    what else the fix changes is judged as ever. Made forwards, the arm adds the operator: its
+    library registers it, compiles its Variable kernel and node, and leaves its binding out."""
     release_cpu = CPU_1_4 % "_abs__cpu"
     angle_def = release_cpu[release_cpu.index("Tensor angle("):release_cpu.index("}\nnamespace {")]
     angle_reg = release_cpu[release_cpu.index("))\n  .op(") + 2:release_cpu.rindex(");\n}\n}")]
@@ -176,12 +176,19 @@ def test_an_operator_the_arm_takes_away_is_left_registered_as_the_release_has_it
     refused = generated_code.judged(generated_code.compared(release, changed), True,
                                     (generated_code.registered(release), generated_code.registered(changed)))
     assert "the autograd layer's Variable kernels (def VariableType::abs_(Tensor &)" in refused.refusal
-    # made forwards: the arm adds the operator
+    # made forwards: the arm adds the operator, whose kernel, Variable kernel and node its library
+    # compiles; its binding only Python calls, which the release's own code does not
     forwards = generated_code.judged(generated_code.compared(arm, release), False,
                                      (generated_code.registered(arm), generated_code.registered(release)))
-    assert forwards.earlier and forwards.refusal.startswith(
-        "the arm's generated code adds operators the release does not have (angle)")
-    assert refusals.cause_of(forwards.refusal) == "an operator the arm adds"
+    assert not forwards.refusal and forwards.added == ["angle"] and "angle" in forwards.operators
+    assert forwards.variable == {"torch/VariableType_2.cpp": ["def VariableType::angle(const Tensor &)"]}
+    assert forwards.nodes == ["def AngleBackward::apply(variable_list&&)"] and forwards.headers == ["Functions.h"]
+    assert forwards.added_left_out == ["torch/python_torch_functions.cpp"]
+    # a binding of another operator besides: judged as ever, refused
+    other = {**release, "torch/python_torch_functions.cpp": g(binding.replace('{"abs_", nullptr}', '{"abs", nullptr}'))}
+    refused = generated_code.judged(generated_code.compared(arm, other), False,
+                                    (generated_code.registered(arm), generated_code.registered(other)))
+    assert "torch/python_torch_functions.cpp, a binding static to libtorch_python" in refused.refusal
 
 
 # a Variable kernel as 1.5's autograd generator writes it (abridged): pr32062's formula for the
@@ -434,6 +441,56 @@ def test_the_real_generators_of_torch_1_5_judge_a_derivative_formula_as_one_back
     assert "copy_range" in sliced  # the file's helpers, which the node calls
 
 
+def test_the_real_generators_of_torch_1_5_judge_an_added_operator_as_slices_of_its_own(tmp_path, monkeypatch):
+    """pr37337's generator inputs made forwards on torch 1.5's own generators (``cdist``'s p=2
+    gradient through a new operator, ``_euclidean_dist``, with its derivative and its helper in
+    the nodes' template): the arm adds the operator. Its kernel is registered, its Variable kernel
+    compiled from a slice of its file that registers it alone, its node from the nodes' slice;
+    the headers that declare them are placed, and its binding, its node's Python class, its entry
+    of TorchScript's table and of the list of operators are left out, named."""
+    from bugimpact.overrides import generated_headers
+    repo, head = torch_1_5(tmp_path)
+    native, derivatives, template = ("aten/src/ATen/native/native_functions.yaml", "tools/autograd/derivatives.yaml",
+                                     "tools/autograd/templates/Functions.cpp")
+    helper = b"Tensor norm_backward(const Tensor & grad, const Tensor & self, const optional<Scalar> & p_, "
+    arm_inputs = {
+        native: (repo / native).read_bytes().replace(b"- func: _cdist_forward(", b"- func: _euclidean_dist(Tensor x1, "
+                                                     b"Tensor x2) -> Tensor\n  use_c10_dispatcher: full\n\n"
+                                                     b"- func: _cdist_forward(", 1),
+        derivatives: (repo / derivatives).read_bytes().replace(
+            b"- name: _cdist_forward(", b"- name: _euclidean_dist(Tensor x1, Tensor x2) -> Tensor\n  x1, x2: "
+            b"_euclidean_dist_backward(grad, x1, x2, result)\n\n- name: _cdist_forward(", 1),
+        template: (repo / template).read_bytes().replace(helper, (
+            b"std::tuple<Tensor, Tensor> _euclidean_dist_backward(const Tensor & grad, const Tensor & x1, "
+            b"const Tensor & x2, const Tensor & res) {\n  Tensor ratio = grad / res;\n  ratio.masked_fill_(res == 0, 0);"
+            b"\n  return std::tuple<Tensor, Tensor>{x1 * ratio.sum(-1, true) - ratio.matmul(x2), x2 * ratio.sum(-2, "
+            b"false).unsqueeze(-1) - ratio.transpose(-2, -1).matmul(x1)};\n}\n\n") + helper, 1)}
+    monkeypatch.chdir(tmp_path)
+    release = generated_headers.generate(repo, head, autograd=True)["files"]
+    arm = generated_headers.generate(repo, head, files=arm_inputs, autograd=True)["files"]
+    judged = generated_code.judged(generated_code.compared(release, arm), False,
+                                   (generated_code.registered(release), generated_code.registered(arm)))
+    assert not judged.refusal and judged.added == ["_euclidean_dist"] == judged.operators
+    assert judged.nodes == ["def EuclideanDistBackward::apply(variable_list&&)"]
+    assert judged.headers == ["Functions.h", "NativeFunctions.h", "TypeDefault.h", "torch/Functions.h"]
+    assert judged.added_left_out == ["core/OpsAlreadyMovedToC10.cpp", "torch/python_functions.cpp",
+                                     "torch/python_torch_functions.cpp", "torch/register_aten_ops_1.cpp"]
+    (name, keys), = judged.variable.items()
+    assert name == "torch/VariableType_4.cpp" and keys == ["def _euclidean_dist(const Tensor &, const Tensor &)"]
+    arms, releases = (generated_code.sliced_kernels(side[name].decode(), keys, judged.added) for side in (arm, release))
+    assert arms.count("RECORD_FUNCTION(") == 1 and 'RECORD_FUNCTION("_euclidean_dist"' in arms
+    chain = arms[arms.index("torch::RegisterOperators()"):]
+    assert chain.count(".op(") == 1 and '"aten::_euclidean_dist(Tensor x1, Tensor x2) -> Tensor"' in chain
+    assert chain.split(";")[0].rstrip().endswith("))")  # the chain ends after its one entry
+    assert "RECORD_FUNCTION(" not in releases and "torch::RegisterOperators();" in releases  # preamble alone
+    # a node added for no added operator is still refused
+    renamed = {**arm, "torch/Functions.cpp": arm["torch/Functions.cpp"].replace(b"EuclideanDistBackward::apply",
+                                                                                b"OtherBackward::apply")}
+    refused = generated_code.judged(generated_code.compared(release, renamed), False,
+                                    (generated_code.registered(release), generated_code.registered(renamed)))
+    assert "def OtherBackward::apply(variable_list&&)" in refused.refusal
+
+
 def test_a_generated_arm_is_refused_where_the_release_takes_no_registration_or_no_clone_holds_its_tree():
     from types import SimpleNamespace
 
@@ -462,6 +519,14 @@ def test_the_scope_says_which_operators_the_arm_registers_as_its_generated_code_
     assert onefix.describe(manifest) == (
         "torch 1.5.1 with the fix's diff applied (diff sha256 eeeeeeeeeeee); kernels rebuilt from "
         "TensorAdvancedIndexing.cpp (reconstructed), registered as its generated code calls them for scatter_add_")
+    # an operator the arm adds: said as such, its node not called interposed
+    kernels["rebuild"] = ["aten/src/ATen/native/Distance.cpp"]
+    kernels["generated"] = {"operators": ["_euclidean_dist"], "nodes": ["EuclideanDistBackward"],
+                            "arm_adds": ["_euclidean_dist"], "left_out_for_added": ["torch/python_torch_functions.cpp"]}
+    assert onefix.describe(manifest).endswith(
+        "kernels rebuilt from Distance.cpp (reconstructed); the operator _euclidean_dist the arm adds registered with "
+        "its schema, its Variable kernel and backward node compiled from slices of its generated code (what only "
+        "Python or TorchScript reaches left out: torch/python_torch_functions.cpp)")
 
 
 def test_other_code_of_a_kernel_file_is_refused_and_blank_lines_are_not_code():

@@ -181,6 +181,13 @@ def test_a_changed_function_the_release_hides_refuses_the_build_naming_it(tmp_pa
         hidden_o = compile_o(tmp_path, "hidden", hidden)
         interposed.interposition([faithful], [hidden_o], [str(release)], [(REBUILT.encode(), hidden.encode())],
                                  [faithful, hidden_o])
+    # a function the arm alone defines (an added operator's backward node) has no release copy to
+    # take over: the library's own code calls it, and nothing is refused
+    added = REBUILT + "int added_scale(int x) { return 4 * x; }\n"
+    added_o = compile_o(tmp_path, "added", added)
+    changed, _ = interposed.interposition([faithful], [added_o], [str(release)], [(REBUILT.encode(), added.encode())],
+                                          [faithful, added_o])
+    assert [f["name"] for f in changed] == ["added_scale(int)"]
 
 
 INLINE = """

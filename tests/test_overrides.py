@@ -824,8 +824,6 @@ def test_an_operator_called_through_the_library_is_exercised_whether_or_not_the_
      "the reconstruction is not the release there"),
     ("no runs: buggy: override check failed: the canary ... never ran", "check"),
     # refused by the diff: named by what its generated code or header changes, not by its part alone
-    ("no runs: artifact failed (refused): the arm's generated code adds operators the release does not have "
-     "(_euclidean_dist): registering a schema is not built yet", "an operator the arm adds"),
     ("no: codegen: code generation (...) (aten/src/ATen/core/TensorBody.h changes code, not a declaration (inline T "
      "f() {))", "inline generated-header code"),
     ("no: codegen: code generation (...) (its generated code: the Python bindings' generator (tools/autograd/"

@@ -24,7 +24,7 @@ from ..framework import patch
 from ..framework.apply import NoDirection, direction_of
 from ..framework.paths import CUDA, NOT_SHIPPED
 from ..io import atomic_open, write_text
-from ..overrides import generator_inputs, parts, shared_headers
+from ..overrides import generator_inputs, parts, shared_headers, taken_away
 from ..overrides.parts import Refused
 from . import other_side
 
@@ -293,13 +293,21 @@ def describe(manifest):
         rebuilt = (f"; kernels rebuilt from {', '.join(Path(p).name for p in kernels['rebuild'])} "
                    f"({'reconstructed' if source['reconstructed'] else _own_source(source)})")
         generated = kernels.get("generated") or {}
-        operators, nodes = generated.get("operators"), generated.get("nodes")
+        adds = generated.get("arm_adds") or []
+        added = {taken_away.key(n) for n in adds}
+        operators = [n for n in generated.get("operators") or [] if n not in adds]
+        nodes = [n for n in generated.get("nodes") or [] if taken_away.key(n) not in added]
         if operators:
             rebuilt += (f", registered as its generated code calls them for {', '.join(operators[:4])}"
                         f"{' ...' if len(operators) > 4 else ''}")
         if nodes:
             rebuilt += (f", and its generated backward node{'s' * (len(nodes) > 1)} {', '.join(nodes[:4])}"
                         f"{' ...' if len(nodes) > 4 else ''} interposed")
+        if adds:
+            rebuilt += (f"; the operator{'s' * (len(adds) > 1)} {', '.join(adds[:4])}{' ...' if len(adds) > 4 else ''}"
+                        " the arm adds registered with its schema, its Variable kernel and backward node compiled "
+                        "from slices of its generated code (what only Python or TorchScript reaches left out: "
+                        f"{', '.join(generated.get('left_out_for_added') or ['nothing'])})")
         lacking = generated.get("arm_lacks")
         if lacking:
             rebuilt += (f"; the operator{'s' * (len(lacking) > 1)} {', '.join(lacking[:4])}"

@@ -221,13 +221,14 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
     """What an arm's generated code changes, judged (``generated_code``): the release tree's
     generators run on its own ``inputs`` and on the arm's (``arm_inputs``). Returns the
     manifest's ``generated`` (the operators whose kernels the arm's library must register, the
-    backward nodes it interposes, the generated files that differ, those left out), the generated
-    headers placed for the arm's own files (path in the tree -> bytes: the wheel's own header,
-    ``shipped``, with what the arm's generators change in it merged in, so that a reconstruction's
-    own differences stay out), the backward nodes' file the library compiles (path in the tree ->
-    (the release's slice, the arm's): ``generated_code.sliced``) and the arm's declarations (the
-    ``arm-yaml`` side); refuses what no library takes, naming it (``Entangled`` where a release
-    before the fix may)."""
+    backward nodes it interposes, the operators it adds with their Variable kernels, the generated
+    files that differ, those left out), the generated headers placed for the arm's own files (path
+    in the tree -> bytes: the wheel's own header, ``shipped``, with what the arm's generators
+    change in it merged in, so that a reconstruction's own differences stay out), the slices of
+    generated files the library compiles (path in the tree -> (the release's slice, the arm's):
+    the backward nodes', ``generated_code.sliced``; the Variable kernels of operators the arm
+    adds, ``generated_code.sliced_kernels``) and the arm's declarations (the ``arm-yaml`` side);
+    refuses what no library takes, naming it (``Entangled`` where a release before the fix may)."""
     tree = source.tree
     made = {side: generated_headers.generate(tree.clone, tree.commit, files={**tree.changed, **side_inputs},
                                              autograd=True)
@@ -245,24 +246,30 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
     if unlike:
         raise Refused(unlike)
     headers = {}
-    for name in judged.headers:
-        wheels = shipped.get(f"ATen/{name}")
+    for name in judged.headers:  # ATen's under its own name, the autograd layer's under torch/
+        path = (f"{generated_code.AUTOGRAD_COMPILED_IN}{name.rsplit('/', 1)[-1]}" if name.startswith("torch/")
+                else f"aten/src/ATen/{name}")
+        wheels = shipped.get(path[len("aten/src/"):] if path.startswith("aten/src/") else path)
         try:
-            headers[f"aten/src/ATen/{name}"] = arm[name] if wheels is None else \
-                merged(wheels, release[name], arm[name], "old", name)
+            headers[path] = arm[name] if wheels is None else merged(wheels, release[name], arm[name], "old", name)
         except NotPlaced as exc:
             raise Refused(f"the arm's generated {name} does not go on torch {version}'s own: {exc}") from None
-    nodes = {}
+    slices = {}  # path the build compiles -> (the release's slice, the arm's)
     if judged.nodes:
-        nodes[generated_code.NODES_COMPILED_AS] = tuple(
+        slices[generated_code.NODES_COMPILED_AS] = tuple(
             generated_code.sliced(side[judged.nodes_file].decode("utf-8", "replace"), judged.nodes).encode()
+            for side in (release, arm))
+    for name, keys in judged.variable.items():
+        slices[generated_code.AUTOGRAD_COMPILED_IN + name.rsplit("/", 1)[-1]] = tuple(
+            generated_code.sliced_kernels(side[name].decode("utf-8", "replace"), keys, judged.added).encode()
             for side in (release, arm))
     yamls = {**source.yamls, **{p: arm_inputs[p] for p in release_source.YAMLS if p in arm_inputs}}
     return ({"operators": judged.operators, "nodes": [generated_code.NODE.match(k).group(1) for k in judged.nodes],
              "headers": sorted(headers), "differ": sorted(differ), "release_serves": judged.served,
-             "arm_lacks": judged.lacking,
-             "left_out": generated_code.left_out(release, arm),
-             "seconds": [made["release"].get("seconds"), made["arm"].get("seconds")]}, headers, nodes, yamls)
+             "arm_lacks": judged.lacking, "arm_adds": judged.added,
+             "variable_kernels": sorted(k[4:k.index("(")] for keys in judged.variable.values() for k in keys),
+             "left_out": generated_code.left_out(release, arm), "left_out_for_added": judged.added_left_out,
+             "seconds": [made["release"].get("seconds"), made["arm"].get("seconds")]}, headers, slices, yamls)
 
 
 def _naming_shared(kernels, source, files, placed, release, version):
@@ -345,13 +352,14 @@ def prepare(kernels, sources, arm, wheel, version, folder):
         source.standins = sorted(set(source.standins) | set(standins))
     generated, arm_side, changed = None, {**files, **{p: d for p, d in placed.items() if p in files}}, kernels.built
     if inputs:
-        generated, headers, nodes, yamls = generated_for(
+        generated, headers, slices, yamls = generated_for(
             source, inputs, {p: placed.get(p, d) for p, d in inputs.items()}, fix_in_release, version, release.headers)
         arm_side.update(headers)
-        for path, (faithful, arms) in nodes.items():  # compiled as the release's slice and the arm's
+        for path, (faithful, arms) in slices.items():  # compiled as the release's slice and the arm's
             files[path], arm_side[path] = faithful, arms
             changed = sorted({*changed, path})
-            route = route.interposing()
+            if path == generated_code.NODES_COMPILED_AS:
+                route = route.interposing()
     if all(arm_side.get(p) == d for p, d in files.items()) and not (generated or {}).get("operators"):
         raise Refused(f"the fix changes nothing torch {version}'s CPU build compiles"
                       f"{' (its generated code differs in ' + ', '.join(generated['differ'][:3]) + ' only)' if generated else ''}"

@@ -30,12 +30,20 @@ generators, not compiled. What differs then is judged file by file (``judged``):
 - **an operator the arm takes away** (the fix added it; the release that holds it is taken back):
   left registered as the release has it (``registered`` tells which each side has), and each file
   whose arm side only takes the lacking operators' lines and blocks away is the release's
-  (``taken_away``), a header so changed too. An arm that adds an operator is refused
-  (``earlier``: the release on the fix's other side takes it away);
+  (``taken_away``), a header so changed too;
+- **an operator the arm adds** (the fix made forwards adds it): where a file's arm side only adds
+  that operator's lines and blocks, its schema is registered with its kernel (the registration
+  of a kernel file's operators names the schema), its Variable kernel is compiled from a slice of
+  its file (``sliced``: the preamble, its definition and its registration, which registers it
+  when the library loads), its backward node with the nodes' slice, the generated headers that
+  declare them placed for the library's own files (a header that only adds names changes nothing
+  its includers compile), and what only Python or TorchScript calls (its binding, its node's
+  Python class, its entry of TorchScript's table) is left out, named (``added_left_out``): the
+  release's own code never calls an operator it does not have;
 - **anything else the release compiles** (the autograd layer's Variable kernels, TorchScript's
   operator table, the Python bindings, kernels of sparse, quantized or MKL-DNN tensors): refused,
-  the file and its first changed definitions named. Re-registered Variable kernels are not built
-  yet.
+  the file and its first changed definitions named. Re-registered Variable kernels of operators
+  the release has are not built yet.
 
 An arm whose operators or nodes the reconstruction generates otherwise than the wheel's headers
 say (``unlike_the_wheel``) is refused: there its generated code is not the release's.
@@ -64,6 +72,7 @@ DEFINITION = re.compile(r"^[A-Za-z_][^;{}()]*?\b((?:\w+::)*\w+)\s*\(([^;{}]*)\)\
 # in 2019, ``torch/autograd/generated/Functions.cpp`` from 1.5), and the path the build compiles
 BACKWARD_NODES = re.compile(r"^torch/(autograd/generated/)?Functions\.cpp$")
 NODES_COMPILED_AS = "torch/csrc/autograd/generated/Functions.cpp"
+AUTOGRAD_COMPILED_IN = "torch/csrc/autograd/generated/"  # where the build finds the autograd layer's files
 NODE = re.compile(r"^def (\w+)::apply\(variable_list&&\)$")
 VARIABLE_KERNELS = re.compile(r"^torch/VariableType(_\d+)?\.cpp$")
 SAVE_GUARD = re.compile(r"^\s*if \(grad_fn->should_compute_output\((.+)\)\) \{$")
@@ -149,10 +158,11 @@ def compared(release, arm):
         found = {"added": sorted(set(new) - set(old)), "removed": sorted(set(old) - set(new)),
                  "changed": sorted(k for k in set(old) & set(new) if old[k] != new[k])}
         found["taken_away"] = taken_away.runs(before, after)
+        found["added_runs"] = taken_away.runs(after, before)
         if name.endswith(".h"):
             section = parts.whole_file_section(before.encode(), after.encode())
             out[name] = {"header": parts.includer_code(section, own_files_only=True),
-                         "taken_away": found["taken_away"]}
+                         "taken_away": found["taken_away"], "added_runs": found["added_runs"]}
             continue
         keys = found["added"] + found["removed"] + found["changed"]
         if not keys:  # blank lines only
@@ -262,33 +272,44 @@ def left_out(release, arm):
 class Judged:
     """What one library must do for a fix's generated code (``judged``): the operators whose
     kernels it registers from the arm's declarations (``operators``), the backward nodes whose
-    ``apply`` it interposes (``nodes``: their definitions' keys, in ``nodes_file``), the generated
-    headers it places for the arm's own files (``headers``), the files whose differences the
-    release's own code serves (``served``), the operators the arm lacks, left registered as the
-    release has them (``lacking``), and why it cannot (``refusal``, with whether a release on
-    the fix's other side may take it: ``earlier``)."""
+    ``apply`` it interposes or, for an operator it adds, defines (``nodes``: their definitions'
+    keys, in ``nodes_file``), the Variable kernels of the operators it adds, compiled from slices
+    (``variable``: file -> definition keys), the generated headers it places for its own files
+    (``headers``), the files whose differences the release's own code serves (``served``), the
+    operators the arm lacks, left registered as the release has them (``lacking``), those it adds
+    (``added``) and the files only their Python or TorchScript callers compile (``added_left_out``),
+    and why it cannot (``refusal``, with whether a release on the fix's other side may take it:
+    ``earlier``)."""
 
     def __init__(self, operators=(), headers=(), refusal="", earlier=False, nodes=(), nodes_file="", served=(),
-                 lacking=()):
+                 lacking=(), added=(), variable=None, added_left_out=()):
         self.operators, self.headers, self.served = sorted(operators), sorted(headers), sorted(served)
-        self.lacking = sorted(lacking)
+        self.lacking, self.added, self.added_left_out = sorted(lacking), sorted(added), sorted(added_left_out)
         self.refusal, self.earlier = refusal, earlier
-        self.nodes, self.nodes_file = sorted(nodes), nodes_file
+        self.nodes, self.nodes_file, self.variable = sorted(nodes), nodes_file, dict(variable or {})
 
 
 def judged(differ, fix_in_release, operators_of=(frozenset(), frozenset())):
     """How the generated files that differ (``compared``) go (module doc); ``operators_of``: the
     operators the release's and the arm's kernel files register (``registered``)."""
-    added, lacking = sorted(operators_of[1] - operators_of[0]), set(operators_of[0] - operators_of[1])
-    if added:  # a schema of its own: a release on the fix's other side takes the arm's operators away
-        return Judged(refusal=f"the arm's generated code adds operators the release does not have ({', '.join(added[:3])}"
-                              f"{' ...' if len(added) > 3 else ''}): registering a schema is not built yet",
-                      earlier=True)
+    added, lacking = set(operators_of[1] - operators_of[0]), set(operators_of[0] - operators_of[1])
+    added_nodes = {taken_away.key(n) for n in added}
     operators, headers, blocked, nodes, nodes_file, served = set(), [], [], [], "", []
+    variable, added_left_out = {}, []
     for name, diff in differ.items():  # ATen's outputs by their own names, the autograd layer's under torch/
         if lacking and diff["taken_away"] is not None and taken_away.only_theirs(diff["taken_away"], lacking):
             # what only the release has, for the operators the arm lacks
             served.append(name)  # a header too: the arm's own files call nothing only the release's has
+            continue
+        theirs = added and diff["added_runs"] is not None and taken_away.only_theirs(diff["added_runs"], added)
+        if theirs and "header" in diff:  # names added, which no includer the library does not rebuild calls
+            headers.append(name)
+            continue
+        if theirs and VARIABLE_KERNELS.match(name):
+            variable[name] = sorted(k for k in diff["added"] if k.startswith("def "))
+            continue
+        if theirs and not (name in KERNEL_FILES or BACKWARD_NODES.match(name)):
+            added_left_out.append(name)  # a binding, a node's Python class, TorchScript's entry
             continue
         if "header" in diff:
             if diff["header"]:
@@ -306,13 +327,17 @@ def judged(differ, fix_in_release, operators_of=(frozenset(), frozenset())):
             continue
         if BACKWARD_NODES.match(name):
             keys = diff["added"] + diff["removed"] + diff["changed"]
+            new_nodes = [k for k in diff["added"] if NODE.match(k) and taken_away.key(NODE.match(k).group(1))
+                         in added_nodes]  # an added operator's node: its struct is added to Functions.h
             # a node added or taken away changes Functions.h too; the preamble, every node's code
             others = [k for k in keys if not k.startswith("def ") or NODE.match(k) and k not in diff["changed"]
+                      and k not in new_nodes
                       and not (lacking and k in diff["removed"])]  # a node of an operator the arm lacks
             if others:
                 blocked.append(f"{name}: {', '.join(others[:3])} (a backward node's formula or helper is "
                                "interposed, not a node added or taken away or the file's preamble)")
-            nodes, nodes_file = sorted({*(k for k in diff["changed"] if NODE.match(k)), *diff["calling"]}), name
+            nodes = sorted({*(k for k in diff["changed"] if NODE.match(k)), *diff["calling"], *new_nodes})
+            nodes_file = name
             continue
         if diff.get("saved_more") == diff["changed"] and diff["changed"] and not diff["added"] + diff["removed"]:
             served.append(name)  # the release's kernels save all the arm's nodes read: theirs serve the arm
@@ -331,7 +356,8 @@ def judged(differ, fix_in_release, operators_of=(frozenset(), frozenset())):
     if blocked:
         return Judged(refusal="the fix changes generated code no library takes yet: " + "; ".join(blocked[:3])
                       + (f"; and {len(blocked) - 3} more" if len(blocked) > 3 else ""))
-    return Judged(operators, headers, nodes=nodes, nodes_file=nodes_file, served=served, lacking=lacking)
+    return Judged(operators, headers, nodes=nodes, nodes_file=nodes_file, served=served, lacking=lacking,
+                  added=added, variable=variable, added_left_out=added_left_out)
 
 
 def sliced(text, nodes):
@@ -350,6 +376,42 @@ def sliced(text, nodes):
             out.append(re.sub(r'^#include "(Functions\.h)"', rf'#include "{NODES_COMPILED_AS[:-4]}.h"', line))
         elif line == "}":
             dropping = False
+    return "\n".join(out) + "\n"
+
+
+def sliced_kernels(text, keys, operators):
+    """A generated Variable kernels' file (``VARIABLE_KERNELS``) as the library compiles it for the
+    operators an arm adds: its preamble, of its definitions only ``keys`` (``judged``'s
+    ``variable``), and of its registration chain only the entries of ``operators``, which register
+    those kernels when the library loads. Of the release's side, the same slice is the preamble and
+    an empty chain."""
+    out, dropping, entry = [], False, None
+
+    def close(entry, ends):
+        named = any((m.group(1) or m.group(2)) in operators for line in entry for m in SCHEMA.finditer(line))
+        if named:
+            out.extend(entry)
+        if ends and not (named and entry[-1].rstrip().endswith(";")):
+            out[-1] = out[-1].rstrip().rstrip(";") + ";"  # the chain still ends where it did
+
+    for line in text.splitlines():
+        definition = DEFINITION.match(line)
+        if definition and entry is None:
+            dropping = f"def {definition.group(1)}({_types(definition.group(2))})" not in keys
+        if dropping:
+            dropping = line != "}"
+            continue
+        if REGISTRATION.match(line):
+            if entry:
+                close(entry, False)
+            entry = []
+        if entry is None:
+            out.append(line)
+            continue
+        entry.append(line)
+        if line.rstrip().endswith(";"):
+            close(entry, True)
+            entry = None
     return "\n".join(out) + "\n"
 
 

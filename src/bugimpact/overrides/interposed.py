@@ -40,19 +40,22 @@ def interposition(faithful, arm, libs, pairs, interposed=()):
     as its own, ``taken_over``), and how many exported functions whose release copies the objects of
     its ``interposed`` files replace (none: a registered library's), and none the release cannot
     be made to call: a changed function of an interposed file, of external linkage, that the
-    release does not export (hidden, or inlined into its callers) keeps the release's own copy for
-    every caller outside the rebuilt files; refused, named. A changed function of internal linkage
+    release defines and does not export (hidden, or inlined into its callers) keeps the release's
+    own copy for every caller outside the rebuilt files; refused, named. A changed function of internal linkage
     (``static``, an anonymous namespace, a lambda) is reached through the rebuilt file's exported
     ones."""
     exported = release_exports(libs) if interposed else set()
-    defined, theirs = {}, {}
+    defined, theirs, releases = {}, {}, set()
+    for path in faithful:
+        releases.update(function_symbols(path))
     for path in faithful + arm:
         defined.update(function_symbols(path))
     for path in interposed:
         theirs.update(function_symbols(path))
     names = dict(zip(defined, release_locals.demangle(list(defined))))
     changed = changed_functions(pairs, names)
-    hidden = [name for name in changed if theirs.get(name) == "T" and name not in exported]
+    # one the arm alone defines (an added operator's node) has no release copy to take over
+    hidden = [name for name in changed if theirs.get(name) == "T" and name not in exported and name in releases]
     if hidden:
         raise BuildRefused(f"the release does not export {len(hidden)} function(s) the fix changes ("
                            f"{'; '.join(names[n] for n in hidden[:3])}{' ...' if len(hidden) > 3 else ''}): hidden, "

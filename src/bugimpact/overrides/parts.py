@@ -47,6 +47,9 @@ INTERPOSED_PARTS = ("th", "infra")  # preloaded; op files are registered where t
 # what an interposed library can rebuild: TH's and ATen's own C++, compiled into the release's
 # libtorch (torch/csrc, caffe2 and c10 live in other libraries, some of them Python's own)
 INTERPOSABLE = re.compile(r"^aten/src/(TH|THNN|ATen)/.*\.(cpp|c)$")
+# a slice of the autograd layer's generated Variable kernels (``generated_code.sliced_kernels``):
+# the kernels of the operators an arm adds, with their registration
+SELF_REGISTERED = re.compile(r"^torch/csrc/autograd/generated/VariableType")
 # TH's generic files are compiled once per scalar type, where a file of their library includes them
 GENERIC = re.compile(r"^aten/src/(TH|THNN)/generic/([^/]+)\.(cpp|c)$")
 # Why each other part cannot be taken, in a refusal's words.
@@ -136,8 +139,9 @@ class Route:
         return Route(REGISTERED * self.registers + INTERPOSED, self.interposed_parts)
 
     def interposed(self, path):
-        """Whether a rebuilt file is interposed (its part's route), not registered."""
-        return self.interposes and part_of(path) in self.interposed_parts
+        """Whether a rebuilt file is interposed (its part's route), not registered: a slice of
+        generated Variable kernels registers the kernels of the operators an arm adds itself."""
+        return self.interposes and part_of(path) in self.interposed_parts and not SELF_REGISTERED.match(path)
 
 
 def compile_units(path, files):

@@ -9,9 +9,6 @@ import re
 CAUSES = (
     ("an existing operator's schema changed", r"an existing operator's schema changed",
      "the dispatcher holds one schema per name and overload, and the release's is registered already"),
-    ("an operator the arm adds", r"adds operators the release does not have",
-     "a schema the release lacks would have to be registered, with its Variable kernel, backward node and at:: "
-     "function: not built yet (an operator the arm takes away is left registered as the release has it)"),
     ("a binding static to libtorch_python", r"no library takes yet: [^;]*, a binding static to libtorch_python|"
      r"its generated code: the Python bindings' generator",
      "the fix changes the generated Python bindings, compiled into libtorch_python as static functions no "

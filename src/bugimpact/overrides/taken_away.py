@@ -1,37 +1,67 @@
-"""What an arm that lacks an operator takes away from the release's generated code (the fix
-added the operator, and the release that holds the fix is taken back): read line by line from
-each generated file (``runs``), and whether all of it is that operator's (``only_theirs``), for
-``generated_code.judged``, which then lets the release's file serve the arm."""
+"""What one side of a fix's generated code has that the other lacks, where that is all they differ
+in: an operator the arm lacks (the fix added it, and the release that holds the fix is taken back)
+or one it adds (the fix made forwards). Read line by line from each generated file (``runs``),
+and whether all of it is those operators' (``only_theirs``), for ``generated_code.judged``: the
+release's file then serves an arm that lacks them, and an arm that adds them compiles only its
+slices of them (``generated_code.sliced``)."""
 import difflib
 import re
 
 
 def runs(before, after):
-    """The runs of lines (each a list) the arm's side of a generated file (``after``, as compiled)
-    takes away from the release's (``before``), where that is all it does, else None."""
+    """The runs of lines (each a list) that ``after`` (one side of a generated file, as compiled)
+    takes away from ``before`` (the other side), where that is all it does, else None. Called the
+    other way round, the runs ``before`` adds."""
     old, new = ([line for line in text.splitlines() if line.strip()] for text in (before, after))  # blank: nothing
     opcodes = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
     if any(tag not in ("equal", "delete") for tag, *_ in opcodes):
         return None
     runs = []
     for tag, i1, i2, _, _ in opcodes:
-        # the same deletion, slid past the lines it begins with that the lines after it repeat
-        # (the ``}`` or the tail of the definition before it): the run is then the whole block
-        while tag == "delete" and i2 < len(old) and old[i1] == old[i2]:
-            i1, i2 = i1 + 1, i2 + 1
         if tag == "delete":
-            runs.append(old[i1:i2])
+            runs.append(_whole(old, i1, i2))
     return runs
 
 
-def only_theirs(taken, lacking):
-    """Whether each run of lines the arm takes away (``taken``: ``runs``) is the lacking operators':
-    a block (a definition, a class: from the line that opens its braces to the one that closes
-    them) whose head names one of them, their node (``AngleBackward``) or binding
-    (``THPVariable_angle``), and any other line naming one (an entry of a list of operators:
-    ``is_custom_op``'s), or blank. What only the release has is then nothing the arm calls."""
-    bases = {n.split(".")[0].lstrip("_") for n in lacking}
-    keys = {key(n) for n in lacking}
+def _whole(lines, i1, i2):
+    """The run ``lines[i1:i2]`` as the whole blocks it takes: the same deletion can be slid along
+    the lines it repeats (the ``}`` or the tail of the definition before it, the ``Operator(`` of
+    the entry after it); of its places, the first, after sliding forwards, whose brackets balance."""
+    places = [(i1, i2)]
+    while i2 < len(lines) and lines[i1] == lines[i2]:
+        i1, i2 = i1 + 1, i2 + 1
+        places.insert(0, (i1, i2))
+    i1, i2 = places[-1]
+    while i1 > 0 and lines[i1 - 1] == lines[i2 - 1]:
+        i1, i2 = i1 - 1, i2 - 1
+        places.append((i1, i2))
+    return next((lines[a:b] for a, b in places if _balanced(lines[a:b])), lines[places[0][0]:places[0][1]])
+
+
+def _balanced(run):
+    depth = 0
+    for line in run:
+        depth += _opened(line)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _opened(line):
+    """How many brackets a line opens, less those it closes (braces and parentheses)."""
+    return line.count("{") + line.count("(") - line.count("}") - line.count(")")
+
+
+def only_theirs(taken, operators):
+    """Whether each run of lines one side has alone (``taken``: ``runs``) is ``operators``': a
+    block (a definition, a class, an entry of TorchScript's table: from the line that opens its
+    brackets to the one that closes them) whose head names one of them, their node
+    (``AngleBackward``) or binding (``THPVariable_angle``), and any other line naming one (an
+    entry of a list of operators: ``is_custom_op``'s), or blank. What only the release has is then
+    nothing an arm that lacks them calls; what only the arm has, nothing the release's code
+    calls."""
+    bases = {n.split(".")[0].lstrip("_") for n in operators}
+    keys = {key(n) for n in operators}
 
     def named(text):  # the operator, its node and what is named after it (its Python class), its binding
         return any(key(t) in keys or any(key(t).startswith(k + "backward") for k in keys)
@@ -45,7 +75,7 @@ def only_theirs(taken, lacking):
         piece, depth = [], 0
         for line in run:
             piece.append(line)
-            depth += line.count("{") - line.count("}")
+            depth += _opened(line)
             # a piece ends where a statement, a block or a comment does; a head goes on to its brace
             if depth <= 0 and (line.rstrip().endswith((";", "}", ",")) or line.lstrip().startswith(("//", "#"))):
                 if depth < 0 or not whose(piece):
