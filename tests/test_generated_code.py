@@ -483,6 +483,21 @@ def test_the_real_generators_of_torch_1_5_judge_an_added_operator_as_slices_of_i
     assert chain.count(".op(") == 1 and '"aten::_euclidean_dist(Tensor x1, Tensor x2) -> Tensor"' in chain
     assert chain.split(";")[0].rstrip().endswith("))")  # the chain ends after its one entry
     assert "RECORD_FUNCTION(" not in releases and "torch::RegisterOperators();" in releases  # preamble alone
+    # the artifact's part of it: the slices and headers placed where the build compiles them, on a
+    # release whose registration defines the schema; refused, named, on one whose does not
+    from types import SimpleNamespace
+
+    from bugimpact.overrides import arm as arm_part
+    source = SimpleNamespace(tree=SimpleNamespace(clone=str(repo), commit=head, changed={}), facts={}, yamls={})
+    inputs = {p: (repo / p).read_bytes() for p in arm_inputs}
+    generated, headers, slices, _ = arm_part.generated_for(source, inputs, arm_inputs, False, "1.5.1", {})
+    assert generated["arm_adds"] == ["_euclidean_dist"] and generated["variable_kernels"] == ["_euclidean_dist"]
+    assert "torch/csrc/autograd/generated/Functions.h" in headers and "aten/src/ATen/Functions.h" in headers
+    assert sorted(slices) == ["torch/csrc/autograd/generated/Functions.cpp",
+                              "torch/csrc/autograd/generated/VariableType_4.cpp"]
+    with pytest.raises(parts.Refused) as refused:
+        arm_part.generated_for(source, inputs, arm_inputs, False, "1.6.0", {})
+    assert refusals.cause_of(str(refused.value)) == "an operator the arm adds, on a release whose schemas are not registered"
     # a node added for no added operator is still refused
     renamed = {**arm, "torch/Functions.cpp": arm["torch/Functions.cpp"].replace(b"EuclideanDistBackward::apply",
                                                                                 b"OtherBackward::apply")}

@@ -22,7 +22,7 @@ from ..framework.tables import cached_tables
 from . import generated_code, generated_headers, generator_inputs, kernel_tree, parts, release_source, shared_headers
 from .clone_tree import CloneTree, clone_commit
 from .parts import Refused
-from .registration import no_registration, registers_operators
+from .registration import DEFINES_SCHEMAS, defines_schemas, no_registration, registers_operators
 from .release_source import Release, closure
 
 
@@ -242,6 +242,10 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
                                    (generated_code.registered(release), generated_code.registered(arm)))
     if judged.refusal:
         raise (Entangled(judged.refusal, fix_in_release) if judged.earlier else Refused(judged.refusal))
+    if judged.added and not defines_schemas(version):
+        raise Refused(f"the arm's generated code adds operators the release does not have ({', '.join(judged.added[:3])}"
+                      f"{' ...' if len(judged.added) > 3 else ''}): registering a new schema is built for torch "
+                      f"{', '.join('.'.join(map(str, v)) for v in DEFINES_SCHEMAS)}, not {version}")
     unlike = generated_code.unlike_the_wheel(source.facts.get("generated_headers"), judged, version)
     if unlike:
         raise Refused(unlike)

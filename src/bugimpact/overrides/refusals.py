@@ -9,6 +9,10 @@ import re
 CAUSES = (
     ("an existing operator's schema changed", r"an existing operator's schema changed",
      "the dispatcher holds one schema per name and overload, and the release's is registered already"),
+    ("an operator the arm adds, on a release whose schemas are not registered",
+     r"registering a new schema is built for",
+     "the library defines a new operator's schema as it registers it on torch 1.4 and 1.5; on other releases an "
+     "operator the arm adds is refused (an operator the arm takes away is left registered as the release has it)"),
     ("a binding static to libtorch_python", r"no library takes yet: [^;]*, a binding static to libtorch_python|"
      r"its generated code: the Python bindings' generator",
      "the fix changes the generated Python bindings, compiled into libtorch_python as static functions no "

@@ -88,6 +88,20 @@ def registers_operators(version):
     return (major, minor) in ((1, 2), (1, 3), (1, 4), (1, 5), (1, 6)) or major >= 2  # REGISTERING
 
 
+# the releases whose registration ``registration_source`` writes with the operator's schema
+# (``RegisterOperators``' options on 1.4, ``torch::import().def`` on 1.5), so that an operator an
+# arm adds is defined as it is registered; 1.2's and 1.3's ATen tables have no entry for it, and
+# 1.6's ``m.impl`` defines no schema
+DEFINES_SCHEMAS = ((1, 4), (1, 5))
+
+
+def defines_schemas(version):
+    """Whether the library's registration on torch ``version`` (a version's text) defines the
+    schema of an operator the release does not have (``DEFINES_SCHEMAS``)."""
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return bool(match) and (int(match.group(1)), int(match.group(2))) in DEFINES_SCHEMAS
+
+
 def no_registration(version, files):
     """Why torch ``version`` cannot take ``files`` (``registered_files``), or "" where it can."""
     if not files or registers_operators(version):
