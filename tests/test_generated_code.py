@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bugimpact.artifacts.onefix import verdict
-from bugimpact.overrides import generated_code, parts, refusals
+from bugimpact.overrides import generated_code, generated_slices, parts, refusals
 from bugimpact.overrides.build import BuildRefused, _every_generated_kernel
 from bugimpact.overrides.registration import keyed_as_the_release, registration_key
 
@@ -263,7 +263,7 @@ def test_a_derivative_formula_is_its_backward_node_interposed_from_a_slice_of_th
     judged = generated_code.judged(differ, fix_in_release=True)
     assert not judged.refusal and judged.nodes == ["def CdistBackward::apply(variable_list&&)"]
     assert judged.nodes_file == "torch/Functions.cpp" and not judged.operators
-    sliced = generated_code.sliced(arm.decode(), judged.nodes)
+    sliced = generated_slices.sliced(arm.decode(), judged.nodes)
     assert "CdistBackward::apply" in sliced and "_cdist_backward(grad, x1" in sliced
     assert "AddBackward0" not in sliced and "MulBackward0" not in sliced  # the other nodes stay the release's
     assert "Tensor not_implemented(const char* name) {" in sliced and sliced.rstrip().endswith("generated")
@@ -281,7 +281,7 @@ def test_a_helper_changed_interposes_the_nodes_that_run_it_and_a_node_added_or_t
     # the template's own code: a helper the node calls through another helper
     helper = judged(release.replace(b"return p;", b"return p == 2 ? 2 : p;"))
     assert not helper.refusal and helper.nodes == ["def CdistBackward::apply(variable_list&&)"]
-    assert "AddBackward0" not in generated_code.sliced(release.decode(), helper.nodes)
+    assert "AddBackward0" not in generated_slices.sliced(release.decode(), helper.nodes)
     assert judged(release.replace(b"std::runtime_error", b"std::logic_error")).nodes == []  # no node runs it
     # the paper's pr32062: a comment above the helper, which takes another parameter
     overload = judged(release.replace(b"double scale(double p) {\n  return p;", b"// at p = 0: 0\ndouble scale(double p, "
@@ -436,7 +436,7 @@ def test_the_real_generators_of_torch_1_5_judge_a_derivative_formula_as_one_back
     judged = generated_code.judged(generated_code.compared(release, arm), fix_in_release=True)
     assert not judged.refusal and not judged.operators
     assert judged.nodes == ["def CdistBackward::apply(variable_list&&)"], judged.nodes
-    sliced = generated_code.sliced(arm[judged.nodes_file].decode(), judged.nodes)
+    sliced = generated_slices.sliced(arm[judged.nodes_file].decode(), judged.nodes)
     assert sliced.count("::apply(variable_list&& grads) {") == 1 and "_cdist_backward(grad, x1" in sliced
     assert "copy_range" in sliced  # the file's helpers, which the node calls
 
@@ -477,7 +477,7 @@ def test_the_real_generators_of_torch_1_5_judge_an_added_operator_as_slices_of_i
                                      "torch/python_torch_functions.cpp", "torch/register_aten_ops_1.cpp"]
     (name, keys), = judged.variable.items()
     assert name == "torch/VariableType_4.cpp" and keys == ["def _euclidean_dist(const Tensor &, const Tensor &)"]
-    arms, releases = (generated_code.sliced_kernels(side[name].decode(), keys, judged.added) for side in (arm, release))
+    arms, releases = (generated_slices.sliced_kernels(side[name].decode(), keys, judged.added) for side in (arm, release))
     assert arms.count("RECORD_FUNCTION(") == 1 and 'RECORD_FUNCTION("_euclidean_dist"' in arms
     chain = arms[arms.index("torch::RegisterOperators()"):]
     assert chain.count(".op(") == 1 and '"aten::_euclidean_dist(Tensor x1, Tensor x2) -> Tensor"' in chain

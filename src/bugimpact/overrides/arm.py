@@ -19,7 +19,16 @@ from ..framework import cpp, entries, patch
 from ..framework.apply import NoDirection, NotPlaced, direction_of, merged, place
 from ..framework.callers import walk
 from ..framework.tables import cached_tables
-from . import generated_code, generated_headers, generator_inputs, kernel_tree, parts, release_source, shared_headers
+from . import (
+    generated_code,
+    generated_headers,
+    generated_slices,
+    generator_inputs,
+    kernel_tree,
+    parts,
+    release_source,
+    shared_headers,
+)
 from .clone_tree import CloneTree, clone_commit
 from .parts import Refused
 from .registration import DEFINES_SCHEMAS, defines_schemas, no_registration, registers_operators
@@ -226,8 +235,8 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
     in the tree -> bytes: the wheel's own header, ``shipped``, with what the arm's generators
     change in it merged in, so that a reconstruction's own differences stay out), the slices of
     generated files the library compiles (path in the tree -> (the release's slice, the arm's):
-    the backward nodes', ``generated_code.sliced``; the Variable kernels of operators the arm
-    adds, ``generated_code.sliced_kernels``) and the arm's declarations (the ``arm-yaml`` side);
+    the backward nodes', ``generated_slices.sliced``; the Variable kernels of operators the arm
+    adds, ``generated_slices.sliced_kernels``) and the arm's declarations (the ``arm-yaml`` side);
     refuses what no library takes, naming it (``Entangled`` where a release before the fix may)."""
     tree = source.tree
     made = {side: generated_headers.generate(tree.clone, tree.commit, files={**tree.changed, **side_inputs},
@@ -261,11 +270,11 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
     slices = {}  # path the build compiles -> (the release's slice, the arm's)
     if judged.nodes:
         slices[generated_code.NODES_COMPILED_AS] = tuple(
-            generated_code.sliced(side[judged.nodes_file].decode("utf-8", "replace"), judged.nodes).encode()
+            generated_slices.sliced(side[judged.nodes_file].decode("utf-8", "replace"), judged.nodes).encode()
             for side in (release, arm))
     for name, keys in judged.variable.items():
         slices[generated_code.AUTOGRAD_COMPILED_IN + name.rsplit("/", 1)[-1]] = tuple(
-            generated_code.sliced_kernels(side[name].decode("utf-8", "replace"), keys, judged.added).encode()
+            generated_slices.sliced_kernels(side[name].decode("utf-8", "replace"), keys, judged.added).encode()
             for side in (release, arm))
     yamls = {**source.yamls, **{p: arm_inputs[p] for p in release_source.YAMLS if p in arm_inputs}}
     return ({"operators": judged.operators, "nodes": [generated_code.NODE.match(k).group(1) for k in judged.nodes],

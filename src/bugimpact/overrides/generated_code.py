@@ -22,7 +22,7 @@ generators, not compiled. What differs then is judged file by file (``judged``):
 - **the backward nodes** (``Functions.cpp``): a node's ``apply`` changed (a derivative formula),
   or one that runs a helper the fix changes, adds or takes away (the template's own code: helpers
   are local to the file), is interposed: the file is compiled as a slice, its preamble and helpers
-  and those nodes (``sliced``), and the library exports their ``apply``, which libtorch exports
+  and those nodes (``generated_slices.sliced``), and the library exports their ``apply``, which libtorch exports
   too. A node added or taken away (its struct in ``Functions.h`` changes) or the preamble changed
   is refused;
 - **the autograd layer's Variable kernels** (``VariableType_N.cpp``) that differ only in when
@@ -34,7 +34,7 @@ generators, not compiled. What differs then is judged file by file (``judged``):
 - **an operator the arm adds** (the fix made forwards adds it): where a file's arm side only adds
   that operator's lines and blocks, its schema is registered with its kernel (the registration
   of a kernel file's operators names the schema), its Variable kernel is compiled from a slice of
-  its file (``sliced``: the preamble, its definition and its registration, which registers it
+  its file (``generated_slices.sliced_kernels``: the preamble, its definition and its registration, which registers it
   when the library loads), its backward node with the nodes' slice, the generated headers that
   declare them placed for the library's own files (a header that only adds names changes nothing
   its includers compile), and what only Python or TorchScript calls (its binding, its node's
@@ -358,61 +358,6 @@ def judged(differ, fix_in_release, operators_of=(frozenset(), frozenset())):
                       + (f"; and {len(blocked) - 3} more" if len(blocked) > 3 else ""))
     return Judged(operators, headers, nodes=nodes, nodes_file=nodes_file, served=served, lacking=lacking,
                   added=added, variable=variable, added_left_out=added_left_out)
-
-
-def sliced(text, nodes):
-    """The generated backward nodes' file (``BACKWARD_NODES``) as the library compiles it: its
-    preamble and helpers, and of its nodes' definitions only ``nodes`` (``judged``'s keys); the
-    header it includes from its own directory named by its path in the tree, where the build
-    finds the wheel's. What the library takes over is those nodes' ``apply``: libtorch exports
-    each and fills the node's vtable through a relocation against the symbol."""
-    out, dropping = [], False
-    for line in text.splitlines():
-        definition = DEFINITION.match(line)
-        if definition:
-            key = f"def {definition.group(1)}({_types(definition.group(2))})"
-            dropping = bool(NODE.match(key)) and key not in nodes
-        if not dropping:
-            out.append(re.sub(r'^#include "(Functions\.h)"', rf'#include "{NODES_COMPILED_AS[:-4]}.h"', line))
-        elif line == "}":
-            dropping = False
-    return "\n".join(out) + "\n"
-
-
-def sliced_kernels(text, keys, operators):
-    """A generated Variable kernels' file (``VARIABLE_KERNELS``) as the library compiles it for the
-    operators an arm adds: its preamble, of its definitions only ``keys`` (``judged``'s
-    ``variable``), and of its registration chain only the entries of ``operators``, which register
-    those kernels when the library loads. Of the release's side, the same slice is the preamble and
-    an empty chain."""
-    out, dropping, entry = [], False, None
-
-    def close(entry, ends):
-        named = any((m.group(1) or m.group(2)) in operators for line in entry for m in SCHEMA.finditer(line))
-        if named:
-            out.extend(entry)
-        if ends and not (named and entry[-1].rstrip().endswith(";")):
-            out[-1] = out[-1].rstrip().rstrip(";") + ";"  # the chain still ends where it did
-
-    for line in text.splitlines():
-        definition = DEFINITION.match(line)
-        if definition and entry is None:
-            dropping = f"def {definition.group(1)}({_types(definition.group(2))})" not in keys
-        if dropping:
-            dropping = line != "}"
-            continue
-        if REGISTRATION.match(line):
-            if entry:
-                close(entry, False)
-            entry = []
-        if entry is None:
-            out.append(line)
-            continue
-        entry.append(line)
-        if line.rstrip().endswith(";"):
-            close(entry, True)
-            entry = None
-    return "\n".join(out) + "\n"
 
 
 def unlike_the_wheel(checked, judged, version):

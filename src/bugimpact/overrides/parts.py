@@ -47,8 +47,7 @@ INTERPOSED_PARTS = ("th", "infra")  # preloaded; op files are registered where t
 # what an interposed library can rebuild: TH's and ATen's own C++, compiled into the release's
 # libtorch (torch/csrc, caffe2 and c10 live in other libraries, some of them Python's own)
 INTERPOSABLE = re.compile(r"^aten/src/(TH|THNN|ATen)/.*\.(cpp|c)$")
-# a slice of the autograd layer's generated Variable kernels (``generated_code.sliced_kernels``):
-# the kernels of the operators an arm adds, with their registration
+# a slice of generated Variable kernels: an added operator's, registering itself (``generated_slices``)
 SELF_REGISTERED = re.compile(r"^torch/csrc/autograd/generated/VariableType")
 # TH's generic files are compiled once per scalar type, where a file of their library includes them
 GENERIC = re.compile(r"^aten/src/(TH|THNN)/generic/([^/]+)\.(cpp|c)$")
@@ -139,8 +138,7 @@ class Route:
         return Route(REGISTERED * self.registers + INTERPOSED, self.interposed_parts)
 
     def interposed(self, path):
-        """Whether a rebuilt file is interposed (its part's route), not registered: a slice of
-        generated Variable kernels registers the kernels of the operators an arm adds itself."""
+        """Whether a rebuilt file is interposed (its part's route), not registered (or self-registered)."""
         return self.interposes and part_of(path) in self.interposed_parts and not SELF_REGISTERED.match(path)
 
 

@@ -3,7 +3,7 @@ in: an operator the arm lacks (the fix added it, and the release that holds the 
 or one it adds (the fix made forwards). Read line by line from each generated file (``runs``),
 and whether all of it is those operators' (``only_theirs``), for ``generated_code.judged``: the
 release's file then serves an arm that lacks them, and an arm that adds them compiles only its
-slices of them (``generated_code.sliced``)."""
+slices of them (``generated_slices.sliced``)."""
 import difflib
 import re
 
