@@ -260,9 +260,9 @@ def generated_for(source, inputs, arm_inputs, fix_in_release, version, shipped):
         raise Refused(unlike)
     headers = {}
     for name in judged.headers:  # ATen's under its own name, the autograd layer's under torch/
-        path = (f"{generated_code.AUTOGRAD_COMPILED_IN}{name.rsplit('/', 1)[-1]}" if name.startswith("torch/")
-                else f"aten/src/ATen/{name}")
-        wheels = shipped.get(path[len("aten/src/"):] if path.startswith("aten/src/") else path)
+        include = (generated_code.AUTOGRAD_COMPILED_IN + name.rsplit("/", 1)[-1] if name.startswith("torch/")
+                   else f"ATen/{name}")  # as the wheel ships it
+        path, wheels = include if name.startswith("torch/") else f"aten/src/{include}", shipped.get(include)
         try:
             headers[path] = arm[name] if wheels is None else merged(wheels, release[name], arm[name], "old", name)
         except NotPlaced as exc:

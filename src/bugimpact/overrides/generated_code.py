@@ -119,11 +119,11 @@ def chunks(text):
         out[key] = out.get(key, "") + "".join(line + "\n" for line in kept)
 
     for line in text.splitlines():
-        definition = DEFINITION.match(line)
+        definition = definition_key(line)
         schema = SCHEMA.search(line)
         if definition or REGISTRATION.match(line) or (schema and key.startswith("def ")):
             close()
-            key = f"def {definition.group(1)}({_types(definition.group(2))})" if definition else "reg ?"
+            key = definition or "reg ?"
             lines = []
         if schema and key == "reg ?":
             key = f"reg {schema.group(1) or schema.group(2)}"
@@ -134,6 +134,12 @@ def chunks(text):
             key, lines = "other", []
     close()
     return out
+
+
+def definition_key(line):
+    """The key of the definition a line opens (``def <name>(<parameter types>)``), or None."""
+    definition = DEFINITION.match(line)
+    return f"def {definition.group(1)}({_types(definition.group(2))})" if definition else None
 
 
 def _types(params):

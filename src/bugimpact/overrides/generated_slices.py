@@ -3,7 +3,7 @@ says which of their definitions an arm needs: the backward nodes' file (``sliced
 autograd layer's Variable kernels of the operators an arm adds (``sliced_kernels``)."""
 import re
 
-from .generated_code import DEFINITION, NODE, NODES_COMPILED_AS, REGISTRATION, SCHEMA, _types
+from .generated_code import NODE, NODES_COMPILED_AS, REGISTRATION, SCHEMA, definition_key
 
 
 def sliced(text, nodes):
@@ -14,9 +14,8 @@ def sliced(text, nodes):
     each and fills the node's vtable through a relocation against the symbol."""
     out, dropping = [], False
     for line in text.splitlines():
-        definition = DEFINITION.match(line)
-        if definition:
-            key = f"def {definition.group(1)}({_types(definition.group(2))})"
+        key = definition_key(line)
+        if key:
             dropping = bool(NODE.match(key)) and key not in nodes
         if not dropping:
             out.append(re.sub(r'^#include "(Functions\.h)"', rf'#include "{NODES_COMPILED_AS[:-4]}.h"', line))
@@ -41,9 +40,9 @@ def sliced_kernels(text, keys, operators):
             out[-1] = out[-1].rstrip().rstrip(";") + ";"  # the chain still ends where it did
 
     for line in text.splitlines():
-        definition = DEFINITION.match(line)
-        if definition and entry is None:
-            dropping = f"def {definition.group(1)}({_types(definition.group(2))})" not in keys
+        key = definition_key(line)
+        if key and entry is None:
+            dropping = key not in keys
         if dropping:
             dropping = line != "}"
             continue

@@ -81,11 +81,14 @@ def registered_files(rebuild, route):
 def registers_operators(version):
     """Whether torch ``version`` (a version's text) takes registered operators; a text that is not a
     version (a build of its own) is taken to: the build reads the installed torch's and says."""
+    release = _major_minor(version)
+    return release is None or release in ((1, 2), (1, 3), (1, 4), (1, 5), (1, 6)) or release[0] >= 2  # REGISTERING
+
+
+def _major_minor(version):
+    """(major, minor) of a version's text, or None for a text that is not a version."""
     match = re.match(r"(\d+)\.(\d+)", version or "")
-    if not match:
-        return True
-    major, minor = int(match.group(1)), int(match.group(2))
-    return (major, minor) in ((1, 2), (1, 3), (1, 4), (1, 5), (1, 6)) or major >= 2  # REGISTERING
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 # the releases whose registration ``registration_source`` writes with the operator's schema
@@ -98,8 +101,7 @@ DEFINES_SCHEMAS = ((1, 4), (1, 5))
 def defines_schemas(version):
     """Whether the library's registration on torch ``version`` (a version's text) defines the
     schema of an operator the release does not have (``DEFINES_SCHEMAS``)."""
-    match = re.match(r"(\d+)\.(\d+)", version or "")
-    return bool(match) and (int(match.group(1)), int(match.group(2))) in DEFINES_SCHEMAS
+    return _major_minor(version) in DEFINES_SCHEMAS
 
 
 def no_registration(version, files):
