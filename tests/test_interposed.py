@@ -269,6 +269,15 @@ def test_the_canary_counts_entries_per_function_by_offset(tmp_path):
     assert counted["entries"] == 6 and named(str(library), counted["functions"]) == {"once": 3, "twice": 3}
 
 
+def test_the_calls_of_kernels_registered_under_one_name_add_up(tmp_path):
+    """torch 1.2's schemas name no overload: a library registers ``sum`` three times, and the
+    harness read only the last one's calls (pr16686: a ``sum`` called through the first was 0)."""
+    library = compile_so(tmp_path, "alike", 'extern "C" { int bugimpact_op_count = 3; '
+                         'long long bugimpact_calls[3] = {4, 0, 1}; '
+                         'const char* bugimpact_ops[3] = {"sum", "mean", "sum"}; }\n')
+    assert harness_overrides.counts(harness_overrides.load(str(library)))["calls"] == {"sum": 5, "mean": 0}
+
+
 def test_a_runs_spec_says_to_preload_an_interposed_library_only():
     libraries = {"arm": {"library": "/x/arm.so"}}
     assert override_spec({"route": "interposed", "libraries": libraries}, "arm") == {"override": "/x/arm.so", "preload": True}

@@ -647,6 +647,22 @@ def test_an_overload_the_workload_may_not_call_is_unconfirmed_not_a_failure():
     assert check.judge(workload, by_hand, FLAGS)["outcome"] == "failed"
 
 
+def test_overloads_a_release_names_alike_are_counted_not_collapsed():
+    """Found on a window kept back (pr16686 on 1.2.0): 1.2's schemas name no overload, so
+    ReduceOps.cpp's library registers three kernels named ``sum`` of the five 1.2 declares; read
+    as a set, "every overload registered" held, and a workload whose ``sum`` went to another
+    overload failed the check as a wrong key."""
+    override = {**OVERRIDE, "registered": [{"op": "sum", "key": "CPUTensorId"}] * 3,
+                "overloads": {"sum": ["sum"] * 5}}
+    workload = runs(ops=("sum",))
+    for build in ("faithful", "canary", "arm"):
+        workload[build]["override"]["calls"] = {"sum": 0}
+    result = check.judge(workload, override, FLAGS)
+    assert result["outcome"] == "not exercised" and result["unconfirmed"] == ["sum"]
+    every = {**override, "registered": [{"op": "sum", "key": "CPUTensorId"}] * 5}
+    assert "the workload calls sum, but never through" in check.judge(workload, every, FLAGS)["reason"]
+
+
 def test_an_operator_the_releases_autograd_implements_by_hand_keeps_that_kernel():
     """Found on the corpus: TensorProperties.cpp's library registered 1.4.0's native ``detach`` (a
     placeholder that raises) over the autograd layer's own kernel under the autograd key, and every

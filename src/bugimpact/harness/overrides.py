@@ -37,11 +37,17 @@ class _DlInfo(ctypes.Structure):
 def counts(library):
     """``{"calls": {operator: calls}}`` of a loaded library, and, where it is an instrumented
     canary, ``entries`` (entries into the rebuilt code) and ``functions``: entries per function,
-    by its offset in the library (hex; the host names them from the library's symbol table)."""
+    by its offset in the library (hex; the host names them from the library's symbol table).
+    An operator's calls are those of every kernel registered under its name: a release whose
+    schemas name no overload (torch 1.2) registers several kernels under one name."""
     count = ctypes.c_int.in_dll(library, "bugimpact_op_count").value
     calls = (ctypes.c_longlong * max(count, 1)).in_dll(library, "bugimpact_calls")
     names = (ctypes.c_char_p * max(count, 1)).in_dll(library, "bugimpact_ops")
-    out = {"calls": dict((names[i].decode("utf-8"), int(calls[i])) for i in range(count))}
+    by_name = {}
+    for i in range(count):
+        name = names[i].decode("utf-8")
+        by_name[name] = by_name.get(name, 0) + int(calls[i])
+    out = {"calls": by_name}
     try:
         out["entries"] = int(ctypes.c_longlong.in_dll(library, "bugimpact_entries").value)
     except ValueError:  # not instrumented
