@@ -309,6 +309,8 @@ NATIVE_FUNCTIONS = b"""
 - func: div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
 - func: dropout_(Tensor(a!) self, float p, bool train) -> Tensor(a!)
 - func: softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor
+- func: sum(Tensor self, int[1] dim, bool keepdim=False) -> Tensor
+- func: max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], bool ceil_mode=False) -> Tensor
 """
 DERIVATIVES = b"""
 - name: convolution_overrideable(Tensor input, Tensor weight) -> Tensor
@@ -319,6 +321,8 @@ DERIVATIVES = b"""
   self: grad / other
 - name: softplus(Tensor self, Scalar beta, Scalar threshold)
   self: softplus_backward(grad, self, beta, threshold, result)
+- name: sum(Tensor self, IntArrayRef dim, bool keepdim)
+  self: sum_backward(grad, self.sizes(), dim, keepdim)
 """
 
 
@@ -336,6 +340,10 @@ DERIVATIVES = b"""
     ((1, 4), "div_.Tensor", "CPUTensorId"),
     ((1, 4), "dropout_", "VariableTensorId"),  # dropout has no derivative: a composite
     ((1, 2), "softplus", "CPUTensorId"),  # 1.2's derivatives name no overload and no return
+    # 1.1's derivatives name an operator with its C++ types (before: sum.dim went under the
+    # autograd key on 1.1.0, where VariableType would have called the release's kernel past it)
+    ((1, 1), "sum", "CPUTensorId"),
+    ((1, 1), "max_pool2d", "VariableTensorId"),
     ((1, 6), "_convolution", "Autograd"),  # 1.6 renamed the autograd key and registers by TORCH_LIBRARY_IMPL
     ((1, 6), "convolution_overrideable", "CPU"),
     ((2, 13), "relu", "CPU"),

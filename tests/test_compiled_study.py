@@ -392,18 +392,22 @@ def test_a_derivative_formula_fix_is_studied_with_its_backward_node_interposed(t
     assert grads["faithful"] == grads["release"] and grads["arm"] != grads["release"], grads
 
 
-@pytest.mark.parametrize("minor", ["3", "2"])
-def test_torch_1_2s_and_1_3s_registration_writes_the_kernel_into_its_aten_dispatch_table(tmp_path, minor):
+@pytest.mark.parametrize("minor, written", [("3", "bugimpact::take(\"aten::max_pool2d("),
+                                            ("2", "bugimpact::take(\"aten::max_pool2d("),
+                                            ("1", "&at::TypeExtendedInterface::max_pool2d)")])
+def test_torch_1_1s_to_1_3s_registration_writes_the_kernel_into_its_dispatch_table(tmp_path, minor, written):
     """torch 1.3 keeps most operators on its ATen dispatcher, whose table refuses a second kernel
     for a key: the library writes its kernel into the release's table when it loads (or registers
     it with c10 where 1.3 had moved the operator); 1.2 keeps every operator there (a kernel per
     backend, one for Variables), written alike. Before, 1.2 had no registration, and the 1.3.0
     window's fixes that change generated code and were entangled with 1.3.0 were refused on 1.2.0
-    too ("no override registration is known"; pr25313, pr24107, pr19316 among eight). Pooling.cpp
-    of 1.3.0's own commit (1.2.0's branch point), every 2-d max pool halved in the buggy arm:
-    max_pool2d is called through the library, the faithful build trains as the release does, and
-    the arm is impact; every run exits cleanly (1.3's Python warning handler, called at exit after
-    Python is gone, once crashed them)."""
+    too ("no override registration is known"; pr25313, pr24107, pr19316 among eight). 1.1 calls a
+    virtual function of its CPU or Variable Type: the kernel is written into that class's virtual
+    table (before, the 1.2.0 window's fixes entangled with 1.2.0 were refused on 1.1.0: pr17031,
+    pr17488, pr18648). Pooling.cpp of the release's branch point, every 2-d max pool halved in the
+    buggy arm: max_pool2d is called through the library, the faithful build trains as the release
+    does, and the arm is impact; every run exits cleanly (1.3's Python warning handler, called at
+    exit after Python is gone, once crashed them)."""
     work = project_copy(tmp_path / "p")
     fault = f"fault-pool-1.{minor}"
     fixes = {fault: {"label": f"compiled positive control, torch 1.{minor}'s registration",
@@ -419,4 +423,4 @@ def test_torch_1_2s_and_1_3s_registration_writes_the_kernel_into_its_aten_dispat
     runtime = json.loads(next((work / "results" / "runtimes").glob("*/onefix-buggy-*/runtime.json")).read_text())
     assert runtime["override"]["torch"] == f"1.{minor}.0"
     registration = (Path(runtime["override"]["libraries"]["arm"]["library"]).parent / "shared" / "register.cpp")
-    assert "bugimpact::take(\"aten::max_pool2d(" in registration.read_text()
+    assert written in registration.read_text()

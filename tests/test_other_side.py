@@ -126,12 +126,12 @@ def test_the_releases_tried_are_the_nearest_first_on_the_side_away_from_the_fix(
 def test_on_a_release_without_a_known_registration_the_op_files_are_interposed(tmp_path, results):
     """Seen on the mirror: pr28982 and pr26303, entangled with 1.4.0, were made on 1.3.0 (one
     forwards, one taken back), and their runtimes refused: "no override registration is known for
-    1.3" (1.3's and 1.2's are known now; 1.1's is not). Such a release's generated code calls each op file's
+    1.3" (1.3's, 1.2's and 1.1's are known now; 1.0's is not). Such a release's generated code calls each op file's
     exported ``at::native`` functions through the PLT, so a preloaded library takes them over: the
     route there interposes op files."""
     repo, shas = history(tmp_path, ["fix", "cut98", "edit", "cut99"])
-    made = arms_on(repo, shas, tmp_path, ["1.1.0", "1.4.0"], names=("1.1.0", "1.4.0"))
-    assert made["buggy"]["release"]["version"] == "1.1.0" and made["buggy"]["apply"] == "reverse"
+    made = arms_on(repo, shas, tmp_path, ["1.0.0", "1.4.0"], names=("1.0.0", "1.4.0"))
+    assert made["buggy"]["release"]["version"] == "1.0.0" and made["buggy"]["apply"] == "reverse"
     part = made["buggy"]["kernels"]
     assert part["route"] == "interposed" and "op" in part["interposed_parts"]
     route = override_arm.parts.Route.read(part["route"], part["interposed_parts"])
@@ -140,9 +140,9 @@ def test_on_a_release_without_a_known_registration_the_op_files_are_interposed(t
     on_14 = override_arm.parts.Kernels("op", {"op": [OP]}, "").route_on(registers_operators("1.4.0"))
     assert str(on_14) == "registered" and not on_14.interposed(OP)
     # an arm made before routes named their parts reads as registered: its build says why not
-    assert no_registration("1.1.0", registered_files([OP], override_arm.parts.Route.read("registered"))) == (
-        f"torch 1.1.0: no override registration is known for it (1.2, 1.3, 1.4, 1.5, 1.6 and 2.x are), which its op "
-        f"files need ({OP})")
+    assert no_registration("1.0.0", registered_files([OP], override_arm.parts.Route.read("registered"))) == (
+        f"torch 1.0.0: no override registration is known for it (1.1, 1.2, 1.3, 1.4, 1.5, 1.6 and 2.x are), which "
+        f"its op files need ({OP})")
 
 
 def test_the_scope_names_where_a_release_s_own_source_was_read():

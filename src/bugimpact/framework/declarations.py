@@ -92,8 +92,20 @@ def signature(schema, base_variant=False):
         elif arg:
             kind = arg.split()[0]
             if not (base_variant and out and keyword_only and "!" in kind):
-                types.append(re.sub(r"\([a-z]!?\)", "", kind))
+                types.append(_schema_type(re.sub(r"\([a-z]!?\)", "", kind)))
     return f"{name}({', '.join(types)})"
+
+
+# torch 1.1's derivatives.yaml names an operator with its C++ types (``sum(Tensor self, IntArrayRef
+# dim, bool keepdim)``), as its generator matched them to the declarations' C++ types: each read as
+# the schema type it stands for, a list's size left out (``int[1]`` is ``IntArrayRef``)
+CPP_TYPES = {"IntArrayRef": "int[]", "int64_t": "int", "double": "float", "TensorList": "Tensor[]",
+             "Generator": "Generator?"}
+
+
+def _schema_type(kind):
+    kind = re.sub(r"\[\d+\]", "[]", kind)
+    return CPP_TYPES.get(kind, kind)
 
 
 def split_arguments(args):

@@ -5,6 +5,8 @@ words match names it; a refusal no cause matches is ``unnamed``, which the summa
 defect of this table, not as a cause."""
 import re
 
+from .registration import REGISTERING
+
 # (name, the words of the refusals or failures it names, what it means)
 CAUSES = (
     ("an existing operator's schema changed", r"an existing operator's schema changed",
@@ -47,7 +49,7 @@ CAUSES = (
     ("generated code not made", r"generated code could not be made|generated code is made from the release's tree",
      "the release tree's own generators could not run, or no clone holds the tree"),
     ("no registration on the release", r"no override registration is known",
-     "the release's registration API is not known (1.2, 1.3, 1.4, 1.5, 1.6 and 2.x are), and the fix's kernels must be registered"),
+     f"the release's registration API is not known ({REGISTERING} are), and the fix's kernels must be registered"),
     ("a third-party header", r"a third-party header neither the wheel nor",
      "a rebuilt file needs what a header of a submodule declares, which neither the wheel nor the release's source "
      "holds (no clone of the submodule given: artifacts.onefix.submodules)"),

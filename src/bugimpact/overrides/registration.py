@@ -14,15 +14,17 @@ ATen dispatcher, whose table refuses a second kernel for a key: the library writ
 into the release's table entry when it loads (``ATEN_TABLE``), and registers the operators 1.3
 had moved to c10 (``aten_op_is_already_moved_to_c10``) as 1.4 does, the newer registration
 winning. 1.2 keeps every operator on its ATen dispatcher, a kernel per backend and one for
-Variables: written into its table alike (``ATEN_TABLE_1_2``).
+Variables: written into its table alike (``ATEN_TABLE_1_2``). 1.1 calls a virtual function of the
+CPU or the Variable ``Type``: the kernel is written into that class's virtual table
+(``TYPE_TABLE_1_1``).
 """
 import json
 import re
 
-from ..framework.declarations import split_arguments
+from ..framework.declarations import native_name, split_arguments
 from ..framework.paths import part_of
 
-REGISTERING = "1.2, 1.3, 1.4, 1.5, 1.6 and 2.x"  # the releases whose registration API ``registration_source`` writes
+REGISTERING = "1.1, 1.2, 1.3, 1.4, 1.5, 1.6 and 2.x"  # the releases whose registration API ``registration_source`` writes
 # torch 1.2's ATen dispatcher: an operator's table is its schema, a kernel per backend (TypeDefault's
 # under ``Undefined``, which a backend's own kernel goes before) and its Variable kernel, which the
 # table refuses to take twice: the library writes its kernel into the release's table (its layout
@@ -39,6 +41,43 @@ bool take(const char* schema, bool variable, void* kernel) {
   auto* table = reinterpret_cast<ATenOpTableLayout*>(const_cast<at::ATenOpTable*>(at::globalATenDispatch().getOpTable(schema)));
   TORCH_CHECK(table->schema == schema, "bugimpact: torch 1.2's table for ", schema, " is not laid out as expected");
   (variable ? table->variable : table->kernels[static_cast<int64_t>(at::Backend::CPU)]) = kernel;
+  return true;
+}
+}
+"""
+# torch 1.1 dispatches an operator through a virtual function of its ``Type`` (``TypeExtendedInterface``):
+# the CPU type's for a kernel called under the backend, the Variable type's for one its autograd
+# layer calls directly. The library writes its kernel into that class's virtual table (every
+# instance shares it) when it loads; the slot is the one C++ gives the operator's virtual function
+# (the Itanium ABI: a pointer to a virtual member function holds 1 + the slot's offset in bytes),
+# and the kernel takes the type as the member function's ``this`` (1.1 checks with ``AT_CHECK``).
+TYPE_TABLE_1_1 = r"""
+#include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
+namespace bugimpact {
+template <typename Sig> struct MemberOf;
+template <typename R, typename... A> struct MemberOf<R(A...)> {
+  using type = R (at::TypeExtendedInterface::*)(A...) const; };
+template <typename Sig, Sig* F> struct OfType;
+template <typename R, typename... A, R (*F)(A...)> struct OfType<R(A...), F> {
+  static R call(const at::TypeExtendedInterface*, A... a) { return F(std::forward<A>(a)...); } };
+template <typename M> std::size_t slot(M member, const char* name) {
+  struct { std::size_t ptr; std::ptrdiff_t adj; } raw;
+  static_assert(sizeof(M) == sizeof(raw), "a pointer to a member function is two words (the Itanium C++ ABI)");
+  std::memcpy(&raw, &member, sizeof(raw));
+  AT_CHECK(raw.ptr & 1, "bugimpact: torch 1.1's ", name, " is not a virtual function of its Type");
+  return (raw.ptr - 1) / sizeof(void*);
+}
+bool take(bool variable, std::size_t index, void* kernel) {
+  auto& type = variable ? at::globalContext().getVariableType(at::Backend::CPU, at::ScalarType::Float)
+                        : at::globalContext().getNonVariableType(at::Backend::CPU, at::ScalarType::Float);
+  void** table = *reinterpret_cast<void***>(&type);
+  auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  void* start = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(&table[index]) & ~(page - 1));
+  AT_CHECK(mprotect(start, page, PROT_READ | PROT_WRITE) == 0, "bugimpact: torch 1.1's Type table is not writable");
+  table[index] = kernel;
+  mprotect(start, page, PROT_READ);  // read-only again, as the loader left it
   return true;
 }
 }
@@ -82,7 +121,7 @@ def registers_operators(version):
     """Whether torch ``version`` (a version's text) takes registered operators; a text that is not a
     version (a build of its own) is taken to: the build reads the installed torch's and says."""
     release = _major_minor(version)
-    return release is None or release in ((1, 2), (1, 3), (1, 4), (1, 5), (1, 6)) or release[0] >= 2  # REGISTERING
+    return release is None or release in ((1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 6)) or release[0] >= 2  # REGISTERING
 
 
 def _major_minor(version):
@@ -245,6 +284,13 @@ def registration_source(chosen, settings):
         lines.append("static auto bugimpact_registry = torch::RegisterOperators()")
         lines += [f"  .op({_c10_options(op, 'c10::TensorTypeId', key, w)})" for op, key, w in wrappers]
         lines[-1] += ";"
+    elif (settings["major"], settings["minor"]) == (1, 1):  # its Types' virtual tables (module doc)
+        lines.append(TYPE_TABLE_1_1)
+        for i, (op, key, w) in enumerate(wrappers):
+            member = f"at::TypeExtendedInterface::{native_name(op['name'], op['schema'])}"
+            lines.append(f"static bool bugimpact_r{i} = bugimpact::take({str(key == 'VariableTensorId').lower()}, "
+                         f"bugimpact::slot(static_cast<bugimpact::MemberOf<decltype({w})>::type>(&{member}), "
+                         f'"{member}"), reinterpret_cast<void*>(&bugimpact::OfType<decltype({w}), &{w}>::call));')
     elif (settings["major"], settings["minor"]) == (1, 2):  # its ATen table alone (module doc)
         lines.append(ATEN_TABLE_1_2)
         lines += [f'static bool bugimpact_r{i} = bugimpact::take({json.dumps("aten::" + op["schema"])}, '
