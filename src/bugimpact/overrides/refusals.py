@@ -20,8 +20,9 @@ CAUSES = (
      "the fix changes the generated Python bindings, compiled into libtorch_python as static functions no "
      "library can take over"),
     ("inline generated-header code", r"no library takes yet: [^;]*changes inline code its includers compile|"
-     r"ATen/(templates|core)/(TensorBody|TensorMethods|Tensor)\.h changes code",
-     "the fix's generated headers change inline code that includers the library does not rebuild compile"),
+     r"ATen/(templates|core)/(TensorBody|TensorMethods|Tensor)\.h changes ",
+     "the fix's generated headers change what includers the library does not rebuild compile (inline code, a "
+     "default argument, an overload set)"),
     ("kind", r"^the fix touches |^no: [a-z]+: ",
      "its diff changes a part no override library takes (its part named: codegen, header, jit, ...)"),
     ("comments or declarations only", r"comments only in compiled files",
