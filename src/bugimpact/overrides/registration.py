@@ -24,7 +24,9 @@ import re
 from ..framework.declarations import native_name, split_arguments
 from ..framework.paths import part_of
 
-REGISTERING = "1.1, 1.2, 1.3, 1.4, 1.5, 1.6 and 2.x"  # the releases whose registration API ``registration_source`` writes
+# the 1.x releases whose registration API ``registration_source`` writes (and every 2.x), in words too
+REGISTERED_RELEASES = ((1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 6))
+REGISTERING = ", ".join(f"{a}.{b}" for a, b in REGISTERED_RELEASES) + " and 2.x"
 # torch 1.2's ATen dispatcher: an operator's table is its schema, a kernel per backend (TypeDefault's
 # under ``Undefined``, which a backend's own kernel goes before) and its Variable kernel, which the
 # table refuses to take twice: the library writes its kernel into the release's table (its layout
@@ -121,7 +123,7 @@ def registers_operators(version):
     """Whether torch ``version`` (a version's text) takes registered operators; a text that is not a
     version (a build of its own) is taken to: the build reads the installed torch's and says."""
     release = _major_minor(version)
-    return release is None or release in ((1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 6)) or release[0] >= 2  # REGISTERING
+    return release is None or release in REGISTERED_RELEASES or release[0] >= 2
 
 
 def _major_minor(version):
