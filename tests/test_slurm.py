@@ -3,6 +3,7 @@ profiles/slurm and snakemake-executor-plugin-slurm, compared with the same study
 import json
 import shutil
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -52,9 +53,40 @@ def comparable(path, folder):
     return strip(json.loads(path.read_text()))
 
 
+def start_slurm():
+    return subprocess.run([str(ROOT / "bin" / "start-slurm")], capture_output=True, text=True)
+
+
+def test_a_cluster_started_again_after_its_daemons_died_drops_the_jobs_they_left():
+    """A machine made from an image of one whose cluster was running jobs (CI, stop 77) has their
+    saved state: the controller recovered them as running, held the node allocated, and it never
+    became idle. A controller this script starts begins with no jobs."""
+    out = start_slurm()
+    assert out.returncode == 0, out.stderr
+    job = subprocess.run(["sbatch", "--parsable", "--exclusive", "--wrap", "sleep 6543"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    for _ in range(30):
+        states = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"],
+                                capture_output=True, text=True).stdout.split()
+        if states == ["RUNNING"]:
+            break
+        time.sleep(1)
+    assert states == ["RUNNING"]
+    # what a machine image keeps of a cluster: its saved state, not its processes
+    subprocess.run(["pkill", "-9", "-x", "slurmctld"])
+    subprocess.run(["pkill", "-9", "-x", "slurmd"])
+    subprocess.run(["pkill", "-9", "-x", "slurmstepd"])
+    subprocess.run(["pkill", "-9", "-f", "sleep 6543"])
+    time.sleep(1)
+    out = start_slurm()
+    assert out.returncode == 0, out.stderr
+    assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
+                          check=True).stdout.split() == []
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    out = subprocess.run([str(ROOT / "bin" / "start-slurm")], capture_output=True, text=True)
+    out = start_slurm()
     assert out.returncode == 0, out.stderr
     return subprocess.run(["sinfo", "-h", "-o", "%P %T"], capture_output=True, text=True).stdout
 
