@@ -57,13 +57,14 @@ def start_slurm():
     return subprocess.run([str(ROOT / "bin" / "start-slurm")], capture_output=True, text=True)
 
 
-def test_a_cluster_started_again_after_its_daemons_died_drops_the_jobs_they_left():
+def test_a_cluster_started_again_after_its_daemons_died_drops_the_jobs_they_left(tmp_path):
     """A machine made from an image of one whose cluster was running jobs (CI, stop 77) has their
     saved state: the controller recovered them as running, held the node allocated, and it never
     became idle. A controller this script starts begins with no jobs."""
     out = start_slurm()
     assert out.returncode == 0, out.stderr
-    job = subprocess.run(["sbatch", "--parsable", "--exclusive", "--wrap", "sleep 6543"],
+    job = subprocess.run(["sbatch", "--parsable", "--exclusive", "--chdir", str(tmp_path),
+                          "--wrap", "sleep 6543"],
                          capture_output=True, text=True, check=True).stdout.strip()
     for _ in range(30):
         states = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"],
@@ -73,9 +74,8 @@ def test_a_cluster_started_again_after_its_daemons_died_drops_the_jobs_they_left
         time.sleep(1)
     assert states == ["RUNNING"]
     # what a machine image keeps of a cluster: its saved state, not its processes
-    subprocess.run(["pkill", "-9", "-x", "slurmctld"])
-    subprocess.run(["pkill", "-9", "-x", "slurmd"])
-    subprocess.run(["pkill", "-9", "-x", "slurmstepd"])
+    for daemon in ("slurmctld", "slurmd", "slurmstepd"):
+        subprocess.run(["pkill", "-9", "-x", daemon])
     subprocess.run(["pkill", "-9", "-f", "sleep 6543"])
     time.sleep(1)
     out = start_slurm()
