@@ -353,17 +353,29 @@ def test_a_truncated_record_is_named_and_verify_removes_only_it(study):
 
 
 def test_a_failed_preflight_starts_no_build(tmp_path):
+    """An accepted row whose commits the clone lacks: the preflight fails and no build starts. The
+    study is that row alone (no controls, whose runtimes would be made beside it), in a config
+    file: ``--config bugs={controls: {}}`` merges into config.yaml's controls and removes none."""
     work = project_copy(tmp_path / "p")
     sheet = work / "data" / "filter" / "pytorch.csv"
     sheet.write_text(f"id,decision,reason,buggy_sha,corrected_sha\npr1,accept,,{'a' * 40},{'b' * 40}\n")
     clone = tmp_path / "clone"
     subprocess.run(["git", "init", "-q", str(clone)], check=True)
-    out = snakemake(work, "--config", "bugs={controls: {}}", "runtime={kind: docker}",
-                    f"artifacts={{docker: {{clone: {clone}}}}}", check=False)
-    assert out.returncode != 0
-    assert "so no build starts" in out.stderr and "commits (docker)" in out.stderr
-    assert "2 of 2 not in" in (work / "logs" / "preflight.log").read_text()
-    assert not list((work / "logs").glob("artifacts/docker-*.log"))  # no build was started
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    config["bugs"]["controls"] = {}
+    config["runtime"]["kind"] = "docker"
+    config["artifacts"]["docker"] = {"clone": str(clone)}
+    (work / "one-row.yaml").write_text(yaml.safe_dump(config))
+    out = snakemake(work, "--configfile", "one-row.yaml", check=False)
+    preflight = work / "logs" / "preflight.log"
+    said = (f"exit {out.returncode}\n{out.stderr[-6000:]}\n--- {preflight.name}:\n"
+            f"{preflight.read_text() if preflight.exists() else '(none)'}")
+    assert out.returncode != 0, said
+    assert "so no build starts" in out.stderr and "commits (docker)" in out.stderr, said
+    assert "2 of 2 not in" in preflight.read_text(), said
+    assert not list((work / "logs").glob("artifacts/docker-*.log")), said  # no build was started
+    stands = out.stderr[out.stderr.rindex("\nbug "):]  # the table of where the study stands
+    assert "\npr1 " in stands and " control " not in stands, said  # that row alone
 
 
 def test_a_group_sequential_study_stops_a_clear_impact_at_its_first_look(tmp_path):
