@@ -11,7 +11,7 @@ sys.path.insert(0, SRC)
 os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, dict(os.environ).get("PYTHONPATH")])))
 
 from bugimpact import layout
-from bugimpact.config import SHEET_SCHEMA, check_paths, validate_config
+from bugimpact.config import SHEET_SCHEMA, check_paths, emptied_in_vain, validate_config
 from bugimpact.harness import TRACE_VERSION
 from bugimpact.harness.registry import ARMS
 from bugimpact.plan import Plan
@@ -31,6 +31,13 @@ from bugimpact.status import command
 # the files the config was read from, which its errors name (--config values may change it)
 CONFIG_SOURCE = ", ".join(map(str, workflow.overwrite_configfiles)) or "config.yaml"
 config.update(validate_config(dict(config), source=CONFIG_SOURCE))
+if EMPTIED := emptied_in_vain(dict(workflow.config_settings.config), config):
+    raise InputError(
+        "--config",
+        f"{', '.join(k + '={}' for k in EMPTIED)} empties nothing: Snakemake merges a mapping given "
+        f"with --config into the config's key by key, so what {CONFIG_SOURCE} gives it is kept. "
+        "Empty it in a copy of the config file and give that with --configfile",
+    )
 check_paths(config, source=CONFIG_SOURCE)
 PLAN = Plan(config, SHEET_SCHEMA, CONFIG_SOURCE)
 STUDY = PLAN.study  # this study's own outputs: results/<study>/

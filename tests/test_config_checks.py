@@ -241,3 +241,27 @@ def test_a_look_uses_the_runs_the_final_analysis_uses(tmp_path):
     before = stage(dict(stats, metrics=["accuracy"]), design, "b", 8, [str(p) for p in paths],
                    str(tmp_path / "before.json"))
     assert before["decision"] == "impact"
+
+
+def test_an_empty_mapping_given_with_config_that_empties_nothing_is_refused(tmp_path):
+    """``--config bugs={controls: {}}`` is merged into config.yaml's controls key by key and
+    removes none: a test meant as a study of one sheet row ran the three controls beside it
+    (stop 77's CI). Refused at the start, naming the key; emptied in a config file, it is taken."""
+    from bugimpact.config import emptied_in_vain
+    config = config_with()
+    assert emptied_in_vain({"bugs": {"controls": {}}}, config) == ["bugs.controls"]
+    assert emptied_in_vain({"bugs": {"controls": {"aa": {}}}}, config) == ["bugs.controls.aa"]
+    # empty already (bugs.fixes), or a value that replaces (runs, a list): nothing in vain
+    assert emptied_in_vain({"bugs": {"fixes": {}}, "train": {"runs": 3}, "stats": {"metrics": []}},
+                           config) == []
+    dry = [sys.executable, "-m", "snakemake", "-n", "--cores", "1"]
+    out = subprocess.run(dry + ["--config", "bugs={controls: {}}"], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert out.returncode != 0 and "bugs.controls={} empties nothing" in out.stdout + out.stderr
+    raw = default()
+    raw["bugs"]["controls"] = {}
+    path = tmp_path / "no-controls.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = subprocess.run(dry + ["--configfile", str(path), "--config", "bugs={controls: {}}"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]

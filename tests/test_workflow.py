@@ -355,7 +355,7 @@ def test_a_truncated_record_is_named_and_verify_removes_only_it(study):
 def test_a_failed_preflight_starts_no_build(tmp_path):
     """An accepted row whose commits the clone lacks: the preflight fails and no build starts. The
     study is that row alone (no controls, whose runtimes would be made beside it), in a config
-    file: ``--config bugs={controls: {}}`` merges into config.yaml's controls and removes none."""
+    file: ``--config bugs={controls: {}}`` removes no control, and is refused."""
     work = project_copy(tmp_path / "p")
     sheet = work / "data" / "filter" / "pytorch.csv"
     sheet.write_text(f"id,decision,reason,buggy_sha,corrected_sha\npr1,accept,,{'a' * 40},{'b' * 40}\n")

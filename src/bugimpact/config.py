@@ -170,6 +170,20 @@ def _beyond_schema(config):
     return problems
 
 
+def emptied_in_vain(overrides, config, path=""):
+    """The keys ``--config`` gives an empty mapping that the merged ``config`` still fills, dotted:
+    Snakemake merges a mapping given there into the config file's key by key, so
+    ``bugs={controls: {}}`` removes no control (the study would run them without a word)."""
+    found = []
+    for key, value in (overrides or {}).items():
+        merged = config.get(key) if isinstance(config, dict) else None
+        if isinstance(value, dict) and not value and merged:
+            found.append(f"{path}{key}")
+        elif isinstance(value, dict):
+            found += emptied_in_vain(value, merged, f"{path}{key}.")
+    return found
+
+
 def check_paths(config, source="config.yaml"):
     """The paths a config names, of the right kind, relative to the folder the workflow runs in:
     checked at the start by the workflow and ``validate-config`` alike (a wrong path otherwise

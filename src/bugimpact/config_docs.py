@@ -19,7 +19,8 @@ compile, `mine.versions` a version range, an id used once across `bugs.fixes` an
 
 `--config key=value` on the command line overrides a top-level text key (e.g.
 `--config sheet=data/filter/mine.csv`); numbers and sections go in a config file of your own (a
-copy of `config.yaml`).
+copy of `config.yaml`). Snakemake merges a section given with `--config` into the file's key by
+key, so an empty one (`--config bugs={controls: {}}`) would remove nothing: it is refused.
 
 Required keys are marked **required**. Types in `code`; `a | b` lists the allowed values.
 """
