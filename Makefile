@@ -15,7 +15,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 .PHONY: study test test-long test-python python-checks
 study:  ## the default study end to end: offline, CPU, a few minutes
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host
-	$(PY) -m snakemake --cores $(CORES)
+	$(PY) -m bugimpact run --cores $(CORES)  # snakemake, run again where it lost jobs
 
 test:   ## lint (ruff, snakefmt), then every test but the long measurements, the Docker ones included
 	BASE_PYTHON=$(BASE_PYTHON) VENV=$(VENV) bin/setup-host --test

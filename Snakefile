@@ -58,9 +58,11 @@ onstart:
 
 
 # Failures are results, written into the tables: say at the end which there were, then where
-# each bug stands and where the report is (``where_the_study_stands``, rules/common.smk).
+# each bug stands and where the report is (``where_the_study_stands``, rules/common.smk). A run
+# Snakemake calls done is checked against its targets: it can drop jobs after a checkpoint.
 onsuccess:
     where_the_study_stands()
+    end_if_targets_unmade()
 
 
 onerror:

@@ -14,7 +14,6 @@ import csv
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = {"aa": "not triggered", "fault-labelnoise": "impact", "fault-momentum": "impact"}
 sys.path.insert(0, str(ROOT / "tests"))
 from workflow import project_copy  # noqa: E402
+
+from bugimpact.workflow import run_to_the_end  # noqa: E402
 
 
 def job_costs(work):
@@ -50,7 +51,7 @@ def study(cores, device, pin=None):
         if pin:
             cmd = ["taskset", "-c", pin] + cmd
         start = time.time()
-        out = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+        out = run_to_the_end(cmd, cwd=work, capture_output=True, text=True)  # as make study
         wall = time.time() - start
         assert out.returncode == 0, out.stderr[-3000:]
         verdicts = (work / "results" / "calibration" / "stats" / "verdicts.csv").read_text()

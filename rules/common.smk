@@ -31,12 +31,12 @@ from bugimpact.status import command
 # the files the config was read from, which its errors name (--config values may change it)
 CONFIG_SOURCE = ", ".join(map(str, workflow.overwrite_configfiles)) or "config.yaml"
 config.update(validate_config(dict(config), source=CONFIG_SOURCE))
-if EMPTIED := emptied_in_vain(dict(workflow.config_settings.config), config):
+if EMPTIED := [f"{key}={{}}" for key in emptied_in_vain(dict(workflow.config_settings.config), config)]:
     raise InputError(
         "--config",
-        f"{', '.join(k + '={}' for k in EMPTIED)} empties nothing: Snakemake merges a mapping given "
-        f"with --config into the config's key by key, so what {CONFIG_SOURCE} gives it is kept. "
-        "Empty it in a copy of the config file and give that with --configfile",
+        f"{', '.join(EMPTIED)} empties nothing: Snakemake merges a mapping given with --config into "
+        f"the config's key by key, so what {CONFIG_SOURCE} gives it is kept. Empty it in a copy of "
+        "the config file and give that with --configfile",
     )
 check_paths(config, source=CONFIG_SOURCE)
 PLAN = Plan(config, SHEET_SCHEMA, CONFIG_SOURCE)
@@ -210,6 +210,25 @@ def override_threads(wildcards, input):
 
 def artifact_manifest(wildcards):
     return PLAN.artifacts[wildcards.artifact].manifest
+
+
+def end_if_targets_unmade():
+    """A run Snakemake ended as done, checked against what it was asked for
+    (``steps.unmade_targets``): targets not made end it with ``LOST_JOBS``, saying so."""
+    from bugimpact.steps import unmade_targets
+    from bugimpact.workflow import LOST_JOBS
+
+    rule_names = {rule.name for rule in workflow.rules}
+    unmade = unmade_targets(workflow.dag_settings, workflow.touch, rule_names, PLAN.targets())
+    if unmade:
+        print(
+            f"bugimpact: Snakemake ended this run as done, but {len(unmade)} of its targets are not "
+            f"made ({', '.join(unmade[:3])}{', ...' if len(unmade) > 3 else ''}): it dropped jobs when "
+            "it updated its DAG after a checkpoint (a Snakemake defect). What was made is kept, and "
+            "the same command again makes the rest (bugimpact run and make study do so themselves)",
+            file=sys.stderr,
+        )
+        sys.exit(LOST_JOBS)
 
 
 def where_the_study_stands():

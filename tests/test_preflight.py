@@ -197,3 +197,39 @@ def test_preflight_asks_the_challenge_about_its_raw_file(tmp_path, monkeypatch):
     assert preflight._data(config, config["train"]["challenge"])[0].detail == f"own: {raw}: not ok"
     raw.write_text("ok")
     assert preflight._data(config, config["train"]["challenge"])[0].status == "pass"
+
+
+def test_a_run_ended_as_done_with_targets_not_made_is_named_and_run_again(tmp_path):
+    """Snakemake ended a run of this workflow "15 of 15 steps (100%) done" with exit 0, 32 jobs
+    short, the preflight among them (it drops jobs updating its DAG after a checkpoint): the run's
+    end names the targets not made and exits LOST_JOBS, and a run is made again on that code."""
+    from types import SimpleNamespace
+
+    from bugimpact.workflow import LOST_JOBS, run_to_the_end
+    made, lost = tmp_path / "made.txt", tmp_path / "lost.txt"
+    made.write_text("x")
+    default = [str(made), str(lost)]
+
+    def asked(targets=(), **narrowed):
+        settings = dict(targets=set(targets), until=set(), omit_from=set(), batch=None,
+                        allowed_rules=set(), target_jobs=set())
+        return SimpleNamespace(**{**settings, **narrowed})
+    rules = {"all", "report"}
+    assert steps.unmade_targets(asked(), False, rules, default) == [str(lost)]  # the default rule
+    assert steps.unmade_targets(asked(["all"]), False, rules, default) == [str(lost)]
+    assert steps.unmade_targets(asked([str(made)]), False, rules, default) == []  # only what was asked
+    assert steps.unmade_targets(asked([str(lost), "report"]), False, rules, default) == [str(lost)]
+    for narrowed in ({"until": {"train"}}, {"omit_from": {"train"}}, {"batch": object()},
+                     {"allowed_rules": {"mine"}}, {"target_jobs": {"train:run=1"}}):
+        assert steps.unmade_targets(asked(**narrowed), False, rules, default) == []
+    assert steps.unmade_targets(asked(), True, rules, default) == []  # --touch
+    # a command ending LOST_JOBS is run again, at most three times in all; any other code ends it
+    counter = tmp_path / "runs"
+    script = (f"import pathlib, sys; p = pathlib.Path({str(counter)!r}); "
+              "n = int(p.read_text()) + 1 if p.exists() else 1; p.write_text(str(n)); "
+              f"sys.exit({LOST_JOBS} if n < int(sys.argv[1]) else 0)")
+    assert run_to_the_end([sys.executable, "-c", script, "2"]).returncode == 0
+    assert counter.read_text() == "2"
+    counter.unlink()
+    assert run_to_the_end([sys.executable, "-c", script, "9"]).returncode == LOST_JOBS
+    assert counter.read_text() == "3"

@@ -2,11 +2,12 @@
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from conftest import ROOT
+
+from bugimpact.workflow import run_to_the_end
 
 IGNORE = shutil.ignore_patterns("results", "logs", "benchmarks", ".snakemake", ".git", ".venv*", "__pycache__",
                                 "*.egg-info", ".pytest_cache", "cache")
@@ -20,8 +21,9 @@ def project_copy(dest):
 
 
 def snakemake(workdir, *args, check=True, timeout=1800, env=None):
+    """Snakemake in ``workdir`` as a user runs it: again where it lost jobs (``run_to_the_end``)."""
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
-    out = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout,
+    out = run_to_the_end(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout,
                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **(env or {})))
     if check and out.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout[-3000:]}\n"

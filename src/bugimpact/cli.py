@@ -37,9 +37,10 @@ def _parser():
     def command(name, **kw):
         return sub.add_parser(name, parents=[either], **kw)
 
-    p = command("run", help="run one step of the workflow (and what it needs): the same rule, "
-                            "params and logs as `snakemake`; `bugimpact steps` lists them; "
-                            "or, with --bug, everything one bug still needs")
+    p = command("run", help="run the study (`snakemake`, run again where Snakemake lost jobs), or "
+                            "one step of it and what that needs: the same rule, params and logs; "
+                            "`bugimpact steps` lists them; or, with --bug, everything one bug "
+                            "still needs")
     p.add_argument("step", nargs="?",
                    help="a rule name, e.g. mine, resolve, sheet_merge, funnel, train, report")
     p.add_argument("--bug", help="one bug (see `bugimpact status`): its failed runs are retried and "
@@ -158,9 +159,7 @@ def _run(args):
     extra += ["--dry-run"] if args.dry_run else []
     if args.bug:
         return _run_bug(args.bug, config, args.cores, extra)
-    if not args.step:
-        raise InputError("bugimpact run", "name a step (`bugimpact steps`) or --bug ID")
-    return workflow.run(args.step, args.cores, extra, config)
+    return workflow.run(args.step, args.cores, extra, config)  # no step: the whole study
 
 
 def _status(args):

@@ -7,7 +7,7 @@ them."""
 from ..artifacts.runtimes import made_with  # noqa: F401
 from ..artifacts.sources import artifact_sources  # noqa: F401
 from .builds import arms, artifact, build_status, build_summary, docker_build, toolchain  # noqa: F401
-from .checks import failures_at_end, preflight  # noqa: F401
+from .checks import failures_at_end, preflight, unmade_targets  # noqa: F401
 from .notes import funnel, merge_sheet, mine, resolve, resolvers_from_config  # noqa: F401
 from .override import check as override_check  # noqa: F401
 from .runtime import RUNTIME_SETTINGS, runtime  # noqa: F401

@@ -1,5 +1,6 @@
 """Checks around the steps: preflight before builds, and what failed, at the end."""
 import logging
+import os
 from pathlib import Path
 
 from .. import preflight as checks
@@ -45,3 +46,20 @@ def failures_at_end(summary_csv, builds_csv):
               "is written):"] + lines) if lines else []) + (
         ["bugimpact: reach contradicted by what ran (a defect of reach, never a footnote; verdicts.csv, "
          "column contradiction):"] + contradicted if contradicted else [])
+
+
+def unmade_targets(asked, touch, rule_names, default_targets, exists=os.path.exists):
+    """The targets of a run Snakemake ended as done that are not there: it can drop jobs when it
+    updates its DAG after a checkpoint and then end with success (a run of this workflow ended
+    "15 of 15 steps (100%) done", 32 jobs short, the preflight among them: snakemake#823's kind).
+    ``asked``: the run's DAG settings (Snakemake's ``workflow.dag_settings``): its targets (none:
+    the default rule's, ``default_targets``; the rule ``all`` stands for those too, other rule
+    names are not checked). A run told to make less (--until, --omit-from, --batch,
+    --allowed-rules, a cluster job's --target-jobs, --touch) is not checked."""
+    if (asked.until or asked.omit_from or asked.batch or asked.allowed_rules or asked.target_jobs
+            or touch):
+        return []
+    files = [t for t in asked.targets if t not in rule_names]
+    if not asked.targets or "all" in asked.targets:
+        files += list(default_targets)
+    return [f for f in dict.fromkeys(files) if not exists(f)]
